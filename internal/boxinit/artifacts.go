@@ -1,0 +1,83 @@
+package boxinit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+
+	"github.com/runbox-mcp/runbox/internal/initproto"
+)
+
+// collectArtifacts reports the regular files in the workspace that the run
+// created or changed, in path order. Symlinks and other special files are
+// never followed or read. Everything in the box is dead by now, so nothing
+// can swap a file under us.
+func collectArtifacts(job *initproto.Job, inputs map[string]string, rep *initproto.Report) [][]byte {
+	var paths []string
+	_ = filepath.WalkDir(job.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil // directories are walked; links and devices skipped
+		}
+		rel, err := filepath.Rel(job.Dir, p)
+		if err == nil {
+			paths = append(paths, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	sort.Strings(paths)
+
+	budget := job.MaxArtifactBytes
+	var contents [][]byte
+	for _, rel := range paths {
+		data, size, sum, ok := readRegular(filepath.Join(job.Dir, filepath.FromSlash(rel)), budget)
+		if !ok {
+			continue
+		}
+		if h, isInput := inputs[rel]; isInput && h == sum {
+			continue
+		}
+		if len(rep.Artifacts) >= job.MaxArtifacts {
+			rep.ArtifactsOmitted++
+			continue
+		}
+		a := initproto.Artifact{Path: rel, Size: size, SHA256: sum}
+		if data != nil {
+			a.Sent = true
+			budget -= size
+			contents = append(contents, data)
+		}
+		rep.Artifacts = append(rep.Artifacts, a)
+	}
+	return contents
+}
+
+// readRegular hashes a regular file without following links, and returns
+// its content too when it fits in budget.
+func readRegular(path string, budget int64) (data []byte, size int64, sum string, ok bool) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, 0, "", false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return nil, 0, "", false
+	}
+	size = st.Size()
+	h := sha256.New()
+	if size <= budget {
+		data, err = io.ReadAll(io.TeeReader(f, h))
+		if err != nil {
+			return nil, 0, "", false
+		}
+		size = int64(len(data))
+	} else if size, err = io.Copy(h, f); err != nil {
+		return nil, 0, "", false
+	}
+	return data, size, hex.EncodeToString(h.Sum(nil)), true
+}

@@ -1,0 +1,472 @@
+package boxinit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/runbox-mcp/runbox/internal/initproto"
+)
+
+// maxJobBytes bounds what is read from stdin; the server enforces smaller
+// limits, this only stops a runaway.
+const maxJobBytes = 512 << 20
+
+// checkTimeout bounds a syntax check (bash -n is instant on sane input).
+const checkTimeout = 10 * time.Second
+
+// drainTimeout bounds the wait for killed processes and closed pipes.
+const drainTimeout = 2 * time.Second
+
+// Options adapt the init to where it runs; the zero value is for a box.
+type Options struct {
+	// Self is the path of this binary, for the trampoline; default
+	// os.Executable.
+	Self string
+	// CgroupRoot is where the box's cgroup files are; default
+	// /sys/fs/cgroup. Missing files make the figures unknown, not errors.
+	CgroupRoot string
+	// Scratch lists writable mounts to check for exhaustion; default
+	// the job's Dir and /tmp.
+	Scratch []string
+}
+
+// Main is runbox-init's entry point; it returns the process exit code.
+func Main(args []string, stdin io.Reader, stdout io.Writer) int {
+	if len(args) > 1 && args[1] == trampolineArg {
+		return trampoline(args[2:])
+	}
+	// Nothing in the box may read our memory or descriptors (the result
+	// channel): non-dumpable makes /proc/1/{fd,mem} root-only and refuses
+	// ptrace from the same uid.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// As PID 1 a signal without a handler is dropped; ignoring the
+	// catchable ones keeps code in the box from killing us (SIGKILL from
+	// inside the namespace never reaches PID 1).
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP,
+		syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM,
+		syscall.SIGPROF, syscall.SIGWINCH, syscall.SIGURG)
+
+	var job initproto.Job
+	if err := json.NewDecoder(io.LimitReader(stdin, maxJobBytes)).Decode(&job); err != nil {
+		return writeReport(stdout, &initproto.Report{InitError: "reading job: " + err.Error()}, nil)
+	}
+	rep, contents := Run(context.Background(), &job, Options{})
+	return writeReport(stdout, rep, contents)
+}
+
+func writeReport(w io.Writer, rep *initproto.Report, contents [][]byte) int {
+	data, err := json.Marshal(rep)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "runbox-init: encoding report:", err)
+		return 70
+	}
+	if err := initproto.WriteFrame(w, initproto.FrameReport, data); err != nil {
+		fmt.Fprintln(os.Stderr, "runbox-init: writing report:", err)
+		return 71
+	}
+	for _, c := range contents {
+		if err := initproto.WriteFrame(w, initproto.FrameArtifact, c); err != nil {
+			fmt.Fprintln(os.Stderr, "runbox-init: writing artifact:", err)
+			return 71
+		}
+	}
+	return 0
+}
+
+// Run runs one job and returns the report and the content of each sent
+// artifact, in the report's order.
+func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Report, [][]byte) {
+	if opts.Self == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return &initproto.Report{InitError: "finding own binary: " + err.Error()}, nil
+		}
+		opts.Self = self
+	}
+	if opts.CgroupRoot == "" {
+		opts.CgroupRoot = "/sys/fs/cgroup"
+	}
+	if opts.Scratch == nil {
+		opts.Scratch = []string{job.Dir, "/tmp"}
+	}
+	// Orphans of the program must be reaped by us even when we are not
+	// PID 1 (tests on the host).
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+	inputs, err := unpack(job)
+	if err != nil {
+		return &initproto.Report{InitError: err.Error()}, nil
+	}
+
+	rep := &initproto.Report{OOMKills: -1}
+	cg := cgroupFiles(opts.CgroupRoot)
+	pidsMaxBefore := cg.pidsMaxEvents()
+	var usageBefore unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &usageBefore)
+
+	r := newReaper()
+	defer r.stop()
+
+	if len(job.Check) > 0 {
+		check := run(ctx, r, opts.Self, job, job.Check, nil, min(checkTimeout, time.Duration(job.TimeoutMs)*time.Millisecond))
+		if check.startErr == "" && !check.timedOut && check.status.Exited() && check.status.ExitStatus() != 0 {
+			rep.CheckFailed = true
+			rep.ExitCode = check.status.ExitStatus()
+			rep.Stderr, rep.StderrTruncated, rep.StderrBytes = check.stderr.bytes()
+			rep.Stdout = []byte{}
+			return rep, nil
+		}
+	}
+
+	res := run(ctx, r, opts.Self, job, job.Argv, job.Stdin, time.Duration(job.TimeoutMs)*time.Millisecond)
+	rep.StartError = res.startErr
+	rep.TimedOut = res.timedOut
+	rep.WallMs = res.wall.Milliseconds()
+	switch {
+	case res.status.Exited():
+		rep.ExitCode = res.status.ExitStatus()
+	case res.status.Signaled():
+		rep.Signal = int(res.status.Signal())
+		rep.ExitCode = 128 + rep.Signal
+	}
+	rep.Stdout, rep.StdoutTruncated, rep.StdoutBytes = res.stdout.bytes()
+	rep.Stderr, rep.StderrTruncated, rep.StderrBytes = res.stderr.bytes()
+
+	var usage unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &usage)
+	rep.CPUMs = cpuMs(&usage) - cpuMs(&usageBefore)
+	rep.PeakMemoryBytes = cg.peakMemory()
+	if rep.PeakMemoryBytes <= 0 {
+		rep.PeakMemoryBytes = usage.Maxrss * 1024
+	}
+	rep.OOMKills = cg.oomKills()
+	if before, after := pidsMaxBefore, cg.pidsMaxEvents(); after > before {
+		rep.PidsLimitHit = true
+	}
+	rep.DiskFull = fullMount(opts.Scratch)
+
+	contents := collectArtifacts(job, inputs, rep)
+	return rep, contents
+}
+
+func cpuMs(u *unix.Rusage) int64 {
+	return (u.Utime.Sec+u.Stime.Sec)*1000 + (u.Utime.Usec+u.Stime.Usec)/1000
+}
+
+// unpack writes the input files and the code into the workspace and returns
+// their hashes, so that unchanged inputs are not reported as artifacts.
+func unpack(job *initproto.Job) (map[string]string, error) {
+	if job.Dir == "" || !filepath.IsAbs(job.Dir) {
+		return nil, fmt.Errorf("job dir %q is not absolute", job.Dir)
+	}
+	inputs := make(map[string]string, len(job.Files)+1)
+	write := func(rel string, data []byte) error {
+		if !filepath.IsLocal(rel) {
+			return fmt.Errorf("input path %q is not inside the workspace", rel)
+		}
+		full := filepath.Join(job.Dir, rel)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return fmt.Errorf("creating directory for %s: %w", rel, err)
+		}
+		f, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", rel, err)
+		}
+		_, err = f.Write(data)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", rel, err)
+		}
+		inputs[filepath.ToSlash(rel)] = sha256hex(data)
+		return nil
+	}
+	for _, f := range job.Files {
+		if err := write(filepath.FromSlash(f.Path), f.Data); err != nil {
+			return nil, err
+		}
+	}
+	rel, err := filepath.Rel(job.Dir, job.CodePath)
+	if err != nil {
+		return nil, fmt.Errorf("code path %q: %w", job.CodePath, err)
+	}
+	if err := write(rel, job.Code); err != nil {
+		return nil, err
+	}
+	return inputs, nil
+}
+
+func sha256hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+type runResult struct {
+	startErr       string
+	timedOut       bool
+	status         syscall.WaitStatus
+	wall           time.Duration
+	stdout, stderr *capture
+}
+
+// run starts argv through the trampoline, feeds stdin, captures output,
+// and returns once the program and everything it started are gone.
+func run(ctx context.Context, r *reaper, self string, job *initproto.Job, argv []string, stdin []byte, timeout time.Duration) runResult {
+	res := runResult{stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
+	if len(argv) == 0 {
+		res.startErr = "empty command"
+		return res
+	}
+	pipes, err := newPipes()
+	if err != nil {
+		res.startErr = err.Error()
+		return res
+	}
+	defer pipes.closeAll()
+
+	args := append([]string{self, trampolineArg,
+		"--cpu=" + strconv.FormatInt(job.CPUSeconds, 10),
+		"--nproc=" + strconv.FormatInt(job.NProc, 10), "--"}, argv...)
+	attr := &syscall.ProcAttr{
+		Dir:   job.Dir,
+		Env:   job.Env,
+		Files: []uintptr{pipes.stdinR.Fd(), pipes.stdoutW.Fd(), pipes.stderrW.Fd(), pipes.execW.Fd()},
+		// Its own process group, so that off PID 1 we can still kill
+		// everything it started (see killAll).
+		Sys: &syscall.SysProcAttr{Setpgid: true},
+	}
+	r.expect()
+	start := time.Now()
+	pid, err := syscall.ForkExec(self, args, attr)
+	if err != nil {
+		res.startErr = "starting " + argv[0] + ": " + err.Error()
+		return res
+	}
+	r.setMain(pid)
+	pipes.closeChildEnds()
+
+	var readers sync.WaitGroup
+	readers.Add(3)
+	go func() { defer readers.Done(); _, _ = io.Copy(res.stdout, pipes.stdoutR) }()
+	go func() { defer readers.Done(); _, _ = io.Copy(res.stderr, pipes.stderrR) }()
+	var execErr []byte
+	go func() { defer readers.Done(); execErr, _ = io.ReadAll(io.LimitReader(pipes.execR, 4096)) }()
+	go func() {
+		// A program that never reads its stdin must not block us: this
+		// goroutine ends with EPIPE once the program is gone.
+		_, _ = pipes.stdinW.Write(stdin)
+		_ = pipes.stdinW.Close()
+	}()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-r.mainDone:
+	case <-timer.C:
+		res.timedOut = true
+		killAll(pid)
+		<-r.mainDone
+	case <-ctx.Done():
+		killAll(pid)
+		<-r.mainDone
+	}
+	res.wall = time.Since(start)
+	res.status = r.mainStatus
+	// Whatever the program left running dies with it: nothing persists,
+	// and the output pipes close.
+	killAll(pid)
+	r.waitNoChildren(drainTimeout)
+	waitTimeout(&readers, drainTimeout)
+	if len(execErr) > 0 {
+		res.startErr = string(execErr)
+	}
+	return res
+}
+
+// killAll kills every process the program started. As PID 1, kill(-1)
+// reaches all of them wherever they moved; elsewhere (tests) the process
+// group must do.
+func killAll(pid int) {
+	if os.Getpid() == 1 {
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		return
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}
+
+type pipes struct {
+	stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW, execR, execW *os.File
+}
+
+func newPipes() (*pipes, error) {
+	p := &pipes{}
+	for _, pair := range []struct{ r, w **os.File }{{&p.stdinR, &p.stdinW}, {&p.stdoutR, &p.stdoutW}, {&p.stderrR, &p.stderrW}, {&p.execR, &p.execW}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			p.closeAll()
+			return nil, fmt.Errorf("creating pipe: %w", err)
+		}
+		*pair.r, *pair.w = r, w
+	}
+	return p, nil
+}
+
+func (p *pipes) closeChildEnds() {
+	for _, f := range []*os.File{p.stdinR, p.stdoutW, p.stderrW, p.execW} {
+		_ = f.Close()
+	}
+}
+
+func (p *pipes) closeAll() {
+	for _, f := range []*os.File{p.stdinR, p.stdinW, p.stdoutR, p.stdoutW, p.stderrR, p.stderrW, p.execR, p.execW} {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}
+
+// reaper waits for every child, as PID 1 must, and picks out the main one.
+type reaper struct {
+	sigs     chan os.Signal
+	quit     chan struct{}
+	mu       sync.Mutex
+	mainPid  int
+	pending  map[int]syscall.WaitStatus // exited before setMain saw the pid
+	mainDone chan struct{}
+	// mainStatus is written before mainDone is closed.
+	mainStatus syscall.WaitStatus
+	noChildren chan struct{}
+}
+
+func newReaper() *reaper {
+	r := &reaper{sigs: make(chan os.Signal, 8), quit: make(chan struct{}), pending: map[int]syscall.WaitStatus{}}
+	signal.Notify(r.sigs, syscall.SIGCHLD)
+	go r.loop()
+	return r
+}
+
+func (r *reaper) stop() {
+	signal.Stop(r.sigs)
+	close(r.quit)
+}
+
+// expect arms the reaper for a new main process.
+func (r *reaper) expect() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mainPid = 0
+	r.mainDone = make(chan struct{})
+	r.noChildren = make(chan struct{})
+}
+
+func (r *reaper) setMain(pid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mainPid = pid
+	if st, ok := r.pending[pid]; ok {
+		delete(r.pending, pid)
+		r.mainStatus = st
+		close(r.mainDone)
+	}
+	select {
+	case r.sigs <- syscall.SIGCHLD: // reap anything that raced us
+	default:
+	}
+}
+
+func (r *reaper) loop() {
+	for {
+		select {
+		case <-r.quit:
+			return
+		case <-r.sigs:
+		}
+		r.reapAll()
+	}
+}
+
+func (r *reaper) reapAll() {
+	for {
+		var st syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &st, syscall.WNOHANG, nil)
+		r.mu.Lock()
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			r.mu.Unlock()
+			continue
+		case err != nil: // ECHILD: nobody left
+			if r.mainDone != nil && isClosed(r.mainDone) && !isClosed(r.noChildren) {
+				close(r.noChildren)
+			}
+			r.mu.Unlock()
+			return
+		case pid == 0:
+			r.mu.Unlock()
+			return
+		}
+		switch {
+		case pid == r.mainPid && r.mainPid != 0:
+			r.mainStatus = st
+			close(r.mainDone)
+			r.mainPid = 0
+		case r.mainPid == 0 && r.mainDone != nil && !isClosed(r.mainDone):
+			r.pending[pid] = st
+		}
+		r.mu.Unlock()
+	}
+}
+
+// waitNoChildren waits until every child has been reaped, or d passes.
+func (r *reaper) waitNoChildren(d time.Duration) {
+	deadline := time.After(d)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.noChildren:
+			return
+		case <-deadline:
+			return
+		case <-tick.C:
+			// A SIGCHLD can coalesce with one already handled; ask again.
+			select {
+			case r.sigs <- syscall.SIGCHLD:
+			default:
+			}
+		}
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

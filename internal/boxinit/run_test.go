@@ -1,0 +1,181 @@
+package boxinit
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runbox-mcp/runbox/internal/initproto"
+)
+
+// The test binary doubles as the trampoline, as runbox-init does in a box.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == trampolineArg {
+		os.Exit(trampoline(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+func bashJob(t *testing.T, code string) *initproto.Job {
+	t.Helper()
+	dir := t.TempDir()
+	return &initproto.Job{
+		Argv:             []string{"bash", filepath.Join(dir, "main.sh")},
+		Dir:              dir,
+		CodePath:         filepath.Join(dir, "main.sh"),
+		Code:             []byte(code),
+		Env:              []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
+		TimeoutMs:        5000,
+		MaxOutputBytes:   1 << 16,
+		MaxArtifacts:     10,
+		MaxArtifactBytes: 1 << 20,
+	}
+}
+
+func runJob(t *testing.T, job *initproto.Job) (*initproto.Report, [][]byte) {
+	t.Helper()
+	rep, contents := Run(context.Background(), job, Options{Self: os.Args[0], CgroupRoot: t.TempDir(), Scratch: []string{}})
+	if rep.InitError != "" {
+		t.Fatalf("init error: %s", rep.InitError)
+	}
+	return rep, contents
+}
+
+func TestRunStdinFilesAndArtifacts(t *testing.T) {
+	job := bashJob(t, `
+read name
+echo "hello $name"
+echo oops >&2
+cat data/in.txt
+echo changed > data/changed.txt
+mkdir -p out && printf 'png?' > out/plot.png
+ln -s /etc/passwd out/link
+env | sort > out/env.txt
+exit 3`)
+	job.Stdin = []byte("world\n")
+	job.Files = []initproto.File{
+		{Path: "data/in.txt", Data: []byte("input file\n")},
+		{Path: "data/changed.txt", Data: []byte("before\n")},
+	}
+	rep, contents := runJob(t, job)
+	if rep.ExitCode != 3 || rep.Signal != 0 || rep.TimedOut {
+		t.Fatalf("exit %d signal %d timedOut %v; stderr %s", rep.ExitCode, rep.Signal, rep.TimedOut, rep.Stderr)
+	}
+	if got := string(rep.Stdout); got != "hello world\ninput file\n" {
+		t.Errorf("stdout %q", got)
+	}
+	if got := string(rep.Stderr); got != "oops\n" {
+		t.Errorf("stderr %q", got)
+	}
+	var paths []string
+	for _, a := range rep.Artifacts {
+		paths = append(paths, a.Path)
+	}
+	if got, want := strings.Join(paths, ","), "data/changed.txt,out/env.txt,out/plot.png"; got != want {
+		t.Fatalf("artifacts %s, want %s (unchanged inputs, the code and symlinks are not artifacts)", got, want)
+	}
+	if len(contents) != 3 || string(contents[2]) != "png?" || !rep.Artifacts[2].Sent || rep.Artifacts[2].Size != 4 {
+		t.Errorf("artifact content: %q %+v", contents, rep.Artifacts)
+	}
+	if env := string(contents[1]); strings.Contains(env, "HOME=") || !strings.Contains(env, "PATH=/usr/local/bin") {
+		t.Errorf("environment is not exactly the job's:\n%s", env)
+	}
+}
+
+func TestRunTimeoutKillsEvenWhenSignalsAreIgnored(t *testing.T) {
+	job := bashJob(t, `trap '' TERM INT HUP; (trap '' TERM; sleep 100) & echo started; while :; do :; done`)
+	job.TimeoutMs = 300
+	start := time.Now()
+	rep, _ := runJob(t, job)
+	if took := time.Since(start); took > 1300*time.Millisecond {
+		t.Errorf("took %v past a 300 ms deadline", took)
+	}
+	if !rep.TimedOut || rep.Signal != int(syscall.SIGKILL) || string(rep.Stdout) != "started\n" {
+		t.Fatalf("report %+v", rep)
+	}
+	if rep.WallMs < 300 || rep.CPUMs < 100 {
+		t.Errorf("wall %d ms cpu %d ms", rep.WallMs, rep.CPUMs)
+	}
+}
+
+func TestRunKillsBackgroundProcesses(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "alive")
+	job := bashJob(t, `(sleep 1; touch `+marker+`) & echo bye`)
+	rep, _ := runJob(t, job)
+	if rep.ExitCode != 0 || string(rep.Stdout) != "bye\n" {
+		t.Fatalf("report %+v", rep)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a background process outlived the run")
+	}
+}
+
+func TestRunCapsOutputFloods(t *testing.T) {
+	job := bashJob(t, `head -c 5000000 /dev/zero | tr '\0' x; echo; echo TAIL`)
+	job.MaxOutputBytes = 1000
+	rep, _ := runJob(t, job)
+	if !rep.StdoutTruncated || rep.StdoutBytes != 5000006 || !strings.HasSuffix(string(rep.Stdout), "TAIL\n") || len(rep.Stdout) > 1100 {
+		t.Fatalf("stdout %d bytes kept of %d, truncated %v", len(rep.Stdout), rep.StdoutBytes, rep.StdoutTruncated)
+	}
+}
+
+func TestRunMissingInterpreter(t *testing.T) {
+	job := bashJob(t, "true")
+	job.Argv = []string{"no-such-interpreter", job.CodePath}
+	rep, _ := runJob(t, job)
+	if !strings.Contains(rep.StartError, "no-such-interpreter") {
+		t.Fatalf("start error %q", rep.StartError)
+	}
+}
+
+func TestRunCheckRejectsBeforeRunning(t *testing.T) {
+	job := bashJob(t, "echo ran\nif then\n")
+	job.Check = []string{"bash", "-n", job.CodePath}
+	rep, _ := runJob(t, job)
+	if !rep.CheckFailed || len(rep.Stdout) != 0 || !strings.Contains(string(rep.Stderr), "line 2") {
+		t.Fatalf("report %+v stderr %s", rep, rep.Stderr)
+	}
+}
+
+func TestRunCPULimit(t *testing.T) {
+	job := bashJob(t, `while :; do :; done`)
+	job.CPUSeconds = 1
+	rep, _ := runJob(t, job)
+	if rep.TimedOut || (rep.Signal != int(syscall.SIGXCPU) && rep.Signal != int(syscall.SIGKILL)) {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+func TestUnpackRefusesEscapes(t *testing.T) {
+	for _, p := range []string{"../x", "/etc/x", "a/../../x"} {
+		job := bashJob(t, "true")
+		job.Files = []initproto.File{{Path: p, Data: []byte("x")}}
+		rep, _ := Run(context.Background(), job, Options{Self: os.Args[0], CgroupRoot: t.TempDir()})
+		if rep.InitError == "" {
+			t.Errorf("%s: accepted", p)
+		}
+	}
+}
+
+func TestMainReadsJobWritesFrames(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	code := Main([]string{"runbox-init"}, strings.NewReader("{not json"), w)
+	w.Close()
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	typ, payload, err := initproto.NewReader(r).Next()
+	if err != nil || typ != initproto.FrameReport || !strings.Contains(string(payload), "reading job") {
+		t.Fatalf("frame %q %s %v", typ, payload, err)
+	}
+}

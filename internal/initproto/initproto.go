@@ -1,0 +1,154 @@
+package initproto
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Frame types.
+const (
+	FrameReport   byte = 'R'
+	FrameArtifact byte = 'A'
+)
+
+// MaxFrame bounds one frame's payload, so a corrupt length cannot make the
+// reader allocate without limit.
+const MaxFrame = 256 << 20
+
+// TruncationMarker is inserted where captured output was cut; %d is the
+// number of bytes dropped.
+const TruncationMarker = "\n…[runbox: %d bytes truncated]…\n"
+
+// ErrFrameTooLarge is returned for a frame whose length exceeds the limit.
+var ErrFrameTooLarge = errors.New("initproto: frame too large")
+
+// Job is everything runbox-init needs to run one program.
+type Job struct {
+	// Argv runs the program; Check, when set, runs first and a failure
+	// means the code does not parse (e.g. bash -n), so nothing executes.
+	Argv  []string `json:"argv"`
+	Check []string `json:"check,omitempty"`
+	// Dir is the workspace: files are unpacked there and it is the
+	// program's working directory; artifacts are collected from it.
+	Dir      string `json:"dir"`
+	CodePath string `json:"code_path"`
+	Code     []byte `json:"code"`
+	Stdin    []byte `json:"stdin,omitempty"`
+	Files    []File `json:"files,omitempty"`
+	// Env is the program's whole environment.
+	Env []string `json:"env"`
+
+	TimeoutMs  int64 `json:"timeout_ms"`
+	CPUSeconds int64 `json:"cpu_seconds,omitempty"`
+	// NProc, when positive, sets RLIMIT_NPROC for the program (for
+	// runtimes that cannot enforce a pids cgroup).
+	NProc int64 `json:"nproc,omitempty"`
+
+	MaxOutputBytes   int   `json:"max_output_bytes"`
+	MaxArtifacts     int   `json:"max_artifacts"`
+	MaxArtifactBytes int64 `json:"max_artifact_bytes"`
+}
+
+// File is an input file, Path relative to Job.Dir.
+type File struct {
+	Path string `json:"path"`
+	Data []byte `json:"data"`
+}
+
+// Report is what happened. Stdout and Stderr are already capped (head and
+// tail kept, TruncationMarker between them).
+type Report struct {
+	// InitError is set when runbox-init itself could not do its part
+	// (bad job, cannot write files); nothing else is meaningful then.
+	InitError string `json:"init_error,omitempty"`
+	// StartError is set when the interpreter could not be started.
+	StartError string `json:"start_error,omitempty"`
+	// CheckFailed: the syntax check rejected the code; Stderr is the
+	// check's and the program never ran.
+	CheckFailed bool `json:"check_failed,omitempty"`
+
+	ExitCode int  `json:"exit_code"`
+	Signal   int  `json:"signal,omitempty"`
+	TimedOut bool `json:"timed_out,omitempty"`
+
+	Stdout          []byte `json:"stdout"`
+	Stderr          []byte `json:"stderr"`
+	StdoutBytes     int64  `json:"stdout_bytes"`
+	StderrBytes     int64  `json:"stderr_bytes"`
+	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+
+	WallMs          int64 `json:"wall_ms"`
+	CPUMs           int64 `json:"cpu_ms"`
+	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
+	// OOMKills counts kernel OOM kills in the box's memory cgroup, -1 when
+	// the cgroup cannot be read from inside.
+	OOMKills int64 `json:"oom_kills"`
+	// PidsLimitHit: the pids cgroup refused a fork during the run.
+	PidsLimitHit bool `json:"pids_limit_hit,omitempty"`
+	// DiskFull names a writable mount left with no space or inodes.
+	DiskFull string `json:"disk_full,omitempty"`
+
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// ArtifactsOmitted counts files left out by the count cap.
+	ArtifactsOmitted int `json:"artifacts_omitted,omitempty"`
+}
+
+// Artifact describes a file the run created or changed. Its content follows
+// in an artifact frame only when Sent is true (the byte cap may stop it).
+type Artifact struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	Sent   bool   `json:"sent"`
+}
+
+// WriteFrame writes one frame.
+func WriteFrame(w io.Writer, typ byte, payload []byte) error {
+	if len(payload) > MaxFrame {
+		return ErrFrameTooLarge
+	}
+	var hdr [5]byte
+	hdr[0] = typ
+	binary.BigEndian.PutUint32(hdr[1:], uint32(len(payload)))
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(payload)
+	return err
+}
+
+// Reader reads frames.
+type Reader struct {
+	r *bufio.Reader
+}
+
+// NewReader returns a frame reader on r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Next returns the next frame. It returns io.EOF at a clean end between
+// frames and io.ErrUnexpectedEOF inside one.
+func (fr *Reader) Next() (typ byte, payload []byte, err error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(fr.r, hdr[:1]); err != nil {
+		return 0, nil, err
+	}
+	if _, err := io.ReadFull(fr.r, hdr[1:]); err != nil {
+		return 0, nil, io.ErrUnexpectedEOF
+	}
+	n := binary.BigEndian.Uint32(hdr[1:])
+	if n > MaxFrame {
+		return 0, nil, fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, n)
+	}
+	// Grow with what arrives rather than trusting the length up front.
+	payload, err = io.ReadAll(io.LimitReader(fr.r, int64(n)))
+	if err != nil || len(payload) != int(n) {
+		return 0, nil, io.ErrUnexpectedEOF
+	}
+	return hdr[0], payload, nil
+}

@@ -1,0 +1,34 @@
+package manifest
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ToolDescription renders run_code's description from the manifest, so
+// that what the agent is told is what is enforced.
+func (m *Manifest) ToolDescription() string {
+	l := m.Limits
+	var b strings.Builder
+	b.WriteString("Run code in a fresh, isolated sandbox and get back stdout, stderr, the exit code, the files it wrote, metrics, and a typed error to act on.\n\n")
+	b.WriteString("Installed (nothing else can be installed):\n")
+	for _, lang := range m.Languages {
+		fmt.Fprintf(&b, "- %s", lang.Name)
+		if lang.Version != "" {
+			fmt.Fprintf(&b, " %s", lang.Version)
+		}
+		if len(lang.Packages) > 0 {
+			fmt.Fprintf(&b, " with %s", strings.Join(lang.Packages, ", "))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\nRules, enforced on every run:\n")
+	b.WriteString("- No network: HTTP requests, DNS, pip install and npm install all fail. Work with the data you pass in.\n")
+	fmt.Fprintf(&b, "- Time: %gs by default; set timeout_seconds up to %g.\n", l.TimeoutSeconds, l.MaxTimeoutSeconds)
+	fmt.Fprintf(&b, "- Memory %s, %g CPU, %d processes/threads, disk %s in /workspace and %s in /tmp.\n", l.Memory, l.CPUs, l.Pids, l.WorkspaceBytes, l.TmpBytes)
+	fmt.Fprintf(&b, "- Output: the first and last %s of stdout and of stderr are kept; print summaries, not whole datasets.\n", l.OutputBytes/2)
+	fmt.Fprintf(&b, "- Every run starts from an empty /workspace (the working directory); nothing persists between runs. Pass data with files (up to %s in all) and stdin.\n", l.InputBytes)
+	fmt.Fprintf(&b, "- Files the code writes under /workspace come back as artifacts (up to %d files, %s); images are shown inline. Save plots with matplotlib's savefig('plot.png').\n", l.Artifacts, l.ArtifactBytes)
+	b.WriteString("\nOn failure, error.kind says what happened (syntax, runtime, timeout, oom, resource_limit, output_limit, invalid_request, sandbox), error.line points into your code, and error.hint says what to change.")
+	return b.String()
+}

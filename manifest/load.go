@@ -1,0 +1,30 @@
+package manifest
+
+import (
+	"fmt"
+	"os"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Load reads a manifest file (YAML or JSON) over the defaults: fields it
+// does not set keep their default; a languages list replaces the default
+// one. Unknown fields are errors, so a typo never silently does nothing.
+// An empty path returns the defaults.
+func Load(path string) (*Manifest, error) {
+	m := Default()
+	if path == "" {
+		return m, m.Validate()
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(data, m); err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", path, err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("manifest %s is invalid:\n%w", path, err)
+	}
+	return m, nil
+}

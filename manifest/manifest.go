@@ -1,0 +1,265 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+)
+
+// Isolation levels.
+const (
+	IsolationRunc   = "runc"
+	IsolationGVisor = "gvisor"
+)
+
+// DefaultImage is the sandbox image built by `make setup`.
+const DefaultImage = "runbox/sandbox:bookworm"
+
+// Workspace is where input files, the code and artifacts live in a box;
+// Tmp is the only other writable place.
+const (
+	Workspace = "/workspace"
+	Tmp       = "/tmp"
+)
+
+// Manifest is the effective configuration of a runbox server.
+type Manifest struct {
+	Languages   []Language `json:"languages"`
+	Limits      Limits     `json:"limits"`
+	Isolation   string     `json:"isolation"`
+	Network     string     `json:"network"`
+	Concurrency int        `json:"concurrency"`
+	// QueueSize bounds how many calls may wait for a slot before new ones
+	// are refused with resource_limit/busy.
+	QueueSize int `json:"queue_size"`
+	// User is the uid:gid the program runs as in the box.
+	User string `json:"user"`
+}
+
+// Language is one runnable language.
+type Language struct {
+	Name    string `json:"name"`
+	Image   string `json:"image"`
+	Version string `json:"version,omitempty"`
+	// File is the code's name in the workspace (main.py), so that its
+	// own imports of sibling files work and tracebacks read naturally.
+	File string `json:"file"`
+	// Command runs the code; {file} is replaced by the code's path.
+	Command []string `json:"command"`
+	// Check, when set, runs first and a failure means a syntax error, so
+	// that nothing of a malformed script executes (bash -n).
+	Check []string `json:"check,omitempty"`
+	// ErrorFormat names the parser for the interpreter's error reports:
+	// python, node or bash.
+	ErrorFormat string `json:"error_format"`
+	// Env is added to the box's fixed environment for this language.
+	Env      map[string]string `json:"env,omitempty"`
+	Packages []string          `json:"packages,omitempty"`
+}
+
+// Limits are the resource bounds of every run.
+type Limits struct {
+	TimeoutSeconds    float64 `json:"timeout_seconds"`
+	MaxTimeoutSeconds float64 `json:"max_timeout_seconds"`
+	// CPUSeconds, when positive, caps the CPU time of the program.
+	CPUSeconds int64 `json:"cpu_seconds,omitempty"`
+
+	Memory         ByteSize `json:"memory"`
+	CPUs           float64  `json:"cpus"`
+	Pids           int64    `json:"pids"`
+	OpenFiles      int64    `json:"open_files"`
+	WorkspaceBytes ByteSize `json:"workspace_size"`
+	WorkspaceFiles int64    `json:"workspace_inodes"`
+	TmpBytes       ByteSize `json:"tmp_size"`
+
+	OutputBytes   ByteSize `json:"max_output_bytes"`
+	CodeBytes     ByteSize `json:"max_code_bytes"`
+	InputBytes    ByteSize `json:"max_input_bytes"`
+	InputFiles    int      `json:"max_input_files"`
+	Artifacts     int      `json:"max_artifacts"`
+	ArtifactBytes ByteSize `json:"max_artifact_bytes"`
+	// ImageBytes caps one image artifact returned inline as an image
+	// content block.
+	ImageBytes ByteSize `json:"max_image_bytes"`
+}
+
+// Timeout returns the default per-call timeout.
+func (l Limits) Timeout() time.Duration { return seconds(l.TimeoutSeconds) }
+
+// MaxTimeout returns the largest per-call timeout a caller may ask for.
+func (l Limits) MaxTimeout() time.Duration { return seconds(l.MaxTimeoutSeconds) }
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Default returns the built-in manifest.
+func Default() *Manifest {
+	return &Manifest{
+		Languages: []Language{
+			{
+				Name: "python", Image: DefaultImage, File: "main.py",
+				Command:     []string{"python3", "{file}"},
+				ErrorFormat: "python",
+				Env: map[string]string{
+					"PYTHONUNBUFFERED":        "1",
+					"PYTHONDONTWRITEBYTECODE": "1",
+					"MPLBACKEND":              "Agg",
+				},
+				Packages: []string{"numpy", "pandas", "matplotlib", "scipy", "sympy"},
+			},
+			{
+				Name: "javascript", Image: DefaultImage, File: "main.js",
+				Command:     []string{"node", "{file}"},
+				ErrorFormat: "node",
+			},
+			{
+				Name: "bash", Image: DefaultImage, File: "main.sh",
+				Command:     []string{"bash", "{file}"},
+				Check:       []string{"bash", "-n", "{file}"},
+				ErrorFormat: "bash",
+				Packages:    []string{"coreutils"},
+			},
+		},
+		Limits: Limits{
+			TimeoutSeconds:    30,
+			MaxTimeoutSeconds: 300,
+			Memory:            512 * MiB,
+			CPUs:              1,
+			Pids:              128,
+			OpenFiles:         1024,
+			WorkspaceBytes:    64 * MiB,
+			WorkspaceFiles:    16384,
+			TmpBytes:          64 * MiB,
+			OutputBytes:       256 * KiB,
+			CodeBytes:         512 * KiB,
+			InputBytes:        32 * MiB,
+			InputFiles:        256,
+			Artifacts:         64,
+			ArtifactBytes:     32 * MiB,
+			ImageBytes:        4 * MiB,
+		},
+		Isolation:   IsolationRunc,
+		Network:     "none",
+		Concurrency: 4,
+		QueueSize:   64,
+		User:        "1000:1000",
+	}
+}
+
+// Language returns the language called name.
+func (m *Manifest) Language(name string) (Language, bool) {
+	i := slices.IndexFunc(m.Languages, func(l Language) bool { return l.Name == name })
+	if i < 0 {
+		return Language{}, false
+	}
+	return m.Languages[i], true
+}
+
+// LanguageNames lists the languages in manifest order.
+func (m *Manifest) LanguageNames() []string {
+	names := make([]string, len(m.Languages))
+	for i, l := range m.Languages {
+		names[i] = l.Name
+	}
+	return names
+}
+
+// FieldError says which field is wrong, what it holds and what is allowed.
+type FieldError struct {
+	Field   string
+	Value   any
+	Allowed string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("manifest: %s = %v: %s", e.Field, e.Value, e.Allowed)
+}
+
+var (
+	nameRe = regexp.MustCompile(`^[a-z][a-z0-9_+-]{0,31}$`)
+	userRe = regexp.MustCompile(`^[1-9][0-9]{0,9}:[1-9][0-9]{0,9}$`)
+	fileRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+)
+
+// Validate checks every field and returns all problems joined.
+func (m *Manifest) Validate() error {
+	var errs []error
+	bad := func(field string, value any, allowed string) {
+		errs = append(errs, &FieldError{field, value, allowed})
+	}
+	if len(m.Languages) == 0 {
+		bad("languages", "[]", "at least one language")
+	}
+	seen := map[string]bool{}
+	for i, l := range m.Languages {
+		f := fmt.Sprintf("languages[%d]", i)
+		switch {
+		case !nameRe.MatchString(l.Name):
+			bad(f+".name", l.Name, "lower-case letters, digits, _ + -, at most 32")
+		case seen[l.Name]:
+			bad(f+".name", l.Name, "unique")
+		}
+		seen[l.Name] = true
+		if l.Image == "" {
+			bad(f+".image", `""`, "an image reference")
+		}
+		if !fileRe.MatchString(l.File) || l.File == "." || l.File == ".." {
+			bad(f+".file", l.File, "a plain file name such as main.py")
+		}
+		if len(l.Command) == 0 || !slices.Contains(l.Command, "{file}") {
+			bad(f+".command", l.Command, "a command that names {file}")
+		}
+		if len(l.Check) > 0 && !slices.Contains(l.Check, "{file}") {
+			bad(f+".check", l.Check, "empty, or a command that names {file}")
+		}
+		if !slices.Contains([]string{"python", "node", "bash", "none"}, l.ErrorFormat) {
+			bad(f+".error_format", l.ErrorFormat, "python, node, bash or none")
+		}
+	}
+	lim := m.Limits
+	rangeF := func(field string, v, lo, hi float64) {
+		if !(v >= lo && v <= hi) {
+			bad(field, v, fmt.Sprintf("from %g to %g", lo, hi))
+		}
+	}
+	rangeI := func(field string, v, lo, hi int64) {
+		if v < lo || v > hi {
+			bad(field, v, fmt.Sprintf("from %d to %d", lo, hi))
+		}
+	}
+	rangeB := func(field string, v, lo, hi ByteSize) {
+		if v < lo || v > hi {
+			bad(field, v, fmt.Sprintf("from %s to %s", lo, hi))
+		}
+	}
+	rangeF("limits.max_timeout_seconds", lim.MaxTimeoutSeconds, 1, 3600)
+	rangeF("limits.timeout_seconds", lim.TimeoutSeconds, 0.1, lim.MaxTimeoutSeconds)
+	rangeI("limits.cpu_seconds", lim.CPUSeconds, 0, 3600)
+	rangeB("limits.memory", lim.Memory, 16*MiB, 64*GiB)
+	rangeF("limits.cpus", lim.CPUs, 0.05, 64)
+	rangeI("limits.pids", lim.Pids, 8, 32768)
+	rangeI("limits.open_files", lim.OpenFiles, 32, 1<<20)
+	rangeB("limits.workspace_size", lim.WorkspaceBytes, 1*MiB, 16*GiB)
+	rangeI("limits.workspace_inodes", lim.WorkspaceFiles, 64, 1<<22)
+	rangeB("limits.tmp_size", lim.TmpBytes, 1*MiB, 16*GiB)
+	rangeB("limits.max_output_bytes", lim.OutputBytes, 1*KiB, 64*MiB)
+	rangeB("limits.max_code_bytes", lim.CodeBytes, 1*KiB, 16*MiB)
+	rangeB("limits.max_input_bytes", lim.InputBytes, 0, lim.WorkspaceBytes)
+	rangeI("limits.max_input_files", int64(lim.InputFiles), 0, 10000)
+	rangeI("limits.max_artifacts", int64(lim.Artifacts), 0, 10000)
+	rangeB("limits.max_artifact_bytes", lim.ArtifactBytes, 0, 1*GiB)
+	rangeB("limits.max_image_bytes", lim.ImageBytes, 0, lim.ArtifactBytes)
+	if m.Isolation != IsolationRunc && m.Isolation != IsolationGVisor {
+		bad("isolation", m.Isolation, "runc or gvisor")
+	}
+	if m.Network != "none" {
+		bad("network", m.Network, "none (runbox never gives a box a network)")
+	}
+	rangeI("concurrency", int64(m.Concurrency), 1, 1024)
+	rangeI("queue_size", int64(m.QueueSize), 0, 100000)
+	if !userRe.MatchString(m.User) {
+		bad("user", m.User, "a non-root numeric uid:gid such as 1000:1000")
+	}
+	return errors.Join(errs...)
+}

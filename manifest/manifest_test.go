@@ -1,0 +1,91 @@
+package manifest
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestDefaultIsValid(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValidateNamesFieldValueAndRange(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*Manifest)
+		want string
+	}{
+		{"timeout above max", func(m *Manifest) { m.Limits.TimeoutSeconds = 999 }, "limits.timeout_seconds = 999: from 0.1 to 300"},
+		{"memory too small", func(m *Manifest) { m.Limits.Memory = 1 }, "limits.memory = 1B: from 16MiB to 64GiB"},
+		{"root user", func(m *Manifest) { m.User = "0:0" }, "user = 0:0: a non-root"},
+		{"network", func(m *Manifest) { m.Network = "bridge" }, "network = bridge"},
+		{"isolation", func(m *Manifest) { m.Isolation = "kata" }, "isolation = kata: runc or gvisor"},
+		{"duplicate language", func(m *Manifest) { m.Languages = append(m.Languages, m.Languages[0]) }, "languages[3].name = python: unique"},
+		{"command without file", func(m *Manifest) { m.Languages[0].Command = []string{"python3"} }, "languages[0].command"},
+		{"file with slash", func(m *Manifest) { m.Languages[0].File = "../x.py" }, "languages[0].file"},
+	}
+	for _, tc := range cases {
+		m := Default()
+		tc.edit(m)
+		err := m.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want it to contain %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]ByteSize{`"64MiB"`: 64 * MiB, `"1.5GiB"`: GiB + GiB/2, `"100B"`: 100, `2048`: 2048, `"7"`: 7} {
+		var b ByteSize
+		if err := json.Unmarshal([]byte(in), &b); err != nil || b != want {
+			t.Errorf("%s: got %v, %v", in, b, err)
+		}
+	}
+	for _, in := range []string{`"-1MiB"`, `"ten"`, `-5`, `"5 TB"`} {
+		var b ByteSize
+		if err := json.Unmarshal([]byte(in), &b); err == nil {
+			t.Errorf("%s: accepted as %d", in, b)
+		}
+	}
+	if s := (64 * MiB).String(); s != "64MiB" {
+		t.Errorf("String: %s", s)
+	}
+}
+
+func TestLoadOverlaysDefaults(t *testing.T) {
+	p := t.TempDir() + "/runbox.yaml"
+	writeFile(t, p, "limits:\n  memory: 256MiB\n  timeout_seconds: 5\nconcurrency: 2\n")
+	m, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Limits.Memory != 256*MiB || m.Limits.TimeoutSeconds != 5 || m.Concurrency != 2 || m.Limits.Pids != Default().Limits.Pids || len(m.Languages) != 3 {
+		t.Fatalf("got %+v", m.Limits)
+	}
+}
+
+func TestLoadRejectsUnknownAndInvalid(t *testing.T) {
+	for content, want := range map[string]string{
+		"limits:\n  memroy: 1GiB\n": "unknown field",
+		"limits:\n  memory: 1MiB\n": "limits.memory = 1MiB",
+		"concurrency: many\n":       "concurrency",
+		"limits:\n  memory: lots\n": "bad size",
+	} {
+		p := t.TempDir() + "/runbox.yaml"
+		writeFile(t, p, content)
+		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %q", content, err, want)
+		}
+	}
+}
+
+func writeFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
