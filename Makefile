@@ -1,0 +1,53 @@
+# runbox — the README's two commands are `make demo` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+
+GO      ?= go
+BIN     := bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
+DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
+ARCH    := $(shell $(GO) env GOARCH)
+
+.PHONY: all setup build demo test unit e2e vet fmt clean
+
+all: build
+
+## setup: install and start the Docker engine, runsc, debootstrap; build the sandbox image (idempotent)
+setup:
+	bash scripts/setup.sh
+
+## build: the runbox binary and runbox-init (static, for the box)
+build:
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/runbox ./cmd/runbox
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/runbox-init-linux-$(ARCH) ./cmd/runbox-init
+
+## demo: a real MCP session through the real server into real containers
+demo: setup build
+	$(GO) run ./examples/demo --server $(BIN)/runbox
+
+## test: set everything up and run every test (unit, fuzz seeds, e2e with real Docker and real MCP clients)
+test: setup build vet unit e2e
+
+unit:
+	$(GO) test -count=1 ./...
+
+e2e: e2e/ts/node_modules
+	RUNBOX_BIN=$(CURDIR)/$(BIN)/runbox $(GO) test -count=1 -tags e2e -timeout 30m ./e2e/
+
+e2e/ts/node_modules: e2e/ts/package.json e2e/ts/package-lock.json
+	cd e2e/ts && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+vet:
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+
+fmt:
+	gofmt -w .
+
+clean:
+	rm -rf $(BIN)

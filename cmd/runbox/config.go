@@ -1,0 +1,115 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+var errHelp = errors.New("help shown")
+
+const usage = `runbox — run the code AI agents write, safely, over MCP.
+
+Usage:
+  runbox serve [flags]            serve the MCP tools on stdio
+  runbox run [flags] FILE | -     run one file (or stdin) in a box and print its output
+  runbox manifest                 print the effective manifest as JSON
+  runbox version                  print version, commit and build date
+
+Common flags:
+  --manifest FILE      the manifest (YAML or JSON; env RUNBOX_MANIFEST; default: built-in defaults)
+  --log-level LEVEL    debug, info, warn or error (env RUNBOX_LOG_LEVEL; default info)
+
+Run 'runbox COMMAND --help' for a command's flags.
+`
+
+// config is everything the flags and environment say.
+type config struct {
+	command      string
+	logLevel     string
+	manifestPath string
+
+	// run
+	file     string
+	language string
+	timeout  float64
+	jsonOut  bool
+	outDir   string
+}
+
+func parse(args []string) (config, error) {
+	cfg := config{logLevel: envOr("RUNBOX_LOG_LEVEL", "info"), manifestPath: os.Getenv("RUNBOX_MANIFEST")}
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return cfg, errors.New("a command is required")
+	}
+	cfg.command = args[0]
+	fs := flag.NewFlagSet("runbox "+cfg.command, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&cfg.logLevel, "log-level", cfg.logLevel, "debug, info, warn or error")
+	fs.StringVar(&cfg.manifestPath, "manifest", cfg.manifestPath, "the manifest file, YAML or JSON (default: built-in defaults)")
+	var help string
+	switch cfg.command {
+	case "help", "-h", "--help":
+		fmt.Fprint(os.Stdout, usage)
+		return cfg, errHelp
+	case "serve":
+		help = "Usage: runbox serve [flags]\n\nServes run_code over MCP on stdio (stdout carries the protocol; logs go to stderr).\n"
+	case "run":
+		help = "Usage: runbox run [flags] FILE | -\n\nRuns FILE (or the code on stdin, with -) in a fresh box and prints its stdout and stderr;\nexits with the program's exit code. When FILE is given, runbox's stdin is the program's.\n"
+		fs.StringVar(&cfg.language, "language", "", "python, javascript or bash (default: from the file's extension)")
+		fs.Float64Var(&cfg.timeout, "timeout", 0, "wall-clock limit in seconds (default: the manifest's)")
+		fs.BoolVar(&cfg.jsonOut, "json", false, "print the whole structured result as JSON")
+		fs.StringVar(&cfg.outDir, "out", "", "write the run's artifacts into this directory")
+	case "manifest":
+		help = "Usage: runbox manifest [--manifest FILE]\n\nPrints the effective manifest (the file over the defaults) as JSON.\n"
+	case "version":
+		help = "Usage: runbox version\n"
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		return cfg, fmt.Errorf("unknown command %q", cfg.command)
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(os.Stdout, help+"\nFlags:\n")
+			fs.SetOutput(os.Stdout)
+			fs.PrintDefaults()
+			return cfg, errHelp
+		}
+		return cfg, err
+	}
+	switch cfg.command {
+	case "run":
+		if fs.NArg() != 1 {
+			return cfg, errors.New("run takes one FILE, or - for stdin")
+		}
+		cfg.file = fs.Arg(0)
+	default:
+		if fs.NArg() != 0 {
+			return cfg, fmt.Errorf("%s takes no arguments", cfg.command)
+		}
+	}
+	if !slicesContains([]string{"debug", "info", "warn", "error"}, strings.ToLower(cfg.logLevel)) {
+		return cfg, fmt.Errorf("--log-level %q: use debug, info, warn or error", cfg.logLevel)
+	}
+	return cfg, nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/lmittmann/tint"
+
+	"github.com/runbox-mcp/runbox/internal/mcpserver"
+	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/runbox-mcp/runbox/tools"
+)
+
+// run carries out one command and returns the process exit code.
+func run(ctx context.Context, cfg config) (int, error) {
+	logger := newLogger(cfg.logLevel)
+	if cfg.command == "version" {
+		fmt.Printf("runbox %s (commit %s, built %s)\n", version, commit, date)
+		return 0, nil
+	}
+	m, err := manifest.Load(cfg.manifestPath)
+	if err != nil {
+		return 2, err
+	}
+	switch cfg.command {
+	case "manifest":
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return 0, enc.Encode(m)
+	}
+	runner, err := sandbox.NewDocker(sandbox.DockerOptions{Manifest: m, Logger: logger})
+	if err != nil {
+		return 1, err
+	}
+	defer runner.Close()
+	switch cfg.command {
+	case "serve":
+		logger.Info("serving on stdio", "version", version, "isolation", m.Isolation, "languages", m.LanguageNames())
+		if err := runner.Ready(ctx); err != nil {
+			// Not fatal: calls report it until the engine is back.
+			logger.Warn("engine not ready", "err", err)
+		}
+		s := mcpserver.New(m, runner, version, logger)
+		return 0, mcpserver.ServeStdio(ctx, s, m, os.Stdin, os.Stdout, logger)
+	case "run":
+		return runFile(ctx, cfg, m, runner)
+	}
+	return 2, fmt.Errorf("unknown command %q", cfg.command)
+}
+
+// extensions maps file extensions to languages for `runbox run`.
+var extensions = map[string]string{".py": "python", ".js": "javascript", ".cjs": "javascript", ".sh": "bash", ".bash": "bash"}
+
+func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Runner) (int, error) {
+	lang := cfg.language
+	if lang == "" {
+		lang = extensions[strings.ToLower(filepath.Ext(cfg.file))]
+		if lang == "" {
+			return 2, errors.New("cannot tell the language from the file name: pass --language")
+		}
+	}
+	var code []byte
+	var stdin string
+	var err error
+	if cfg.file == "-" {
+		code, err = io.ReadAll(os.Stdin)
+	} else {
+		code, err = os.ReadFile(cfg.file)
+		if err == nil && !isTerminal(os.Stdin) {
+			var in []byte
+			in, err = io.ReadAll(io.LimitReader(os.Stdin, int64(m.Limits.InputBytes)+1))
+			stdin = string(in)
+		}
+	}
+	if err != nil {
+		return 2, err
+	}
+	args := tools.RunCodeArgs{Language: lang, Code: string(code), Stdin: stdin}
+	if cfg.timeout > 0 {
+		args.TimeoutSeconds = &cfg.timeout
+	}
+	raw, _ := json.Marshal(args)
+	res := tools.Execute(ctx, m, r, raw)
+
+	if cfg.outDir != "" {
+		if err := writeArtifacts(cfg.outDir, res.Artifacts); err != nil {
+			return 1, err
+		}
+	}
+	if cfg.jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return 1, err
+		}
+	} else {
+		fmt.Fprint(os.Stdout, res.Stdout)
+		fmt.Fprint(os.Stderr, res.Stderr)
+		if e := res.Error; e != nil {
+			fmt.Fprintf(os.Stderr, "runbox: %s", e.Kind)
+			if e.Line > 0 {
+				fmt.Fprintf(os.Stderr, " at line %d", e.Line)
+			}
+			fmt.Fprintf(os.Stderr, ": %s\nrunbox: hint: %s\n", e.Message, e.Hint)
+		}
+		for _, a := range res.Artifacts {
+			fmt.Fprintf(os.Stderr, "runbox: artifact %s (%d bytes)\n", a.Path, a.SizeBytes)
+		}
+	}
+	switch {
+	case res.ExitCode != nil && *res.ExitCode != 0:
+		return *res.ExitCode, nil
+	case res.Status == sandbox.StatusError:
+		return 1, nil
+	}
+	return 0, nil
+}
+
+// writeArtifacts saves artifacts under dir, refusing any path that would
+// leave it.
+func writeArtifacts(dir string, arts []sandbox.Artifact) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, a := range arts {
+		if a.Data == nil {
+			continue
+		}
+		if d := filepath.Dir(a.Path); d != "." {
+			if err := root.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+		if err := root.WriteFile(a.Path, a.Data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// newLogger logs to stderr: colour on a terminal, JSON otherwise. Stdout
+// belongs to the stdio transport.
+func newLogger(level string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	if isTerminal(os.Stderr) {
+		return slog.New(tint.NewHandler(os.Stderr, &tint.Options{Level: lv}))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+}

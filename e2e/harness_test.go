@@ -1,0 +1,241 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// fakeSecret is in the server's environment; it must never reach a box.
+const fakeSecret = "sk-live-51HrunboxFAKEsecretDoNotLeak"
+
+var (
+	binDir    string
+	runboxBin string
+
+	sharedOnce   sync.Once
+	sharedServer *server
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	if _, err := exec.LookPath("docker"); err != nil {
+		if os.Getenv("CI") != "" {
+			fmt.Println("FAIL: e2e needs Docker and CI has no docker CLI: run `make setup`")
+			return 1
+		}
+		fmt.Println("SKIP: e2e needs Docker and there is no docker CLI on this machine (`make setup` installs it)")
+		return 0
+	}
+	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
+		fmt.Printf("FAIL: the Docker engine is not answering (run `make setup`): %v\n%s\n", err, out)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "runbox-e2e-")
+	if err != nil {
+		fmt.Println("FAIL:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binDir = dir
+	runboxBin = filepath.Join(dir, "runbox")
+	for _, b := range [][]string{
+		{"build", "-o", runboxBin, "../cmd/runbox"},
+		{"build", "-o", filepath.Join(dir, "runbox-init-linux-"+runtime.GOARCH), "../cmd/runbox-init"},
+	} {
+		cmd := exec.Command("go", b...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Printf("FAIL: go %v: %v\n%s", b, err, out)
+			return 1
+		}
+	}
+	code := m.Run()
+	if sharedServer != nil {
+		sharedServer.close()
+	}
+	if leaked := waitNoBoxes(10 * time.Second); len(leaked) > 0 {
+		fmt.Printf("FAIL: containers left behind by the tests: %v\n", leaked)
+		_ = exec.Command("docker", append([]string{"rm", "-f"}, leaked...)...).Run()
+		return 1
+	}
+	return code
+}
+
+// boxes lists runbox's containers on the engine.
+func boxes(filters ...string) []string {
+	args := []string{"ps", "-aq", "--filter", "label=" + sandbox.LabelManaged + "=true"}
+	for _, f := range filters {
+		args = append(args, "--filter", f)
+	}
+	out, _ := exec.Command("docker", args...).Output()
+	return strings.Fields(string(out))
+}
+
+func waitNoBoxes(d time.Duration, filters ...string) []string {
+	deadline := time.Now().Add(d)
+	for {
+		left := boxes(filters...)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// server is a running `runbox serve` with an MCP client on its stdio.
+type server struct {
+	c      *client.Client
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startServer starts a server with extra environment and arguments.
+func startServer(t testing.TB, env []string, args ...string) *server {
+	t.Helper()
+	s := &server{stderr: &syncBuffer{}}
+	c, err := client.NewStdioMCPClientWithOptions(runboxBin, env, append([]string{"serve"}, args...),
+		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
+			cmd := exec.Command(command, args...)
+			cmd.Env = append(os.Environ(), env...)
+			cmd.Stderr = s.stderr
+			s.cmd = cmd
+			return cmd, nil
+		}))
+	if err != nil {
+		t.Fatalf("starting runbox serve: %v", err)
+	}
+	s.c = c
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "runbox-e2e", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatalf("initialize: %v\nserver stderr:\n%s", err, s.stderr)
+	}
+	return s
+}
+
+func (s *server) close() {
+	_ = s.c.Close()
+	if s.cmd != nil && s.cmd.Process != nil {
+		done := make(chan struct{})
+		go func() { _ = s.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = s.cmd.Process.Kill()
+		}
+	}
+}
+
+// shared is one server for the tests that need nothing special; it has the
+// fake secret in its environment.
+func shared(t testing.TB) *server {
+	sharedOnce.Do(func() {
+		sharedServer = startServer(t, []string{"RUNBOX_TEST_SECRET=" + fakeSecret, "AWS_SECRET_ACCESS_KEY=" + fakeSecret})
+	})
+	if sharedServer == nil {
+		t.Fatal("shared server did not start")
+	}
+	return sharedServer
+}
+
+// call runs run_code and decodes the structured result.
+func (s *server) call(t testing.TB, args map[string]any) (sandbox.Result, *mcp.CallToolResult) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	return s.callCtx(ctx, t, args)
+}
+
+func (s *server) callCtx(ctx context.Context, t testing.TB, args map[string]any) (sandbox.Result, *mcp.CallToolResult) {
+	t.Helper()
+	res, err := s.c.CallTool(ctx, newCall(args))
+	if err != nil {
+		t.Fatalf("call: %v\nserver stderr:\n%s", err, s.stderr)
+	}
+	var r sandbox.Result
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("structured content: %v: %s", err, raw)
+	}
+	if res.IsError != (r.Status == sandbox.StatusError) {
+		t.Fatalf("isError %v but status %q", res.IsError, r.Status)
+	}
+	return r, res
+}
+
+// run is call on the shared server with language and code.
+func run(t testing.TB, language, code string, extra ...any) sandbox.Result {
+	t.Helper()
+	args := map[string]any{"language": language, "code": code}
+	for i := 0; i+1 < len(extra); i += 2 {
+		args[extra[i].(string)] = extra[i+1]
+	}
+	r, _ := shared(t).call(t, args)
+	return r
+}
+
+func mustOK(t testing.TB, r sandbox.Result) {
+	t.Helper()
+	if r.Status != sandbox.StatusOK {
+		t.Fatalf("status %s, error %+v\nstdout: %s\nstderr: %s", r.Status, r.Error, r.Stdout, r.Stderr)
+	}
+}
+
+func wantError(t testing.TB, r sandbox.Result, kind, limit string) *sandbox.ErrorInfo {
+	t.Helper()
+	if r.Status != sandbox.StatusError || r.Error == nil || r.Error.Kind != kind || r.Error.Limit != limit {
+		t.Fatalf("want error %s/%s, got status %s error %+v\nstdout: %.2000s\nstderr: %.2000s", kind, limit, r.Status, r.Error, r.Stdout, r.Stderr)
+	}
+	if r.Error.Hint == "" || strings.Count(strings.TrimSpace(r.Error.Hint), "\n") > 0 {
+		t.Errorf("hint must be one sentence: %q", r.Error.Hint)
+	}
+	return r.Error
+}
+
+func newCall(args map[string]any) mcp.CallToolRequest {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_code"
+	req.Params.Arguments = args
+	return req
+}

@@ -1,0 +1,132 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+func TestCancelledCallKillsItsBox(t *testing.T) {
+	s := startServer(t, nil)
+	defer s.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req := map[string]any{"language": "bash", "code": "echo running; sleep 60", "timeout_seconds": 120}
+		_, _ = s.callCtxRaw(ctx, req)
+	}()
+	waitBox(t, "label="+sandbox.LabelLanguage+"=bash")
+	cancelled := time.Now()
+	cancel()
+	<-done
+	if left := waitNoBoxes(3*time.Second, "label="+sandbox.LabelInstance); len(left) > 0 {
+		t.Fatalf("box still there %v after the call was cancelled", left)
+	}
+	t.Logf("box gone %v after cancellation", time.Since(cancelled))
+	// The server is still serving.
+	r, _ := s.call(t, map[string]any{"language": "bash", "code": "echo alive"})
+	mustOK(t, r)
+}
+
+func waitBox(t *testing.T, filter string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for len(boxes(filter)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no box appeared")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestRestartReapsBoxesOfAKilledServer(t *testing.T) {
+	s := startServer(t, nil)
+	go func() {
+		_, _ = s.callCtxRaw(context.Background(), map[string]any{"language": "bash", "code": "sleep 120", "timeout_seconds": 200})
+	}()
+	waitBox(t, "label="+sandbox.LabelOwnerPID+"="+strconv.Itoa(s.cmd.Process.Pid))
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = s.cmd.Process.Wait()
+	_ = s.c.Close()
+	orphans := boxes("label=" + sandbox.LabelOwnerPID + "=" + strconv.Itoa(s.cmd.Process.Pid))
+	if len(orphans) == 0 {
+		t.Fatal("expected the killed server's box to still be there before the restart")
+	}
+	s2 := startServer(t, nil)
+	defer s2.close()
+	if left := waitNoBoxes(15*time.Second, "label="+sandbox.LabelOwnerPID+"="+strconv.Itoa(s.cmd.Process.Pid)); len(left) > 0 {
+		t.Fatalf("the restarted server did not reap %v\n%s", left, s2.stderr)
+	}
+}
+
+func TestEngineDownIsASandboxResult(t *testing.T) {
+	s := startServer(t, []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"})
+	defer s.close()
+	r, _ := s.call(t, map[string]any{"language": "python", "code": "print(1)"})
+	e := wantError(t, r, sandbox.KindSandbox, "")
+	if !strings.Contains(e.Message, "not reachable") || !strings.Contains(e.Hint, "Start the Docker engine") {
+		t.Fatalf("got %+v", e)
+	}
+}
+
+func TestMissingImageIsASandboxResult(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "runbox.yaml")
+	os.WriteFile(p, []byte(`languages:
+  - name: python
+    image: runbox/no-such-image:1
+    file: main.py
+    command: [python3, "{file}"]
+    error_format: python
+`), 0o644)
+	s := startServer(t, nil, "--manifest", p)
+	defer s.close()
+	r, _ := s.call(t, map[string]any{"language": "python", "code": "print(1)"})
+	e := wantError(t, r, sandbox.KindSandbox, "")
+	if !strings.Contains(e.Message, "runbox/no-such-image:1 is missing") || !strings.Contains(e.Hint, "make setup") {
+		t.Fatalf("got %+v", e)
+	}
+}
+
+func TestRunCommand(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "hello.py")
+	os.WriteFile(script, []byte("import sys\nprint('hi', sys.stdin.read().strip())\nopen('out.txt','w').write('artifact')\nsys.exit(3)\n"), 0o644)
+	cmd := exec.Command(runboxBin, "run", "--out", filepath.Join(dir, "out"), script)
+	cmd.Stdin = strings.NewReader("there")
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 || string(out) != "hi there\n" {
+		t.Fatalf("runbox run: %v, stdout %q", err, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "out", "out.txt")); string(b) != "artifact" {
+		t.Fatalf("artifact not written: %q", b)
+	}
+	cmd = exec.Command(runboxBin, "run", "--json", "--language", "javascript", "-")
+	cmd.Stdin = strings.NewReader("console.log(6*7)")
+	out, err = cmd.Output()
+	var r sandbox.Result
+	if err != nil || json.Unmarshal(out, &r) != nil || r.Stdout != "42\n" || r.Status != "ok" {
+		t.Fatalf("runbox run --json: %v %s", err, out)
+	}
+}
+
+// callCtxRaw calls run_code without checking the outcome, for calls that
+// are cancelled or whose server is killed.
+func (s *server) callCtxRaw(ctx context.Context, args map[string]any) (any, error) {
+	return s.c.CallTool(ctx, newCall(args))
+}

@@ -1,0 +1,56 @@
+// Package mcpserver assembles runbox's MCP server from the manifest and a
+// runner, and serves it on a transport. It holds wiring only: tools,
+// prompts and resources live in their own packages.
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"log/slog"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/runbox-mcp/runbox/tools"
+)
+
+// Name is the server's name in the MCP handshake.
+const Name = "runbox"
+
+// New returns the MCP server with every runbox tool registered.
+func New(m *manifest.Manifest, r sandbox.Runner, version string, logger *slog.Logger) *server.MCPServer {
+	s := server.NewMCPServer(Name, version,
+		server.WithToolCapabilities(false),
+		server.WithRecovery(),
+		server.WithLogger(logger),
+		server.WithInstructions("runbox runs Python, JavaScript and bash in an isolated sandbox with no network. Call run_code to execute code and read its structured result; the tool description lists the limits and installed packages."),
+	)
+	s.AddTools(tools.RunCode(m, r))
+	return s
+}
+
+// ServeStdio serves s on in/out until in closes or ctx ends. Tool calls
+// run concurrently; the runner's own queue bounds them.
+func ServeStdio(ctx context.Context, s *server.MCPServer, m *manifest.Manifest, in io.Reader, out io.Writer, logger *slog.Logger) error {
+	workers := min(m.Concurrency+m.QueueSize+1, 100)
+	stdio := server.NewStdioServer(s)
+	server.WithWorkerPoolSize(workers)(stdio)
+	server.WithQueueSize(workers * 2)(stdio)
+	stdio.SetErrorLogger(log.New(slogWriter{logger}, "", 0))
+	err := stdio.Listen(ctx, in, out)
+	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// slogWriter sends mcp-go's log.Logger lines to slog.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.l.Warn("mcp", "msg", string(p))
+	return len(p), nil
+}

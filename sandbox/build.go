@@ -1,0 +1,71 @@
+package sandbox
+
+import (
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// ArtifactURI is where an artifact of a run can be read back.
+func ArtifactURI(runID, p string) string {
+	return "runbox://runs/" + runID + "/files/" + p
+}
+
+// buildResult turns what came out of a box into the contract's result.
+func buildResult(m *manifest.Manifest, job Job, o boxOutcome, contents [][]byte) Result {
+	res := Result{RunID: job.RunID, Language: job.Language.Name, Status: StatusOK, Artifacts: []Artifact{}}
+	if rep := o.report; rep != nil && rep.InitError == "" && rep.StartError == "" {
+		code := rep.ExitCode
+		res.ExitCode = &code
+		res.Stdout, res.Stderr = text(rep.Stdout), text(rep.Stderr)
+		res.StdoutTruncated, res.StderrTruncated = rep.StdoutTruncated, rep.StderrTruncated
+		res.Metrics.WallMs = rep.WallMs
+		res.Metrics.CPUMs = rep.CPUMs
+		res.Metrics.PeakMemoryBytes = max(rep.PeakMemoryBytes, 0)
+		res.ArtifactsOmitted = rep.ArtifactsOmitted
+		next := 0
+		for _, a := range rep.Artifacts {
+			art := Artifact{Path: a.Path, SizeBytes: a.Size, SHA256: a.SHA256, URI: ArtifactURI(job.RunID, a.Path), ContentOmitted: !a.Sent}
+			if a.Sent && next < len(contents) {
+				art.Data = contents[next]
+				next++
+			}
+			art.MimeType = mimeType(a.Path, art.Data)
+			res.Artifacts = append(res.Artifacts, art)
+		}
+	}
+	if info := classify(job, m.Limits, o.outcome); info != nil {
+		res.Status = StatusError
+		res.Error = info
+	}
+	return res
+}
+
+// mimeTypes is fixed, so results do not depend on the host's mime.types.
+var mimeTypes = map[string]string{
+	".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
+	".webp": "image/webp", ".svg": "image/svg+xml", ".bmp": "image/bmp",
+	".pdf": "application/pdf", ".json": "application/json", ".csv": "text/csv",
+	".tsv": "text/tab-separated-values", ".txt": "text/plain", ".md": "text/markdown",
+	".html": "text/html", ".htm": "text/html", ".xml": "application/xml", ".yaml": "application/yaml",
+	".yml": "application/yaml", ".py": "text/x-python", ".js": "text/javascript", ".sh": "text/x-shellscript",
+	".log": "text/plain", ".parquet": "application/vnd.apache.parquet", ".zip": "application/zip",
+	".gz": "application/gzip", ".tar": "application/x-tar", ".npy": "application/octet-stream",
+	".wav": "audio/wav", ".mp3": "audio/mpeg", ".mp4": "video/mp4",
+}
+
+func mimeType(p string, data []byte) string {
+	if t, ok := mimeTypes[strings.ToLower(path.Ext(p))]; ok {
+		return t
+	}
+	if data == nil {
+		return "application/octet-stream"
+	}
+	t := http.DetectContentType(data)
+	if i := strings.IndexByte(t, ';'); i >= 0 && !strings.HasPrefix(t, "text/") {
+		t = t[:i]
+	}
+	return t
+}

@@ -1,0 +1,92 @@
+package sandbox
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+func TestClassify(t *testing.T) {
+	m := manifest.Default()
+	py, _ := m.Language("python")
+	sh, _ := m.Language("bash")
+	job := Job{Language: py, Timeout: 30 * time.Second, Code: "x = 1\nprint(1/0)\n"}
+	tb := "Traceback (most recent call last):\n  File \"/workspace/main.py\", line 2, in <module>\n    print(1/0)\n          ~^~\nZeroDivisionError: division by zero\n"
+	cases := []struct {
+		name        string
+		job         Job
+		o           outcome
+		kind, limit string
+		contains    string
+	}{
+		{"ok", job, outcome{report: &initproto.Report{}}, "", "", ""},
+		{"oom from the engine beats exit 0", job, outcome{report: &initproto.Report{}, oomKilled: true}, KindOOM, LimitMemory, "512MiB"},
+		{"oom from the cgroup counter", job, outcome{report: &initproto.Report{OOMKills: 1, ExitCode: 137, Signal: 9}}, KindOOM, LimitMemory, ""},
+		{"oom without a report", job, outcome{oomKilled: true, lost: "stream cut"}, KindOOM, LimitMemory, ""},
+		{"no report", job, outcome{lost: "the box ended without a report"}, KindSandbox, "", "without a report"},
+		{"init error", job, outcome{report: &initproto.Report{InitError: "writing x: no space"}}, KindSandbox, "", "runbox-init: writing x"},
+		{"interpreter missing", job, outcome{report: &initproto.Report{StartError: "python3: command not found in the box"}}, KindSandbox, "", "command not found"},
+		{"timeout", job, outcome{report: &initproto.Report{TimedOut: true, Signal: 9, ExitCode: 137}}, KindTimeout, LimitWallTime, "30s"},
+		{"backstop", job, outcome{backstop: true}, KindTimeout, LimitWallTime, ""},
+		{"runtime", job, outcome{report: &initproto.Report{ExitCode: 1, Stderr: []byte(tb)}}, KindRuntime, "", "division by zero"},
+		{"pids", job, outcome{report: &initproto.Report{ExitCode: 1, PidsLimitHit: true, Stderr: []byte(tb)}}, KindResourceLimit, LimitPids, "128 processes"},
+		{"disk", job, outcome{report: &initproto.Report{ExitCode: 1, DiskFull: "/workspace"}}, KindResourceLimit, LimitDisk, "64MiB"},
+		{"fsize", job, outcome{report: &initproto.Report{ExitCode: 153, Signal: int(syscall.SIGXFSZ)}}, KindResourceLimit, LimitDisk, ""},
+		{"open files from stderr", job, outcome{report: &initproto.Report{ExitCode: 1, Stderr: []byte("OSError: [Errno 24] Too many open files: 'x'\n")}}, KindResourceLimit, LimitOpenFiles, ""},
+		{"cpu", job, outcome{report: &initproto.Report{ExitCode: 152, Signal: int(syscall.SIGXCPU)}}, KindResourceLimit, LimitCPUTime, ""},
+		{"signal", job, outcome{report: &initproto.Report{ExitCode: 139, Signal: int(syscall.SIGSEGV)}}, KindRuntime, "", "SIGSEGV"},
+		{"plain exit", job, outcome{report: &initproto.Report{ExitCode: 3, Stderr: []byte("first\nlast words\n")}}, KindRuntime, "", "exited with status 3: last words"},
+		{"output cut on success", job, outcome{report: &initproto.Report{StdoutTruncated: true, StdoutBytes: 1 << 22}}, KindOutputLimit, "", "4194304 bytes"},
+		{"runtime beats output cut", job, outcome{report: &initproto.Report{ExitCode: 1, StdoutTruncated: true, Stderr: []byte(tb)}}, KindRuntime, "", ""},
+		{"bash check failed", Job{Language: sh, Code: "if\n"}, outcome{report: &initproto.Report{CheckFailed: true, ExitCode: 2,
+			Stderr: []byte("/workspace/main.sh: line 2: syntax error: unexpected end of file\n")}}, KindSyntax, "", "unexpected end of file"},
+	}
+	for _, tc := range cases {
+		info := classify(tc.job, m.Limits, tc.o)
+		if tc.kind == "" {
+			if info != nil {
+				t.Errorf("%s: got %+v, want ok", tc.name, info)
+			}
+			continue
+		}
+		if info == nil || info.Kind != tc.kind || info.Limit != tc.limit || !strings.Contains(info.Message, tc.contains) || info.Hint == "" {
+			t.Errorf("%s: got %+v, want %s/%s containing %q", tc.name, info, tc.kind, tc.limit, tc.contains)
+		}
+	}
+}
+
+func TestClassifyRuntimeCarriesTheLanguagesWords(t *testing.T) {
+	m := manifest.Default()
+	py, _ := m.Language("python")
+	tb := "Traceback (most recent call last):\n  File \"/workspace/main.py\", line 2, in <module>\n    print(1/0)\n          ~^~\nZeroDivisionError: division by zero\n"
+	info := classify(Job{Language: py, Code: "x = 1\nprint(1/0)\n"}, m.Limits, outcome{report: &initproto.Report{ExitCode: 1, Stderr: []byte(tb)}})
+	if info.Type != "ZeroDivisionError" || info.Message != "division by zero" || info.Line != 2 || !strings.Contains(info.Hint, "line 2") {
+		t.Fatalf("got %+v", info)
+	}
+}
+
+func TestTimeoutHintOffersMoreOnlyBelowMax(t *testing.T) {
+	m := manifest.Default()
+	below := timeoutError(Job{Timeout: time.Second}, m.Limits)
+	atMax := timeoutError(Job{Timeout: m.Limits.MaxTimeout()}, m.Limits)
+	if !strings.Contains(below.Hint, "timeout_seconds") || strings.Contains(atMax.Hint, "timeout_seconds") {
+		t.Fatalf("below: %q\nat max: %q", below.Hint, atMax.Hint)
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	if got := oneLine("  first\nsecond"); got != "first" {
+		t.Errorf("%q", got)
+	}
+	long := oneLine(strings.Repeat("é", 400))
+	if len(long) > 504 || !strings.HasSuffix(long, "…") {
+		t.Errorf("%d bytes", len(long))
+	}
+	if got := oneLine("a\xffb"); got != "a\uFFFDb" {
+		t.Errorf("%q", got)
+	}
+}

@@ -1,0 +1,252 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// Deadlines. Every Engine API call has one: a hung engine must not hang a
+// call or the server.
+const (
+	apiTimeout = 15 * time.Second
+	// killTimeout bounds a kill; past it the attach stream is cut.
+	killTimeout = 5 * time.Second
+	// backstopGrace is how long past the job's deadline the server waits
+	// for runbox-init before killing the box itself (box start, the
+	// syntax check and the artifact transfer live in it).
+	backstopGrace = 10 * time.Second
+	reapInterval  = time.Minute
+)
+
+// DockerOptions configure the Docker backend.
+type DockerOptions struct {
+	Manifest *manifest.Manifest
+	// InitDir holds runbox-init-linux-<arch> (or runbox-init for the
+	// host's own arch); default: the directory of the running binary.
+	InitDir string
+	Logger  *slog.Logger
+}
+
+// Docker runs each job in a fresh hardened container.
+type Docker struct {
+	cli   *client.Client
+	m     *manifest.Manifest
+	log   *slog.Logger
+	owner Owner
+	slots *slots
+
+	initDir string
+
+	mu         sync.Mutex
+	readyErr   error // nil once ready
+	initVolume string
+	digests    map[string]string
+
+	stopReaper context.CancelFunc
+	reaperDone chan struct{}
+}
+
+var _ Runner = (*Docker)(nil)
+
+// NewDocker connects to the engine named by the environment (DOCKER_HOST,
+// else the local socket) with API version negotiation. An engine that is
+// down is not an error here: calls report it until it is back.
+func NewDocker(opts DockerOptions) (*Docker, error) {
+	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	initDir := opts.InitDir
+	if initDir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("locating runbox-init: %w", err)
+		}
+		initDir = filepath.Dir(exe)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &Docker{
+		cli: cli, m: opts.Manifest, log: log, owner: CurrentOwner(),
+		slots:      newSlots(opts.Manifest.Concurrency, opts.Manifest.QueueSize),
+		initDir:    initDir,
+		readyErr:   errors.New("not checked yet"),
+		digests:    map[string]string{},
+		stopReaper: cancel,
+		reaperDone: make(chan struct{}),
+	}
+	go d.reapLoop(ctx)
+	return d, nil
+}
+
+// Close stops the reaper. Runs in flight end with their own contexts.
+func (d *Docker) Close() error {
+	d.stopReaper()
+	<-d.reaperDone
+	return d.cli.Close()
+}
+
+// Ready checks the engine and prepares what boxes need (the runbox-init
+// volume), once; after a failure it checks again on the next call.
+func (d *Docker) Ready(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.readyErr == nil {
+		return nil
+	}
+	d.readyErr = d.prepare(ctx)
+	return d.readyErr
+}
+
+func (d *Docker) invalidate(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.readyErr = err
+	clear(d.digests)
+}
+
+func (d *Docker) prepare(ctx context.Context) error {
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	info, err := d.cli.Info(actx, client.InfoOptions{})
+	if err != nil {
+		return engineError(err)
+	}
+	if d.m.Isolation == manifest.IsolationGVisor {
+		if _, ok := info.Info.Runtimes["runsc"]; !ok {
+			return &EngineError{Msg: "the engine has no runsc runtime for the gvisor isolation level",
+				Hint: "Install runsc and register it in /etc/docker/daemon.json (`make setup` does both), or set isolation: runc."}
+		}
+	}
+	bin, err := readInitBinary(d.initDir, info.Info.Architecture)
+	if err != nil {
+		return &EngineError{Msg: err.Error(), Hint: "Build runbox-init beside the runbox binary (`make build`)."}
+	}
+	vol, err := d.ensureInitVolume(ctx, bin)
+	if err != nil {
+		return err
+	}
+	d.initVolume = vol
+	d.log.Debug("engine ready", "server", info.Info.ServerVersion, "arch", info.Info.Architecture, "init_volume", vol)
+	return nil
+}
+
+// EngineError is a failure of the engine or of its set-up, with the one
+// thing that fixes it.
+type EngineError struct {
+	Msg  string
+	Hint string
+}
+
+func (e *EngineError) Error() string { return e.Msg }
+
+func engineError(err error) error {
+	var ee *EngineError
+	switch {
+	case errors.As(err, &ee):
+		return ee
+	case client.IsErrConnectionFailed(err), errors.Is(err, context.DeadlineExceeded):
+		return &EngineError{Msg: "the Docker engine is not reachable: " + err.Error(),
+			Hint: "Start the Docker engine (`make setup` installs and starts it) and retry; runbox recovers by itself."}
+	}
+	return &EngineError{Msg: "the Docker engine refused a request: " + err.Error(),
+		Hint: "Retry once; if it persists, the operator should run `runbox doctor`."}
+}
+
+// readInitBinary finds runbox-init for the engine's architecture.
+func readInitBinary(dir, engineArch string) ([]byte, error) {
+	arch := map[string]string{"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "amd64": "amd64"}[engineArch]
+	candidates := []string{filepath.Join(dir, "runbox-init-linux-"+arch)}
+	if runtime.GOOS == "linux" && runtime.GOARCH == arch {
+		candidates = append(candidates, filepath.Join(dir, "runbox-init"))
+	}
+	for _, p := range candidates {
+		if b, err := os.ReadFile(p); err == nil {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("runbox-init for linux/%s not found (looked for %v)", arch, candidates)
+}
+
+// ensureInitVolume makes a read-only-mountable volume that holds
+// runbox-init. A volume (not a host path) works with remote engines too.
+// It is filled by copying into a created, never-started container.
+func (d *Docker) ensureInitVolume(ctx context.Context, bin []byte) (string, error) {
+	sum := sha256.Sum256(bin)
+	sha := hex.EncodeToString(sum[:])
+	name := "runbox-init-" + sha[:16]
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	if v, err := d.cli.VolumeInspect(actx, name, client.VolumeInspectOptions{}); err == nil {
+		if v.Volume.Labels[LabelInitSHA] == sha {
+			return name, nil
+		}
+		// Created by the engine on a mount, not by us: empty.
+		if _, err := d.cli.VolumeRemove(actx, name, client.VolumeRemoveOptions{Force: true}); err != nil {
+			return "", engineError(err)
+		}
+	} else if !cerrdefs.IsNotFound(err) {
+		return "", engineError(err)
+	}
+	if len(d.m.Languages) == 0 {
+		return "", &EngineError{Msg: "no language configured", Hint: "Add a language to the manifest."}
+	}
+	// The label is what tells a filled volume from one the engine made
+	// empty on a mount. Two servers filling it at once write the same
+	// bytes.
+	if _, err := d.cli.VolumeCreate(actx, client.VolumeCreateOptions{Name: name,
+		Labels: map[string]string{LabelManaged: "true", LabelInitSHA: sha}}); err != nil {
+		return "", engineError(err)
+	}
+	image := d.m.Languages[0].Image
+	helper, err := d.cli.ContainerCreate(actx, client.ContainerCreateOptions{
+		Config: &container.Config{Image: image, Entrypoint: []string{InitPath}, NetworkDisabled: true,
+			Labels: d.owner.Labels(nil)},
+		HostConfig: &container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: name, Target: InitDir}}},
+	})
+	if err != nil {
+		_, _ = d.cli.VolumeRemove(actx, name, client.VolumeRemoveOptions{Force: true})
+		if cerrdefs.IsNotFound(err) {
+			return "", imageMissing(image)
+		}
+		return "", engineError(err)
+	}
+	defer d.remove(helper.ID)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "runbox-init", Mode: 0o555, Size: int64(len(bin)), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)})
+	_, _ = tw.Write(bin)
+	_ = tw.Close()
+	if _, err := d.cli.CopyToContainer(actx, helper.ID, client.CopyToContainerOptions{DestinationPath: InitDir, Content: &buf}); err != nil {
+		d.remove(helper.ID)
+		_, _ = d.cli.VolumeRemove(actx, name, client.VolumeRemoveOptions{Force: true})
+		return "", engineError(err)
+	}
+	return name, nil
+}
+
+func imageMissing(image string) error {
+	return &EngineError{Msg: fmt.Sprintf("the sandbox image %s is missing", image),
+		Hint: "Build it with `make setup` (debootstrap + import; no registry needed) and retry."}
+}

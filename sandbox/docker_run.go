@@ -1,0 +1,332 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/runbox-mcp/runbox/internal/initproto"
+)
+
+// Run runs one job in a fresh box.
+func (d *Docker) Run(ctx context.Context, job Job) Result {
+	queued := time.Now()
+	release, err := d.slots.acquire(ctx)
+	if err != nil {
+		if errors.Is(err, errBusy) {
+			return Fail(job, ErrorInfo{Kind: KindResourceLimit, Limit: LimitBusy,
+				Message: fmt.Sprintf("the server is busy: %d runs are in progress and %d waiting", d.m.Concurrency, d.m.QueueSize),
+				Hint:    "Wait a few seconds and retry; do not start many runs at once."})
+		}
+		return Fail(job, cancelled())
+	}
+	defer release()
+	queueMs := time.Since(queued).Milliseconds()
+
+	res, digest := d.runReady(ctx, job)
+	res.Metrics.QueueMs = queueMs
+	res.Isolation = d.m.Isolation
+	res.Image = digest
+	return res
+}
+
+func cancelled() ErrorInfo {
+	return ErrorInfo{Kind: KindSandbox, Message: "the call was cancelled before the run finished",
+		Hint: "The client cancelled the call; run it again if you still need the result."}
+}
+
+func (d *Docker) runReady(ctx context.Context, job Job) (Result, string) {
+	fail := func(err error) (Result, string) {
+		ee := engineError(err).(*EngineError)
+		return Fail(job, ErrorInfo{Kind: KindSandbox, Message: ee.Msg, Hint: ee.Hint}), ""
+	}
+	if err := d.Ready(ctx); err != nil {
+		return fail(err)
+	}
+	digest, err := d.imageDigest(ctx, job.Language.Image)
+	if err != nil {
+		return fail(err)
+	}
+	o, contents, startup := d.runBox(ctx, job)
+	if o.engineErr != nil {
+		// The engine went away or changed under us: check it again on
+		// the next call.
+		d.invalidate(o.engineErr)
+		if o.report == nil && !o.oomKilled && !o.backstop {
+			r, _ := fail(o.engineErr)
+			return r, digest
+		}
+	}
+	if o.cancelled {
+		return Fail(job, cancelled()), digest
+	}
+	res := buildResult(d.m, job, o, contents)
+	res.Metrics.StartupMs = startup
+	return res, digest
+}
+
+// imageDigest returns the image's ID, inspected once per image.
+func (d *Docker) imageDigest(ctx context.Context, image string) (string, error) {
+	d.mu.Lock()
+	digest, ok := d.digests[image]
+	d.mu.Unlock()
+	if ok {
+		return digest, nil
+	}
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	ins, err := d.cli.ImageInspect(actx, image)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return "", imageMissing(image)
+		}
+		return "", err
+	}
+	d.mu.Lock()
+	d.digests[image] = ins.ID
+	d.mu.Unlock()
+	return ins.ID, nil
+}
+
+// boxOutcome extends outcome with what only the engine path knows.
+type boxOutcome struct {
+	outcome
+	engineErr error
+	cancelled bool
+}
+
+// runBox creates, runs and removes one box. The box is removed in a
+// deferred call with its own deadline, whatever happened.
+func (d *Docker) runBox(ctx context.Context, job Job) (o boxOutcome, contents [][]byte, startupMs int64) {
+	t0 := time.Now()
+	d.mu.Lock()
+	vol := d.initVolume
+	d.mu.Unlock()
+	labels := d.owner.Labels(map[string]string{LabelRunID: job.RunID, LabelLanguage: job.Language.Name})
+	cfg, host := boxSpec(d.m, job.Language, labels, vol)
+
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	created, err := d.cli.ContainerCreate(actx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			err = imageMissing(job.Language.Image)
+		}
+		o.engineErr = err
+		return o, nil, 0
+	}
+	id := created.ID
+	defer d.remove(id)
+
+	att, err := d.cli.ContainerAttach(actx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		o.engineErr = err
+		return o, nil, 0
+	}
+	defer att.Close()
+	waitCtx, stopWait := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWait()
+	wait := d.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+
+	if _, err := d.cli.ContainerStart(actx, id, client.ContainerStartOptions{}); err != nil {
+		o.engineErr = err
+		return o, nil, 0
+	}
+	startupMs = time.Since(t0).Milliseconds()
+
+	go func() {
+		// A box that dies before reading its job must not block us.
+		_ = json.NewEncoder(att.Conn).Encode(initJob(d.m, job))
+		_ = att.CloseWrite()
+	}()
+
+	read := make(chan frames, 1)
+	go func() { read <- readFrames(att.Reader, d.maxStream()) }()
+
+	backstop := time.NewTimer(job.Timeout + backstopGrace)
+	defer backstop.Stop()
+	var got frames
+	select {
+	case got = <-read:
+	case <-backstop.C:
+		o.backstop = true
+		got = d.killAndCollect(id, att, read)
+	case <-ctx.Done():
+		o.cancelled = true
+		got = d.killAndCollect(id, att, read)
+	}
+	o.report, contents = got.report, got.contents
+	if got.err != nil && o.report == nil {
+		o.lost = "the box ended without a report: " + got.err.Error()
+	}
+	if got.diag != "" {
+		d.log.Debug("runbox-init stderr", "run_id", job.RunID, "stderr", got.diag)
+	}
+
+	// The engine's view decides OOM; our report may not exist.
+	select {
+	case <-wait.Result:
+	case err := <-wait.Error:
+		d.log.Debug("wait", "run_id", job.RunID, "err", err)
+	case <-time.After(killTimeout):
+		d.kill(id)
+	}
+	ictx, icancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+	defer icancel()
+	if ins, err := d.cli.ContainerInspect(ictx, id, client.ContainerInspectOptions{}); err == nil && ins.Container.State != nil {
+		o.oomKilled = ins.Container.State.OOMKilled
+	} else if err != nil {
+		o.engineErr = err
+	}
+	return o, contents, startupMs
+}
+
+// killAndCollect kills the box and waits for its stream to end; an engine
+// that does not end it in time has the connection cut under it.
+func (d *Docker) killAndCollect(id string, att client.ContainerAttachResult, read <-chan frames) frames {
+	d.kill(id)
+	select {
+	case f := <-read:
+		return f
+	case <-time.After(killTimeout):
+		att.Close()
+		return <-read
+	}
+}
+
+func (d *Docker) kill(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+	defer cancel()
+	if _, err := d.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		d.log.Debug("kill", "container", id, "err", err)
+	}
+}
+
+// remove deletes a box with a fresh deadline: it must run even when the
+// call's context is gone. What it cannot remove, the reaper will.
+func (d *Docker) remove(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	if _, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		d.log.Warn("removing box failed; the reaper will retry", "container", id, "err", err)
+	}
+}
+
+// maxStream bounds what is accepted from a box: the report with its capped
+// output plus the artifacts, and room for framing.
+func (d *Docker) maxStream() int64 {
+	l := d.m.Limits
+	return 4*int64(l.OutputBytes) + 2*int64(l.ArtifactBytes) + 4<<20
+}
+
+// frames is what came out of a box's stream.
+type frames struct {
+	report   *initproto.Report
+	contents [][]byte
+	diag     string // runbox-init's own stderr
+	err      error
+}
+
+// readFrames demultiplexes the attach stream and parses runbox-init's
+// frames. It always reads to the end of the stream, discarding past max:
+// a reader that stops draining makes the engine's kill and inspect of the
+// box hang.
+func readFrames(stream io.Reader, max int64) frames {
+	pr, pw := io.Pipe()
+	diag := &capped{max: 16 << 10}
+	go func() {
+		_, err := stdcopy.StdCopy(pw, diag, stream)
+		pw.CloseWithError(err)
+	}()
+	var f frames
+	r := initproto.NewReader(&limitReader{r: pr, n: max})
+	expect := -1
+	for {
+		typ, payload, err := r.Next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				f.err = err
+			}
+			break
+		}
+		switch {
+		case typ == initproto.FrameReport && f.report == nil:
+			var rep initproto.Report
+			if err := json.Unmarshal(payload, &rep); err != nil {
+				f.err = fmt.Errorf("bad report: %w", err)
+				break
+			}
+			f.report = &rep
+			expect = 0
+			for _, a := range rep.Artifacts {
+				if a.Sent {
+					expect++
+				}
+			}
+		case typ == initproto.FrameArtifact && len(f.contents) < expect:
+			f.contents = append(f.contents, payload)
+		default:
+			f.err = fmt.Errorf("unexpected frame %q", typ)
+		}
+		if f.err != nil {
+			break
+		}
+	}
+	_, _ = io.Copy(io.Discard, pr)
+	if f.report != nil && len(f.contents) != expect {
+		f.err = fmt.Errorf("got %d of %d artifacts", len(f.contents), expect)
+		f.report = nil
+	}
+	f.diag = diag.String()
+	return f
+}
+
+// limitReader fails past n bytes instead of returning EOF, so an
+// oversized stream is an error, not a silently cut frame.
+type limitReader struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errors.New("box stream exceeds its limit")
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// capped keeps the first max bytes written to it.
+type capped struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.max - len(c.buf); room > 0 {
+		c.buf = append(c.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (c *capped) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.buf)
+}

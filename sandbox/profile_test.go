@@ -1,0 +1,73 @@
+package sandbox
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// TestBoxSpecHasEveryProfileItem asserts the isolation profile of the
+// contract, item by item, on the container spec.
+func TestBoxSpecHasEveryProfileItem(t *testing.T) {
+	m := manifest.Default()
+	lang, _ := m.Language("python")
+	cfg, host := boxSpec(m, lang, map[string]string{LabelManaged: "true"}, "runbox-init-x")
+	lim := m.Limits
+	check := func(item string, ok bool) {
+		t.Helper()
+		if !ok {
+			t.Errorf("profile item missing: %s", item)
+		}
+	}
+	check("no network", host.NetworkMode == "none" && cfg.NetworkDisabled)
+	check("all capabilities dropped", slices.Equal(host.CapDrop, []string{"ALL"}) && len(host.CapAdd) == 0)
+	check("no-new-privileges", slices.Contains(host.SecurityOpt, "no-new-privileges"))
+	check("read-only root", host.ReadonlyRootfs)
+	check("not privileged", !host.Privileged)
+	check("workspace tmpfs capped", strings.Contains(host.Tmpfs["/workspace"], "size=67108864") && strings.Contains(host.Tmpfs["/workspace"], "nr_inodes=16384"))
+	check("tmp tmpfs capped", strings.Contains(host.Tmpfs["/tmp"], "size=67108864") && strings.Contains(host.Tmpfs["/tmp"], "nr_inodes="))
+	check("tmpfs nosuid,nodev", strings.Contains(host.Tmpfs["/tmp"], "nosuid,nodev"))
+	check("no /dev/shm", host.IpcMode == "none")
+	check("non-root user", cfg.User == "1000:1000")
+	check("empty environment", len(cfg.Env) == 0)
+	check("memory = memory+swap", host.Memory == int64(lim.Memory) && host.MemorySwap == host.Memory)
+	check("cpu quota", host.NanoCPUs == 1e9)
+	check("pids limit", host.PidsLimit != nil && *host.PidsLimit == 128)
+	var nofile, fsize, core bool
+	for _, u := range host.Ulimits {
+		nofile = nofile || (u.Name == "nofile" && u.Hard == lim.OpenFiles)
+		fsize = fsize || (u.Name == "fsize" && u.Hard == int64(lim.WorkspaceBytes))
+		core = core || (u.Name == "core" && u.Hard == 0 && u.Soft == 0)
+	}
+	check("ulimits nofile, fsize, core=0", nofile && fsize && core)
+	check("engine's default seccomp (not unconfined)", !slices.ContainsFunc(host.SecurityOpt, func(s string) bool { return strings.Contains(s, "unconfined") }))
+	check("our PID 1, not docker-init", host.Init != nil && !*host.Init && cfg.Entrypoint[0] == InitPath)
+	check("only our read-only init volume mounted", len(host.Mounts) == 1 && host.Mounts[0].ReadOnly && host.Mounts[0].Type == "volume" && len(host.Binds) == 0)
+	check("labelled", cfg.Labels[LabelManaged] == "true")
+	check("no logs kept", host.LogConfig.Type == "none")
+	check("runc", host.Runtime == "runc")
+
+	m.Isolation = manifest.IsolationGVisor
+	_, host = boxSpec(m, lang, nil, "v")
+	check("gvisor runs runsc without a pids cgroup limit", host.Runtime == "runsc" && host.PidsLimit == nil)
+	job := initJob(m, Job{Language: lang, Timeout: time.Second})
+	check("gvisor limits processes with RLIMIT_NPROC", job.NProc == lim.Pids)
+}
+
+func TestInitJob(t *testing.T) {
+	m := manifest.Default()
+	sh, _ := m.Language("bash")
+	j := initJob(m, Job{Language: sh, Code: "echo", Stdin: "in", Timeout: 1500 * time.Millisecond, Files: []File{{Path: "a", Data: []byte("x")}}})
+	if strings.Join(j.Argv, " ") != "bash /workspace/main.sh" || strings.Join(j.Check, " ") != "bash -n /workspace/main.sh" {
+		t.Errorf("argv %v check %v", j.Argv, j.Check)
+	}
+	if j.TimeoutMs != 1500 || j.CodePath != "/workspace/main.sh" || j.Dir != "/workspace" || string(j.Stdin) != "in" || j.NProc != 0 {
+		t.Errorf("job %+v", j)
+	}
+	if strings.Join(j.Env, " ") != "HOME=/tmp LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TMPDIR=/tmp" {
+		t.Errorf("env %v", j.Env)
+	}
+}

@@ -1,0 +1,55 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+)
+
+// Reap removes the boxes whose server is gone: from this host, those whose
+// owner process no longer runs; from other hosts sharing the engine, those
+// older than any run could last. It returns how many it removed.
+func (d *Docker) Reap(ctx context.Context) (int, error) {
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	list, err := d.cli.ContainerList(actx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", LabelManaged+"=true")})
+	if err != nil {
+		return 0, err
+	}
+	maxAge := d.m.Limits.MaxTimeout() + backstopGrace + 2*apiTimeout
+	removed := 0
+	for _, c := range list.Items {
+		alive, known := ownerAlive(c.Labels, d.owner)
+		stale := !known && time.Since(time.Unix(c.Created, 0)) > maxAge
+		if alive || (!known && !stale) {
+			continue
+		}
+		rctx, rcancel := context.WithTimeout(ctx, apiTimeout)
+		_, err := d.cli.ContainerRemove(rctx, c.ID, client.ContainerRemoveOptions{Force: true})
+		rcancel()
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			d.log.Warn("reaping a leftover box failed", "container", c.ID, "err", err)
+			continue
+		}
+		removed++
+		d.log.Info("reaped a leftover box", "container", c.ID[:12], "owner_pid", c.Labels[LabelOwnerPID], "run_id", c.Labels[LabelRunID])
+	}
+	return removed, nil
+}
+
+func (d *Docker) reapLoop(ctx context.Context) {
+	defer close(d.reaperDone)
+	for {
+		if _, err := d.Reap(ctx); err != nil && ctx.Err() == nil {
+			d.log.Debug("reaper: engine not reachable", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(reapInterval):
+		}
+	}
+}

@@ -1,0 +1,41 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+)
+
+var errBusy = errors.New("busy")
+
+// slots bounds how many boxes run at once and how many calls may wait.
+type slots struct {
+	run     chan struct{}
+	waiting atomic.Int64
+	queue   int64
+}
+
+func newSlots(concurrency, queue int) *slots {
+	return &slots{run: make(chan struct{}, concurrency), queue: int64(queue)}
+}
+
+// acquire takes a slot, waiting in a bounded queue; past the bound it
+// fails at once with errBusy.
+func (s *slots) acquire(ctx context.Context) (release func(), err error) {
+	select {
+	case s.run <- struct{}{}:
+		return func() { <-s.run }, nil
+	default:
+	}
+	if s.waiting.Add(1) > s.queue {
+		s.waiting.Add(-1)
+		return nil, errBusy
+	}
+	defer s.waiting.Add(-1)
+	select {
+	case s.run <- struct{}{}:
+		return func() { <-s.run }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}

@@ -1,0 +1,182 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// RunCodeArgs are the arguments of run_code; the published input schema is
+// reflected from this type.
+type RunCodeArgs struct {
+	Language       string      `json:"language" jsonschema:"required,description=The language of the code."`
+	Code           string      `json:"code" jsonschema:"required,description=The program to run. It is saved in /workspace (main.py / main.js / main.sh) and run from there."`
+	Stdin          string      `json:"stdin,omitempty" jsonschema:"description=Text fed to the program's standard input."`
+	Files          []InputFile `json:"files,omitempty" jsonschema:"description=Input files written into /workspace before the code runs."`
+	TimeoutSeconds *float64    `json:"timeout_seconds,omitempty" jsonschema:"description=Wall-clock limit for this run in seconds.,exclusiveMinimum=0"`
+}
+
+// InputFile is a file placed in the workspace before the run.
+type InputFile struct {
+	Path     string `json:"path" jsonschema:"required,description=Path relative to /workspace, e.g. data/input.csv; no .. and no leading /."`
+	Content  string `json:"content" jsonschema:"required,description=The file's content, as text or base64 per encoding."`
+	Encoding string `json:"encoding,omitempty" jsonschema:"enum=utf-8,enum=base64,default=utf-8,description=How content is encoded."`
+}
+
+// Encodings of InputFile.Content.
+const (
+	EncodingUTF8   = "utf-8"
+	EncodingBase64 = "base64"
+)
+
+// invalid is the error of a request that never reaches a box.
+func invalid(format string, a ...any) *sandbox.ErrorInfo {
+	msg := fmt.Sprintf(format, a...)
+	return &sandbox.ErrorInfo{Kind: sandbox.KindInvalidRequest, Message: msg,
+		Hint: "Fix the arguments as the message says and call run_code again; nothing was run."}
+}
+
+// DecodeArgs reads arguments strictly: wrong types and unknown fields are
+// errors the agent sees, not silently dropped.
+func DecodeArgs(raw []byte) (RunCodeArgs, *sandbox.ErrorInfo) {
+	var args RunCodeArgs
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return args, invalid("arguments are missing: language and code are required")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&args); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return args, invalid("argument %s must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		return args, invalid("bad arguments: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return args, nil
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "float64", "int", "int64":
+		return "a number"
+	case "slice":
+		return "an array"
+	case "struct", "ptr":
+		return "an object"
+	}
+	return goKind
+}
+
+// Validate checks arguments against the manifest and returns the job to run.
+// A request that fails here never reaches a box.
+func Validate(m *manifest.Manifest, args RunCodeArgs, runID string) (sandbox.Job, *sandbox.ErrorInfo) {
+	lim := m.Limits
+	lang, ok := m.Language(args.Language)
+	if !ok {
+		if args.Language == "" {
+			return sandbox.Job{}, invalid("language is required: one of %s", strings.Join(m.LanguageNames(), ", "))
+		}
+		return sandbox.Job{}, invalid("unknown language %q: use one of %s", args.Language, strings.Join(m.LanguageNames(), ", "))
+	}
+	job := sandbox.Job{RunID: runID, Language: lang, Code: args.Code, Stdin: args.Stdin, Timeout: lim.Timeout()}
+	switch {
+	case strings.TrimSpace(args.Code) == "":
+		return job, invalid("code is empty")
+	case len(args.Code) > int(lim.CodeBytes):
+		return job, invalid("code is %d bytes, over the %s limit: move data into files or shorten the program", len(args.Code), lim.CodeBytes)
+	case strings.IndexByte(args.Code, 0) >= 0:
+		// Python ignores everything after a NUL byte in a source file.
+		return job, invalid("code contains a NUL byte (at byte %d): remove it; pass binary data in files with encoding base64", strings.IndexByte(args.Code, 0))
+	}
+	if t := args.TimeoutSeconds; t != nil {
+		if !(*t > 0) || *t > lim.MaxTimeoutSeconds {
+			return job, invalid("timeout_seconds %g is out of range: it must be above 0 and at most %g", *t, lim.MaxTimeoutSeconds)
+		}
+		job.Timeout = time.Duration(*t * float64(time.Second))
+	}
+	if len(args.Files) > lim.InputFiles {
+		return job, invalid("%d input files, over the limit of %d", len(args.Files), lim.InputFiles)
+	}
+	total := int64(len(args.Stdin))
+	seen := map[string]bool{}
+	for i, f := range args.Files {
+		p, err := checkPath(f.Path)
+		if err != nil {
+			return job, invalid("files[%d].path %q: %s", i, f.Path, err)
+		}
+		if p == lang.File {
+			return job, invalid("files[%d].path %q is where the code is saved: rename the file", i, f.Path)
+		}
+		if seen[p] {
+			return job, invalid("files[%d].path %q appears twice", i, f.Path)
+		}
+		seen[p] = true
+		var data []byte
+		switch f.Encoding {
+		case "", EncodingUTF8:
+			data = []byte(f.Content)
+		case EncodingBase64:
+			data, err = base64.StdEncoding.DecodeString(f.Content)
+			if err != nil {
+				return job, invalid("files[%d].content is not valid base64: %s", i, err)
+			}
+		default:
+			return job, invalid("files[%d].encoding %q: use utf-8 or base64", i, f.Encoding)
+		}
+		total += int64(len(data))
+		if total > int64(lim.InputBytes) {
+			return job, invalid("input files and stdin exceed the %s limit", lim.InputBytes)
+		}
+		job.Files = append(job.Files, sandbox.File{Path: p, Data: data})
+	}
+	for p := range seen {
+		for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
+			if seen[dir] {
+				return job, invalid("files: %q is both a file and a directory of %q", dir, p)
+			}
+		}
+	}
+	if total > int64(lim.InputBytes) {
+		return job, invalid("input files and stdin exceed the %s limit", lim.InputBytes)
+	}
+	return job, nil
+}
+
+// checkPath accepts a clean relative path inside the workspace.
+func checkPath(p string) (string, error) {
+	switch {
+	case p == "":
+		return "", errors.New("empty path")
+	case strings.IndexByte(p, 0) >= 0:
+		return "", errors.New("contains a NUL byte")
+	case strings.HasPrefix(p, "/"):
+		return "", errors.New("absolute paths are not allowed; use a path relative to /workspace")
+	case strings.Contains(p, "\\"):
+		return "", errors.New("use / as the separator")
+	case len(p) > 1024:
+		return "", errors.New("longer than 1024 bytes")
+	}
+	for _, part := range strings.Split(p, "/") {
+		switch {
+		case part == "..":
+			return "", errors.New(".. is not allowed; files stay inside /workspace")
+		case len(part) > 255:
+			return "", errors.New("a path component is longer than 255 bytes")
+		}
+	}
+	clean := path.Clean(p)
+	if clean == "." || strings.HasSuffix(p, "/") {
+		return "", errors.New("names a directory, not a file")
+	}
+	return clean, nil
+}

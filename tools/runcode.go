@@ -1,0 +1,139 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// RunCodeName is the tool's name.
+const RunCodeName = "run_code"
+
+// RunCode is the run_code tool: its definition and handler.
+func RunCode(m *manifest.Manifest, r sandbox.Runner) server.ServerTool {
+	tool := mcp.NewToolWithRawSchema(RunCodeName, m.ToolDescription(), InputSchema(m))
+	tool.RawOutputSchema = OutputSchema()
+	// Every hint set explicitly: the defaults say the opposite of what
+	// run_code is.
+	tool.Annotations = mcp.ToolAnnotation{
+		Title:           "Run code in a sandbox",
+		ReadOnlyHint:    mcp.ToBoolPtr(false),
+		DestructiveHint: mcp.ToBoolPtr(false),
+		IdempotentHint:  mcp.ToBoolPtr(false),
+		OpenWorldHint:   mcp.ToBoolPtr(m.Network != "none"),
+	}
+	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		raw, err := json.Marshal(req.GetRawArguments())
+		if err != nil {
+			raw = nil
+		}
+		res := Execute(ctx, m, r, raw)
+		return ToCallToolResult(m, res), nil
+	}}
+}
+
+// Execute decodes, validates and runs one call: the path shared by the
+// MCP handler and `runbox run`.
+func Execute(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, rawArgs []byte) sandbox.Result {
+	runID := NewRunID()
+	args, bad := DecodeArgs(rawArgs)
+	if bad == nil {
+		var job sandbox.Job
+		job, bad = Validate(m, args, runID)
+		if bad == nil {
+			return r.Run(ctx, job)
+		}
+	}
+	res := sandbox.Fail(sandbox.Job{RunID: runID}, *bad)
+	res.Language = args.Language
+	res.Isolation = m.Isolation
+	return res
+}
+
+// ToCallToolResult renders a result: the structured content, a text
+// summary for clients that ignore it, and an image block per image
+// artifact under the cap.
+func ToCallToolResult(m *manifest.Manifest, res sandbox.Result) *mcp.CallToolResult {
+	out := &mcp.CallToolResult{
+		StructuredContent: res,
+		IsError:           res.Status == sandbox.StatusError,
+		Content:           []mcp.Content{mcp.NewTextContent(Summary(res))},
+	}
+	for _, a := range res.Artifacts {
+		if isInlineImage(a.MimeType) && a.Data != nil && a.SizeBytes <= int64(m.Limits.ImageBytes) {
+			out.Content = append(out.Content, mcp.NewImageContent(encodeBase64(a.Data), a.MimeType))
+		}
+	}
+	return out
+}
+
+func isInlineImage(mime string) bool {
+	switch mime {
+	case "image/png", "image/jpeg", "image/gif", "image/webp":
+		return true
+	}
+	return false
+}
+
+// Summary is the result as text, complete enough for an agent that sees
+// only the content blocks.
+func Summary(res sandbox.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", res.Status)
+	if res.Language != "" {
+		fmt.Fprintf(&b, " · %s", res.Language)
+	}
+	if res.ExitCode != nil {
+		fmt.Fprintf(&b, " · exit %d", *res.ExitCode)
+	}
+	fmt.Fprintf(&b, " · %d ms · run %s\n", res.Metrics.WallMs, res.RunID)
+	if e := res.Error; e != nil {
+		fmt.Fprintf(&b, "error: %s", e.Kind)
+		if e.Limit != "" {
+			fmt.Fprintf(&b, " (%s)", e.Limit)
+		}
+		if e.Type != "" {
+			fmt.Fprintf(&b, " %s", e.Type)
+		}
+		if e.Line > 0 {
+			fmt.Fprintf(&b, " at line %d", e.Line)
+			if e.Column > 0 {
+				fmt.Fprintf(&b, ", column %d", e.Column)
+			}
+		}
+		fmt.Fprintf(&b, ": %s\nhint: %s\n", e.Message, e.Hint)
+	}
+	section := func(name, s string, truncated bool) {
+		if s == "" {
+			return
+		}
+		fmt.Fprintf(&b, "--- %s", name)
+		if truncated {
+			b.WriteString(" (truncated)")
+		}
+		b.WriteString(" ---\n")
+		b.WriteString(s)
+		if !strings.HasSuffix(s, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	section("stdout", res.Stdout, res.StdoutTruncated)
+	section("stderr", res.Stderr, res.StderrTruncated)
+	if len(res.Artifacts) > 0 {
+		b.WriteString("--- artifacts ---\n")
+		for _, a := range res.Artifacts {
+			fmt.Fprintf(&b, "%s (%s, %d bytes) %s\n", a.Path, a.MimeType, a.SizeBytes, a.URI)
+		}
+		if res.ArtifactsOmitted > 0 {
+			fmt.Fprintf(&b, "(%d more files omitted by the artifact cap)\n", res.ArtifactsOmitted)
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
