@@ -10,7 +10,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 ARCH    := $(shell $(GO) env GOARCH)
 
-.PHONY: all setup build demo test unit e2e vet fmt clean
+.PHONY: all setup build demo test unit e2e vet fmt clean bench
 
 all: build
 
@@ -35,7 +35,7 @@ unit:
 	$(GO) test -count=1 ./...
 
 e2e: e2e/ts/node_modules
-	RUNBOX_BIN=$(CURDIR)/$(BIN)/runbox $(GO) test -count=1 -tags e2e -timeout 30m ./e2e/
+	$(GO) test -count=1 -tags e2e -timeout 30m ./e2e/
 
 e2e/ts/node_modules: e2e/ts/package.json e2e/ts/package-lock.json
 	cd e2e/ts && npm ci --no-audit --no-fund --loglevel=error
@@ -51,3 +51,7 @@ fmt:
 
 clean:
 	rm -rf $(BIN)
+
+## bench: latency of runbox against docker baselines on the same image (prints a table)
+bench: setup build
+	$(GO) run ./bench --server $(BIN)/runbox

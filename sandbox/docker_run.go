@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -165,10 +166,16 @@ func (d *Docker) runBox(ctx context.Context, job Job) (o boxOutcome, contents []
 		got = d.killAndCollect(id, att, read)
 	}
 	o.report, contents = got.report, got.contents
-	if got.err != nil && o.report == nil {
-		o.lost = "the box ended without a report: " + got.err.Error()
-	}
-	if got.diag != "" {
+	if o.report == nil {
+		o.lost = "the box ended without a report"
+		if got.err != nil {
+			o.lost += ": " + got.err.Error()
+		}
+		if first, _, _ := strings.Cut(strings.TrimSpace(got.diag), "\n"); first != "" {
+			o.lost += " (runbox-init: " + first + ")"
+		}
+		d.log.Warn("box ended without a report", "run_id", job.RunID, "err", got.err, "init_stderr", got.diag)
+	} else if got.diag != "" {
 		d.log.Debug("runbox-init stderr", "run_id", job.RunID, "stderr", got.diag)
 	}
 
