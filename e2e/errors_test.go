@@ -245,3 +245,14 @@ func TestArtifactCaps(t *testing.T) {
 		t.Fatalf("byte cap: %+v", r.Artifacts)
 	}
 }
+
+// TestForkBombsNeverKillInit repeats a fork bomb: runbox-init shares the
+// pids limit with the program and must still report every time (it once
+// died about one run in twenty, unable to start a thread).
+func TestForkBombsNeverKillInit(t *testing.T) {
+	code := "import os, threading, time\nfor i in range(400):\n    try:\n        threading.Thread(target=time.sleep, args=(5,), daemon=True).start()\n    except RuntimeError:\n        pass\n    if os.fork() == 0:\n        time.sleep(5); os._exit(0)\n"
+	for i := 0; i < 15; i++ {
+		r := run(t, "python", code, "timeout_seconds", 30)
+		wantError(t, r, sandbox.KindResourceLimit, sandbox.LimitPids)
+	}
+}

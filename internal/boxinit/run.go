@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -61,12 +62,39 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 		syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM,
 		syscall.SIGPROF, syscall.SIGWINCH, syscall.SIGURG)
 
+	prewarmThreads(spareThreads)
+
 	var job initproto.Job
 	if err := json.NewDecoder(io.LimitReader(stdin, maxJobBytes)).Decode(&job); err != nil {
 		return writeReport(stdout, &initproto.Report{InitError: "reading job: " + err.Error()}, nil)
 	}
 	rep, contents := Run(context.Background(), &job, Options{})
 	return writeReport(stdout, rep, contents)
+}
+
+// spareThreads is how many OS threads runbox-init makes before the program
+// runs. The program shares the box's pids limit with us: once it has used
+// every pid, a Go runtime that needs one more thread dies ("failed to
+// create new OS thread"), and the run would end without a report.
+const spareThreads = 12
+
+// prewarmThreads makes the runtime start n threads now and keep them idle:
+// a goroutine locked to its thread and parked forces the runtime to start
+// another thread for the next one; unlocked, the threads stay for reuse.
+func prewarmThreads(n int) {
+	var ready sync.WaitGroup
+	release := make(chan struct{})
+	for i := 0; i < n; i++ {
+		ready.Add(1)
+		go func() {
+			runtime.LockOSThread()
+			ready.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	ready.Wait()
+	close(release)
 }
 
 func writeReport(w io.Writer, rep *initproto.Report, contents [][]byte) int {

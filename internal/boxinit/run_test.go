@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -177,5 +178,23 @@ func TestMainReadsJobWritesFrames(t *testing.T) {
 	typ, payload, err := initproto.NewReader(r).Next()
 	if err != nil || typ != initproto.FrameReport || !strings.Contains(string(payload), "reading job") {
 		t.Fatalf("frame %q %s %v", typ, payload, err)
+	}
+}
+
+func TestPrewarmThreadsLeavesSpareThreads(t *testing.T) {
+	threads := func() int {
+		b, _ := os.ReadFile("/proc/self/status")
+		for _, l := range strings.Split(string(b), "\n") {
+			if n, ok := strings.CutPrefix(l, "Threads:"); ok {
+				v, _ := strconv.Atoi(strings.TrimSpace(n))
+				return v
+			}
+		}
+		return 0
+	}
+	before := threads()
+	prewarmThreads(spareThreads)
+	if after := threads(); after < spareThreads || after < before {
+		t.Fatalf("%d threads after prewarming (%d before), want at least %d", after, before, spareThreads)
 	}
 }
