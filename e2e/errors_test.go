@@ -123,6 +123,9 @@ func TestResourceLimits(t *testing.T) {
 	cases := []struct{ name, lang, code, limit string }{
 		{"pids/bash", "bash", "for i in $(seq 1 400); do sleep 5 & done; wait", sandbox.LimitPids},
 		{"pids/python", "python", "import os, time\nkids = []\nfor i in range(400):\n    pid = os.fork()\n    if pid == 0:\n        time.sleep(5); os._exit(0)\n    kids.append(pid)\n", sandbox.LimitPids},
+		{"pids/javascript", "javascript", "const { spawn } = require('child_process');\nfor (let i = 0; i < 400; i++) spawn('sleep', ['5']);\n", sandbox.LimitPids},
+		{"disk/javascript", "javascript", "const fs = require('fs');\nconst mb = Buffer.alloc(1 << 20, 120);\nfor (let i = 0; i < 200; i++) fs.appendFileSync('big.bin', mb);\n", sandbox.LimitDisk},
+		{"open_files/bash", "bash", "for i in $(seq 1 5000); do exec {fd}</dev/null || exit 1; done", sandbox.LimitOpenFiles},
 		{"disk/python", "python", "with open('big.bin', 'wb') as f:\n    for _ in range(200):\n        f.write(b'x' * (1 << 20))\n", sandbox.LimitDisk},
 		{"disk/tmp", "bash", "head -c 200000000 /dev/zero > /tmp/fill", sandbox.LimitDisk},
 		{"inodes/bash", "bash", "mkdir many && cd many && for i in $(seq 1 20000); do : > f$i || exit 1; done", sandbox.LimitDisk},

@@ -135,7 +135,7 @@ func resourceError(limit string, lim manifest.Limits) *ErrorInfo {
 		info.Hint = "Write less: stream or aggregate data instead of storing it, and delete temporary files."
 	case LimitOpenFiles:
 		info.Message = fmt.Sprintf("the program opened more than %d files at once", lim.OpenFiles)
-		info.Hint = "Close files when done (use with-blocks) instead of keeping them all open."
+		info.Hint = "Close each file when you are done with it instead of keeping them all open."
 	}
 	return info
 }

@@ -279,10 +279,12 @@ var resourcePatterns = []struct {
 	{LimitPids, "fork: Resource temporarily unavailable"},
 	{LimitPids, "BlockingIOError: [Errno 11]"},
 	{LimitPids, "can't start new thread"},
-	{LimitPids, "spawn EAGAIN"},
 	{LimitPids, "uv_thread_create"},
 	{LimitPids, "pthread_create"},
 }
+
+// nodeSpawnAgain is how Node reports a failed spawn: "spawn sleep EAGAIN".
+var nodeSpawnAgain = regexp.MustCompile(`spawn \S* ?EAGAIN`)
 
 // ResourceHint names the limit that stderr says was hit ("disk",
 // "open_files", "pids"), or "". Where several appear, the last one wins:
@@ -294,6 +296,9 @@ func ResourceHint(stderr string) string {
 		if i := strings.LastIndex(window, p.text); i > at {
 			best, at = p.limit, i
 		}
+	}
+	if locs := nodeSpawnAgain.FindAllStringIndex(window, -1); len(locs) > 0 && locs[len(locs)-1][0] > at {
+		best = LimitPids
 	}
 	return best
 }
