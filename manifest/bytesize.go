@@ -67,3 +67,9 @@ func (b *ByteSize) UnmarshalJSON(data []byte) error {
 	*b = ByteSize(n)
 	return nil
 }
+
+// MarshalJSON writes the size as the string a person would (e.g. "64MiB"),
+// which UnmarshalJSON reads back.
+func (b ByteSize) MarshalJSON() ([]byte, error) {
+	return json.Marshal(b.String())
+}

@@ -26,63 +26,99 @@ const (
 
 // Manifest is the effective configuration of a runbox server.
 type Manifest struct {
-	Languages   []Language `json:"languages"`
-	Limits      Limits     `json:"limits"`
-	Isolation   string     `json:"isolation"`
-	Network     string     `json:"network"`
-	Concurrency int        `json:"concurrency"`
+	Languages   []Language `json:"languages" jsonschema_description:"The runnable languages; a list here replaces the built-in one."`
+	Limits      Limits     `json:"limits" jsonschema_description:"Resource bounds of every run."`
+	Isolation   string     `json:"isolation" jsonschema_description:"runc (default) or gvisor (runsc)."`
+	Network     string     `json:"network" jsonschema_description:"Always none: boxes never have a network."`
+	Concurrency int        `json:"concurrency" jsonschema_description:"How many boxes run at once; further calls wait in the queue."`
 	// QueueSize bounds how many calls may wait for a slot before new ones
 	// are refused with resource_limit/busy.
-	QueueSize int `json:"queue_size"`
+	QueueSize int `json:"queue_size" jsonschema_description:"How many calls may wait for a slot; past it a call fails at once with resource_limit/busy."`
 	// User is the uid:gid the program runs as in the box.
-	User string `json:"user"`
+	User string `json:"user" jsonschema_description:"The non-root uid:gid the program runs as."`
+	// Artifacts says how long files of a run stay readable and how images
+	// reach the client.
+	Artifacts ArtifactPolicy `json:"artifacts" jsonschema_description:"How long run files stay readable and how images reach the client."`
+	// Budgets bound what one client session may spend, so a looping agent
+	// stops burning compute. Zero means unlimited.
+	Budgets Budgets `json:"budgets" jsonschema_description:"What one client session may spend; 0 means unlimited."`
+}
+
+// Image delivery modes.
+const (
+	// ImagesInline sends an image content block per image artifact, and a
+	// resource link for every artifact.
+	ImagesInline = "inline"
+	// ImagesResourceLink sends resource links only, for clients that drop
+	// image blocks when structured content is present.
+	ImagesResourceLink = "resource_link"
+)
+
+// ArtifactPolicy governs artifacts after the run.
+type ArtifactPolicy struct {
+	// TTLSeconds is how long runbox://runs/{id}/files/{path} stays readable.
+	TTLSeconds float64 `json:"ttl_seconds" jsonschema_description:"How long runbox://runs/{run_id}/files/{path} stays readable."`
+	// StoreBytes caps the artifacts kept in memory; the oldest runs go first.
+	StoreBytes    ByteSize `json:"store_bytes" jsonschema_description:"Artifact bytes kept in memory across runs; the oldest runs go first."`
+	ImageDelivery string   `json:"image_delivery" jsonschema:"enum=inline,enum=resource_link" jsonschema_description:"inline: image blocks plus resource links; resource_link: links only (for clients that drop images next to structured content)."`
+}
+
+// TTL returns the artifacts' time to live.
+func (a ArtifactPolicy) TTL() time.Duration { return seconds(a.TTLSeconds) }
+
+// Budgets are per client session.
+type Budgets struct {
+	// RunSeconds caps the total wall-clock seconds of a session's runs.
+	RunSeconds float64 `json:"run_seconds" jsonschema_description:"Total wall-clock seconds of runs per client session."`
+	// RunsPerMinute caps how many runs a session starts in any minute.
+	RunsPerMinute int `json:"runs_per_minute" jsonschema_description:"Runs a client session may start in any minute."`
 }
 
 // Language is one runnable language.
 type Language struct {
-	Name    string `json:"name"`
-	Image   string `json:"image"`
-	Version string `json:"version,omitempty"`
+	Name    string `json:"name" jsonschema_description:"The name agents pass as language."`
+	Image   string `json:"image" jsonschema_description:"The image the language runs in."`
+	Version string `json:"version,omitempty" jsonschema_description:"The interpreter version told to agents; read from the image when empty."`
 	// File is the code's name in the workspace (main.py), so that its
 	// own imports of sibling files work and tracebacks read naturally.
-	File string `json:"file"`
+	File string `json:"file" jsonschema_description:"The code's file name in /workspace, e.g. main.py."`
 	// Command runs the code; {file} is replaced by the code's path.
-	Command []string `json:"command"`
+	Command []string `json:"command" jsonschema_description:"The command that runs the code; {file} is the code's path."`
 	// Check, when set, runs first and a failure means a syntax error, so
 	// that nothing of a malformed script executes (bash -n).
-	Check []string `json:"check,omitempty"`
+	Check []string `json:"check,omitempty" jsonschema_description:"A syntax check run first ({file} is the code's path); failure means a syntax error and nothing runs."`
 	// ErrorFormat names the parser for the interpreter's error reports:
 	// python, node or bash.
-	ErrorFormat string `json:"error_format"`
+	ErrorFormat string `json:"error_format" jsonschema_description:"How to read the interpreter's errors: python, node, bash or none."`
 	// Env is added to the box's fixed environment for this language.
-	Env      map[string]string `json:"env,omitempty"`
-	Packages []string          `json:"packages,omitempty"`
+	Env      map[string]string `json:"env,omitempty" jsonschema_description:"Environment variables added for this language."`
+	Packages []string          `json:"packages,omitempty" jsonschema_description:"Packages told to agents; read from the image when empty."`
 }
 
 // Limits are the resource bounds of every run.
 type Limits struct {
-	TimeoutSeconds    float64 `json:"timeout_seconds"`
-	MaxTimeoutSeconds float64 `json:"max_timeout_seconds"`
+	TimeoutSeconds    float64 `json:"timeout_seconds" jsonschema_description:"Default wall-clock limit of a run."`
+	MaxTimeoutSeconds float64 `json:"max_timeout_seconds" jsonschema_description:"The largest timeout_seconds a call may ask for."`
 	// CPUSeconds, when positive, caps the CPU time of the program.
-	CPUSeconds int64 `json:"cpu_seconds,omitempty"`
+	CPUSeconds int64 `json:"cpu_seconds,omitempty" jsonschema_description:"CPU-time limit of the program in seconds; 0 means none beyond the wall clock."`
 
-	Memory         ByteSize `json:"memory"`
-	CPUs           float64  `json:"cpus"`
-	Pids           int64    `json:"pids"`
-	OpenFiles      int64    `json:"open_files"`
-	WorkspaceBytes ByteSize `json:"workspace_size"`
-	WorkspaceFiles int64    `json:"workspace_inodes"`
-	TmpBytes       ByteSize `json:"tmp_size"`
+	Memory         ByteSize `json:"memory" jsonschema_description:"Memory limit of a box (no swap)."`
+	CPUs           float64  `json:"cpus" jsonschema_description:"CPU quota of a box in cores."`
+	Pids           int64    `json:"pids" jsonschema_description:"Most processes and threads in a box."`
+	OpenFiles      int64    `json:"open_files" jsonschema_description:"Most open files per process."`
+	WorkspaceBytes ByteSize `json:"workspace_size" jsonschema_description:"Size of the /workspace tmpfs; also the largest file."`
+	WorkspaceFiles int64    `json:"workspace_inodes" jsonschema_description:"Most files and directories in /workspace and in /tmp."`
+	TmpBytes       ByteSize `json:"tmp_size" jsonschema_description:"Size of the /tmp tmpfs."`
 
-	OutputBytes   ByteSize `json:"max_output_bytes"`
-	CodeBytes     ByteSize `json:"max_code_bytes"`
-	InputBytes    ByteSize `json:"max_input_bytes"`
-	InputFiles    int      `json:"max_input_files"`
-	Artifacts     int      `json:"max_artifacts"`
-	ArtifactBytes ByteSize `json:"max_artifact_bytes"`
+	OutputBytes   ByteSize `json:"max_output_bytes" jsonschema_description:"Output kept per stream: the first and last halves."`
+	CodeBytes     ByteSize `json:"max_code_bytes" jsonschema_description:"Largest code a call may send."`
+	InputBytes    ByteSize `json:"max_input_bytes" jsonschema_description:"Largest total of input files and stdin."`
+	InputFiles    int      `json:"max_input_files" jsonschema_description:"Most input files per call."`
+	Artifacts     int      `json:"max_artifacts" jsonschema_description:"Most artifacts returned per run."`
+	ArtifactBytes ByteSize `json:"max_artifact_bytes" jsonschema_description:"Most artifact bytes returned per run."`
 	// ImageBytes caps one image artifact returned inline as an image
 	// content block.
-	ImageBytes ByteSize `json:"max_image_bytes"`
+	ImageBytes ByteSize `json:"max_image_bytes" jsonschema_description:"Largest image artifact sent inline as an image block."`
 }
 
 // Timeout returns the default per-call timeout.
@@ -144,6 +180,8 @@ func Default() *Manifest {
 		Concurrency: 4,
 		QueueSize:   64,
 		User:        "1000:1000",
+		Artifacts:   ArtifactPolicy{TTLSeconds: 3600, StoreBytes: 512 * MiB, ImageDelivery: ImagesInline},
+		Budgets:     Budgets{RunSeconds: 0, RunsPerMinute: 0},
 	}
 }
 
@@ -258,6 +296,13 @@ func (m *Manifest) Validate() error {
 	}
 	rangeI("concurrency", int64(m.Concurrency), 1, 1024)
 	rangeI("queue_size", int64(m.QueueSize), 0, 100000)
+	rangeF("artifacts.ttl_seconds", m.Artifacts.TTLSeconds, 0, 7*24*3600)
+	rangeB("artifacts.store_bytes", m.Artifacts.StoreBytes, 0, 64*GiB)
+	if m.Artifacts.ImageDelivery != ImagesInline && m.Artifacts.ImageDelivery != ImagesResourceLink {
+		bad("artifacts.image_delivery", m.Artifacts.ImageDelivery, "inline or resource_link")
+	}
+	rangeF("budgets.run_seconds", m.Budgets.RunSeconds, 0, 1e9)
+	rangeI("budgets.runs_per_minute", int64(m.Budgets.RunsPerMinute), 0, 1e6)
 	if !userRe.MatchString(m.User) {
 		bad("user", m.User, "a non-root numeric uid:gid such as 1000:1000")
 	}

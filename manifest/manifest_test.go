@@ -89,3 +89,20 @@ func writeFile(t *testing.T, p, content string) {
 		t.Fatal(err)
 	}
 }
+
+func TestEffectiveManifestRoundTrips(t *testing.T) {
+	b, err := json.Marshal(Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := t.TempDir() + "/effective.json"
+	writeFile(t, p, string(b))
+	m, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := json.Marshal(m)
+	if string(again) != string(b) || !strings.Contains(string(b), `"memory":"512MiB"`) {
+		t.Fatalf("round trip:\n%s\n%s", b, again)
+	}
+}

@@ -16,7 +16,7 @@ const usage = `runbox — run the code AI agents write, safely, over MCP.
 Usage:
   runbox serve [flags]            serve the MCP tools on stdio
   runbox run [flags] FILE | -     run one file (or stdin) in a box and print its output
-  runbox manifest                 print the effective manifest as JSON
+  runbox manifest [schema]        print the effective manifest as JSON, or its JSON Schema
   runbox version                  print version, commit and build date
 
 Common flags:
@@ -38,6 +38,9 @@ type config struct {
 	timeout  float64
 	jsonOut  bool
 	outDir   string
+
+	// manifest
+	schema bool
 }
 
 func parse(args []string) (config, error) {
@@ -65,7 +68,7 @@ func parse(args []string) (config, error) {
 		fs.BoolVar(&cfg.jsonOut, "json", false, "print the whole structured result as JSON")
 		fs.StringVar(&cfg.outDir, "out", "", "write the run's artifacts into this directory")
 	case "manifest":
-		help = "Usage: runbox manifest [--manifest FILE]\n\nPrints the effective manifest (the file over the defaults) as JSON.\n"
+		help = "Usage: runbox manifest [--manifest FILE] [schema]\n\nPrints the effective manifest (the file over the defaults) as JSON;\nwith schema, the manifest file's JSON Schema (for editor completion).\n"
 	case "version":
 		help = "Usage: runbox version\n"
 	default:
@@ -87,6 +90,13 @@ func parse(args []string) (config, error) {
 			return cfg, errors.New("run takes one FILE, or - for stdin")
 		}
 		cfg.file = fs.Arg(0)
+	case "manifest":
+		switch {
+		case fs.NArg() == 1 && fs.Arg(0) == "schema":
+			cfg.schema = true
+		case fs.NArg() != 0:
+			return cfg, errors.New("manifest takes no argument but schema")
+		}
 	default:
 		if fs.NArg() != 0 {
 			return cfg, fmt.Errorf("%s takes no arguments", cfg.command)

@@ -22,9 +22,13 @@ import (
 // run carries out one command and returns the process exit code.
 func run(ctx context.Context, cfg config) (int, error) {
 	logger := newLogger(cfg.logLevel)
-	if cfg.command == "version" {
+	switch {
+	case cfg.command == "version":
 		fmt.Printf("runbox %s (commit %s, built %s)\n", version, commit, date)
 		return 0, nil
+	case cfg.command == "manifest" && cfg.schema:
+		_, err := fmt.Printf("%s\n", manifest.Schema())
+		return 0, err
 	}
 	m, err := manifest.Load(cfg.manifestPath)
 	if err != nil {
