@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -16,8 +17,23 @@ import (
 // RunCodeName is the tool's name.
 const RunCodeName = "run_code"
 
+// Deps are what the tools need.
+type Deps struct {
+	Manifest *manifest.Manifest
+	Runner   sandbox.Runner
+	// Store keeps artifacts readable as resources; nil keeps none.
+	Store *ArtifactStore
+	// Budgets bound each client session; nil means none.
+	Budgets *Budgets
+}
+
+// progressEvery is how often a long run reports progress to a client that
+// asked for it: well inside clients' ~60 s tool timeouts.
+const progressEvery = 2 * time.Second
+
 // RunCode is the run_code tool: its definition and handler.
-func RunCode(m *manifest.Manifest, r sandbox.Runner) server.ServerTool {
+func RunCode(d Deps) server.ServerTool {
+	m := d.Manifest
 	tool := mcp.NewToolWithRawSchema(RunCodeName, m.ToolDescription(), InputSchema(m))
 	tool.RawOutputSchema = OutputSchema()
 	// Every hint set explicitly: the defaults say the opposite of what
@@ -34,9 +50,61 @@ func RunCode(m *manifest.Manifest, r sandbox.Runner) server.ServerTool {
 		if err != nil {
 			raw = nil
 		}
-		res := Execute(ctx, m, r, raw)
+		session := ""
+		if cs := server.ClientSessionFromContext(ctx); cs != nil {
+			session = cs.SessionID()
+		}
+		if d.Budgets != nil {
+			if bad := d.Budgets.Admit(session); bad != nil {
+				res := sandbox.Fail(sandbox.Job{RunID: NewRunID()}, *bad)
+				res.Isolation = m.Isolation
+				return ToCallToolResult(m, res), nil
+			}
+		}
+		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+			stop := reportProgress(ctx, req.Params.Meta.ProgressToken)
+			defer stop()
+		}
+		res := Execute(ctx, m, d.Runner, raw)
+		if d.Budgets != nil {
+			d.Budgets.Charge(session, time.Duration(res.Metrics.WallMs)*time.Millisecond)
+		}
+		if d.Store != nil {
+			d.Store.Put(res)
+		}
 		return ToCallToolResult(m, res), nil
 	}}
+}
+
+// reportProgress sends notifications/progress until stopped, so a client
+// sees a long run is alive instead of hitting its own timeout.
+func reportProgress(ctx context.Context, token mcp.ProgressToken) (stop func()) {
+	srv := server.ServerFromContext(ctx)
+	if srv == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				elapsed := time.Since(start).Seconds()
+				_ = srv.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
+					"progressToken": token,
+					"progress":      elapsed,
+					"message":       fmt.Sprintf("running for %.0f s", elapsed),
+				})
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // Execute decodes, validates and runs one call: the path shared by the
@@ -67,8 +135,13 @@ func ToCallToolResult(m *manifest.Manifest, res sandbox.Result) *mcp.CallToolRes
 		Content:           []mcp.Content{mcp.NewTextContent(Summary(res))},
 	}
 	for _, a := range res.Artifacts {
-		if isInlineImage(a.MimeType) && a.Data != nil && a.SizeBytes <= int64(m.Limits.ImageBytes) {
+		if m.Artifacts.ImageDelivery == manifest.ImagesInline && isInlineImage(a.MimeType) && a.Data != nil && a.SizeBytes <= int64(m.Limits.ImageBytes) {
 			out.Content = append(out.Content, mcp.NewImageContent(encodeBase64(a.Data), a.MimeType))
+		}
+	}
+	for _, a := range res.Artifacts {
+		if a.Data != nil {
+			out.Content = append(out.Content, mcp.NewResourceLink(a.URI, a.Path, fmt.Sprintf("%d bytes, from run %s", a.SizeBytes, res.RunID), a.MimeType))
 		}
 	}
 	return out

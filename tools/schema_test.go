@@ -17,7 +17,7 @@ import (
 // its golden file; UPDATE_TOOLSNAPS=true rewrites them.
 func TestToolSnapshots(t *testing.T) {
 	m := manifest.Default()
-	tool := RunCode(m, nil).Tool
+	tool := RunCode(Deps{Manifest: m}).Tool
 	got, err := json.MarshalIndent(tool, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestToCallToolResult(t *testing.T) {
 			{Path: "data.csv", MimeType: "text/csv", SizeBytes: 3, Data: []byte("a,b")},
 		}}
 	out := ToCallToolResult(m, res)
-	if !out.IsError || len(out.Content) != 2 {
+	if !out.IsError || len(out.Content) != 5 {
 		t.Fatalf("isError %v, %d content blocks", out.IsError, len(out.Content))
 	}
 	text, _ := mcp.AsTextContent(out.Content[0])
@@ -110,6 +110,13 @@ func TestToCallToolResult(t *testing.T) {
 	}
 	if img, ok := mcp.AsImageContent(out.Content[1]); !ok || img.Data != "AQID" {
 		t.Errorf("image block %+v", out.Content[1])
+	}
+	if link, ok := out.Content[4].(mcp.ResourceLink); !ok || link.Name != "data.csv" {
+		t.Errorf("resource links: %+v", out.Content[2:])
+	}
+	m.Artifacts.ImageDelivery = manifest.ImagesResourceLink
+	if n := len(ToCallToolResult(m, res).Content); n != 4 {
+		t.Errorf("resource_link delivery: %d blocks, want the summary and 3 links", n)
 	}
 	raw, _ := json.Marshal(out.StructuredContent)
 	if bytes.Contains(raw, []byte(`"Data"`)) || !bytes.Contains(raw, []byte(`"error":{"kind":"runtime"`)) {

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/prompts"
 	"github.com/runbox-mcp/runbox/sandbox"
 	"github.com/runbox-mcp/runbox/tools"
 )
@@ -24,11 +25,18 @@ const Name = "runbox"
 func New(m *manifest.Manifest, r sandbox.Runner, version string, logger *slog.Logger) *server.MCPServer {
 	s := server.NewMCPServer(Name, version,
 		server.WithToolCapabilities(false),
+		server.WithResourceCapabilities(false, false),
+		server.WithPromptCapabilities(false),
 		server.WithRecovery(),
 		server.WithLogger(logger),
 		server.WithInstructions("runbox runs Python, JavaScript and bash in an isolated sandbox with no network. Call run_code to execute code and read its structured result; the tool description lists the limits and installed packages."),
 	)
-	s.AddTools(tools.RunCode(m, r))
+	store := tools.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
+	s.AddTools(tools.RunCode(tools.Deps{Manifest: m, Runner: r, Store: store, Budgets: tools.NewBudgets(m.Budgets)}))
+	s.AddResource(tools.ManifestResource(m).Resource, tools.ManifestResource(m).Handler)
+	at := tools.ArtifactTemplate(store, m)
+	s.AddResourceTemplate(at.Template, at.Handler)
+	s.AddPrompts(prompts.All(m)...)
 	return s
 }
 

@@ -1,0 +1,159 @@
+package prompts
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// Prompt names.
+const (
+	GuideName = "run_code_guide"
+	DebugName = "debug_failed_run"
+)
+
+// All returns every prompt.
+func All(m *manifest.Manifest) []server.ServerPrompt {
+	return []server.ServerPrompt{Guide(m), Debug(m)}
+}
+
+// Guide tells an agent when and how to use run_code within the limits.
+func Guide(m *manifest.Manifest) server.ServerPrompt {
+	p := mcp.NewPrompt(GuideName, mcp.WithPromptDescription("How to use run_code well: when to run code, the sandbox's limits, returning files and plots, and reading structured errors."))
+	return server.ServerPrompt{Prompt: p, Handler: func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return mcp.NewGetPromptResult("Using run_code", []mcp.PromptMessage{
+			mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent(GuideText(m))),
+		}), nil
+	}}
+}
+
+// GuideText is the usage guide.
+func GuideText(m *manifest.Manifest) string {
+	l := m.Limits
+	var b strings.Builder
+	b.WriteString("You can run code with the run_code tool. Use it to compute, check an answer, transform data or make a plot, instead of guessing a result.\n\n")
+	b.WriteString(m.ToolDescription())
+	fmt.Fprintf(&b, `
+
+How to work with it:
+1. Send complete, self-contained programs: every run starts from an empty /workspace and nothing persists. Pass data in files (path relative to /workspace; binary as base64) or stdin.
+2. Keep runs short: the default limit is %gs (timeout_seconds up to %g). For long jobs, process a sample first.
+3. Print summaries, not whole datasets: each stream keeps only its first and last %s.
+4. Return files by writing them under /workspace: they come back as artifacts (images inline, everything as runbox://runs/{run_id}/files/{path} resources for %s). Save plots with plt.savefig("plot.png").
+5. There is no network and nothing can be installed: use only the installed packages listed above.
+6. When a run fails, read error.kind, error.line and error.hint, fix that one thing, and run again. Do not retry the same code unchanged.`,
+		l.TimeoutSeconds, l.MaxTimeoutSeconds, l.OutputBytes/2, m.Artifacts.TTL())
+	return b.String()
+}
+
+// Debug guides a bounded fix-and-retry loop from a failed run's result.
+func Debug(m *manifest.Manifest) server.ServerPrompt {
+	p := mcp.NewPrompt(DebugName,
+		mcp.WithPromptDescription("Given a failed run_code result, guide a bounded fix-and-retry loop."),
+		mcp.WithArgument("result", mcp.RequiredArgument(), mcp.ArgumentDescription("The failed run's structured result (run_code's structuredContent, as JSON).")),
+		mcp.WithArgument("max_attempts", mcp.ArgumentDescription("How many fixed versions to try before stopping (default 3).")),
+	)
+	return server.ServerPrompt{Prompt: p, Handler: func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		text, err := DebugText(m, req.Params.Arguments["result"], req.Params.Arguments["max_attempts"])
+		if err != nil {
+			return nil, err
+		}
+		return mcp.NewGetPromptResult("Fix the failed run", []mcp.PromptMessage{
+			mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent(text)),
+		}), nil
+	}}
+}
+
+// failed is the part of a result the debug prompt reads.
+type failed struct {
+	RunID    string `json:"run_id"`
+	Language string `json:"language"`
+	Status   string `json:"status"`
+	Stderr   string `json:"stderr"`
+	Error    *struct {
+		Kind, Type, Message, Limit, Hint string
+		Line, Column                     int
+	} `json:"error"`
+}
+
+// DebugText renders the debugging prompt for a failed result.
+func DebugText(m *manifest.Manifest, resultJSON, maxAttempts string) (string, error) {
+	attempts := 3
+	if maxAttempts != "" {
+		n, err := strconv.Atoi(maxAttempts)
+		if err != nil || n < 1 || n > 10 {
+			return "", fmt.Errorf("max_attempts %q: a whole number from 1 to 10", maxAttempts)
+		}
+		attempts = n
+	}
+	var r failed
+	if err := json.Unmarshal([]byte(resultJSON), &r); err != nil {
+		return "", fmt.Errorf("result is not a run_code result in JSON: %v", err)
+	}
+	if r.Error == nil {
+		return "", fmt.Errorf("result has no error: run %s succeeded, there is nothing to debug", r.RunID)
+	}
+	e := r.Error
+	var b strings.Builder
+	fmt.Fprintf(&b, "The %s run %s failed: error.kind is %q", r.Language, r.RunID, e.Kind)
+	if e.Type != "" {
+		fmt.Fprintf(&b, " (%s)", e.Type)
+	}
+	if e.Line > 0 {
+		fmt.Fprintf(&b, " at line %d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ", column %d", e.Column)
+		}
+	}
+	fmt.Fprintf(&b, ": %s\nThe sandbox's hint: %s\n\n", e.Message, e.Hint)
+	b.WriteString("What to do for this kind of failure:\n")
+	b.WriteString(advice(m, e.Kind, e.Limit))
+	fmt.Fprintf(&b, `
+
+Then fix and retry, at most %d times:
+1. Change only what the error points at; keep the rest of the program.
+2. Run the fixed code with run_code and read the new result.
+3. If the same error.kind and line come back twice, stop patching: rethink the approach or simplify the program.
+4. After %d failed attempts, stop and tell the user what failed, what you tried, and the last error.`, attempts, attempts)
+	return b.String(), nil
+}
+
+func advice(m *manifest.Manifest, kind, limit string) string {
+	l := m.Limits
+	switch kind {
+	case "syntax":
+		return "- The code did not run at all. Fix the syntax at the line given (a missing bracket or quote is often on the line before)."
+	case "runtime":
+		return "- Read the traceback in stderr from the bottom: error.line is the line of your code involved. Check the values that reach it (print them if unsure)."
+	case "timeout":
+		return fmt.Sprintf("- The run exceeded its wall-clock limit (up to %gs is allowed). Find the slow loop; work on a sample; avoid reading stdin that never comes; never wait on the network (there is none).", l.MaxTimeoutSeconds)
+	case "oom":
+		return fmt.Sprintf("- The program needed more than %s of memory. Process data in chunks, use smaller dtypes, avoid building huge lists or strings.", l.Memory)
+	case "resource_limit":
+		switch limit {
+		case "pids":
+			return fmt.Sprintf("- Too many processes or threads (at most %d). Use a small fixed pool.", l.Pids)
+		case "disk":
+			return fmt.Sprintf("- The disk filled up (/workspace %s, /tmp %s). Write less or aggregate.", l.WorkspaceBytes, l.TmpBytes)
+		case "busy", "budget":
+			return "- Not your code: the server is busy or this session's budget is spent. Wait, or stop and report to the user."
+		}
+		return "- A limit of the sandbox was hit; see the hint."
+	case "output_limit":
+		return fmt.Sprintf("- The program printed more than %s per stream. Print a summary; write big results to a file in /workspace instead.", l.OutputBytes)
+	case "invalid_request":
+		return "- The arguments were rejected before anything ran. Fix them as the message says."
+	case "sandbox":
+		return "- The sandbox failed, not your code. Retry once; if it fails again, tell the user the sandbox is unavailable."
+	case "forbidden_syscall":
+		return "- The program made a system call the sandbox forbids. Do not use low-level system features (ptrace, mounts, namespaces, raw sockets)."
+	}
+	return "- Read the message and the hint."
+}

@@ -1,0 +1,69 @@
+package tools
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// ManifestURI is the resource holding the effective manifest.
+const ManifestURI = "runbox://manifest"
+
+// artifactPrefix starts every artifact URI: runbox://runs/{run_id}/files/{path}.
+const artifactPrefix = "runbox://runs/"
+
+// ManifestResource publishes the effective manifest as JSON.
+func ManifestResource(m *manifest.Manifest) server.ServerResource {
+	res := mcp.NewResource(ManifestURI, "runbox manifest",
+		mcp.WithResourceDescription("The sandbox's rules: languages and installed packages, limits, isolation level, network (none)."),
+		mcp.WithMIMEType("application/json"))
+	return server.ServerResource{Resource: res, Handler: func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		b, err := json.MarshalIndent(m, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: ManifestURI, MIMEType: "application/json", Text: string(b)}}, nil
+	}}
+}
+
+// ArtifactTemplate serves the files of recent runs.
+func ArtifactTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerResourceTemplate {
+	tmpl := mcp.NewResourceTemplate(artifactPrefix+"{run_id}/files/{+path}", "run artifact",
+		mcp.WithTemplateDescription(fmt.Sprintf("A file a run created or changed in /workspace, readable for %s after the run.", m.Artifacts.TTL())))
+	return server.ServerResourceTemplate{Template: tmpl, Handler: func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		uri := req.Params.URI
+		runID, path, ok := parseArtifactURI(uri)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s is not runbox://runs/{run_id}/files/{path}", server.ErrResourceNotFound, uri)
+		}
+		a, err := store.Get(runID, path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s", server.ErrResourceNotFound, err)
+		}
+		if isText(a.MimeType) && utf8.Valid(a.Data) {
+			return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: a.MimeType, Text: string(a.Data)}}, nil
+		}
+		return []mcp.ResourceContents{mcp.BlobResourceContents{URI: uri, MIMEType: a.MimeType, Blob: base64.StdEncoding.EncodeToString(a.Data)}}, nil
+	}}
+}
+
+func parseArtifactURI(uri string) (runID, path string, ok bool) {
+	rest, ok := strings.CutPrefix(uri, artifactPrefix)
+	if !ok {
+		return "", "", false
+	}
+	runID, path, ok = strings.Cut(rest, "/files/")
+	return runID, path, ok && runID != "" && path != ""
+}
+
+func isText(mime string) bool {
+	return strings.HasPrefix(mime, "text/") || mime == "application/json" || mime == "application/xml" || mime == "application/yaml" || mime == "image/svg+xml"
+}

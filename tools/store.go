@@ -1,0 +1,113 @@
+package tools
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// ArtifactStore keeps the artifacts of recent runs readable as resources,
+// for a time to live and within a byte cap (the oldest runs go first).
+type ArtifactStore struct {
+	mu       sync.Mutex
+	ttl      time.Duration
+	maxBytes int64
+	now      func() time.Time
+
+	runs  map[string]*storedRun
+	order []string // runs by age, oldest first
+	bytes int64
+	// gone remembers why a run's files are no longer here, so that a
+	// read says "expired" rather than "unknown run".
+	gone map[string]string
+}
+
+type storedRun struct {
+	expires time.Time
+	files   map[string]sandbox.Artifact
+	bytes   int64
+}
+
+// maxTombstones bounds the memory of runs that are gone.
+const maxTombstones = 10000
+
+// NewArtifactStore returns a store with a TTL and a byte cap.
+func NewArtifactStore(ttl time.Duration, maxBytes int64) *ArtifactStore {
+	return &ArtifactStore{ttl: ttl, maxBytes: maxBytes, now: time.Now, runs: map[string]*storedRun{}, gone: map[string]string{}}
+}
+
+// Put keeps a result's artifacts whose content is known.
+func (s *ArtifactStore) Put(res sandbox.Result) {
+	run := &storedRun{files: map[string]sandbox.Artifact{}}
+	for _, a := range res.Artifacts {
+		if a.Data != nil {
+			run.files[a.Path] = a
+			run.bytes += int64(len(a.Data))
+		}
+	}
+	if len(run.files) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expire()
+	if run.bytes > s.maxBytes || s.ttl <= 0 {
+		s.bury(res.RunID, fmt.Sprintf("its artifacts (%d bytes) were not kept: the store holds %d bytes for %s", run.bytes, s.maxBytes, s.ttl))
+		return
+	}
+	run.expires = s.now().Add(s.ttl)
+	s.runs[res.RunID] = run
+	s.order = append(s.order, res.RunID)
+	s.bytes += run.bytes
+	for s.bytes > s.maxBytes && len(s.order) > 0 {
+		s.drop(s.order[0], "its artifacts were evicted to make room for newer runs")
+	}
+}
+
+// Get returns one artifact, or an error that says why it is not there.
+func (s *ArtifactStore) Get(runID, path string) (sandbox.Artifact, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expire()
+	run, ok := s.runs[runID]
+	if !ok {
+		if why, ok := s.gone[runID]; ok {
+			return sandbox.Artifact{}, fmt.Errorf("run %s: %s", runID, why)
+		}
+		return sandbox.Artifact{}, fmt.Errorf("run %s is unknown to this server, or made no artifacts", runID)
+	}
+	a, ok := run.files[path]
+	if !ok {
+		return sandbox.Artifact{}, fmt.Errorf("run %s has no artifact %q (or its content was over the byte cap)", runID, path)
+	}
+	return a, nil
+}
+
+func (s *ArtifactStore) expire() {
+	now := s.now()
+	for len(s.order) > 0 {
+		id := s.order[0]
+		if run := s.runs[id]; run != nil && now.Before(run.expires) {
+			return
+		}
+		s.drop(id, fmt.Sprintf("its artifacts expired (they are kept for %s)", s.ttl))
+	}
+}
+
+func (s *ArtifactStore) drop(id, why string) {
+	if run, ok := s.runs[id]; ok {
+		s.bytes -= run.bytes
+		delete(s.runs, id)
+	}
+	s.order = s.order[1:]
+	s.bury(id, why)
+}
+
+func (s *ArtifactStore) bury(id, why string) {
+	if len(s.gone) >= maxTombstones {
+		clear(s.gone)
+	}
+	s.gone[id] = why
+}
