@@ -143,6 +143,11 @@ func startServer(t testing.TB, env []string, args ...string) *server {
 		t.Fatalf("starting runbox serve: %v", err)
 	}
 	s.c = c
+	// The constructor starts the transport but only Start installs the
+	// notification handler (progress).
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatalf("start: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	init := mcp.InitializeRequest{}

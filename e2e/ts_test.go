@@ -11,10 +11,10 @@ import (
 // TestTypeScriptClient drives the server with the reference TypeScript SDK
 // client (installed from npm by `make e2e`).
 func TestTypeScriptClient(t *testing.T) {
-	cmd := exec.Command("node", "smoke.mjs", runboxBin)
+	cmd := exec.Command("node", "smoke.mjs", "stdio", runboxBin)
 	cmd.Dir = "ts"
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "ts smoke:") {
+	if err != nil || !strings.Contains(string(out), "ts smoke (") {
 		t.Fatalf("TypeScript client: %v\n%s", err, out)
 	}
 	t.Log(strings.TrimSpace(string(out)))

@@ -14,7 +14,7 @@ var errHelp = errors.New("help shown")
 const usage = `runbox — run the code AI agents write, safely, over MCP.
 
 Usage:
-  runbox serve [flags]            serve the MCP tools on stdio
+  runbox serve [flags]            serve the MCP tools (stdio, streamable HTTP or SSE)
   runbox run [flags] FILE | -     run one file (or stdin) in a box and print its output
   runbox manifest [schema]        print the effective manifest as JSON, or its JSON Schema
   runbox version                  print version, commit and build date
@@ -41,6 +41,11 @@ type config struct {
 
 	// manifest
 	schema bool
+
+	// serve
+	transport string
+	listen    string
+	authToken string
 }
 
 func parse(args []string) (config, error) {
@@ -60,7 +65,10 @@ func parse(args []string) (config, error) {
 		fmt.Fprint(os.Stdout, usage)
 		return cfg, errHelp
 	case "serve":
-		help = "Usage: runbox serve [flags]\n\nServes run_code over MCP on stdio (stdout carries the protocol; logs go to stderr).\n"
+		help = "Usage: runbox serve [flags]\n\nServes run_code over MCP. On stdio, stdout carries the protocol and logs go to stderr.\nOn http (streamable, at /mcp) or sse (at /sse), it listens on 127.0.0.1 unless told otherwise;\nanother address needs a bearer token.\n"
+		fs.StringVar(&cfg.transport, "transport", envOr("RUNBOX_TRANSPORT", "stdio"), "stdio, http or sse (env RUNBOX_TRANSPORT)")
+		fs.StringVar(&cfg.listen, "listen", envOr("RUNBOX_LISTEN", "127.0.0.1:8080"), "address for http and sse (env RUNBOX_LISTEN)")
+		fs.StringVar(&cfg.authToken, "auth-token", "", "bearer token required on http and sse (env RUNBOX_AUTH_TOKEN)")
 	case "run":
 		help = "Usage: runbox run [flags] FILE | -\n\nRuns FILE (or the code on stdin, with -) in a fresh box and prints its stdout and stderr;\nexits with the program's exit code. When FILE is given, runbox's stdin is the program's.\n"
 		fs.StringVar(&cfg.language, "language", "", "python, javascript or bash (default: from the file's extension)")
@@ -100,6 +108,14 @@ func parse(args []string) (config, error) {
 	default:
 		if fs.NArg() != 0 {
 			return cfg, fmt.Errorf("%s takes no arguments", cfg.command)
+		}
+	}
+	if cfg.command == "serve" {
+		if cfg.authToken == "" {
+			cfg.authToken = os.Getenv("RUNBOX_AUTH_TOKEN")
+		}
+		if !slicesContains([]string{"stdio", "http", "sse"}, cfg.transport) {
+			return cfg, fmt.Errorf("--transport %q: use stdio, http or sse", cfg.transport)
 		}
 	}
 	if !slicesContains([]string{"debug", "info", "warn", "error"}, strings.ToLower(cfg.logLevel)) {

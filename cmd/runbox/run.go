@@ -47,13 +47,21 @@ func run(ctx context.Context, cfg config) (int, error) {
 	defer runner.Close()
 	switch cfg.command {
 	case "serve":
-		logger.Info("serving on stdio", "version", version, "isolation", m.Isolation, "languages", m.LanguageNames())
+		if cfg.transport != mcpserver.TransportStdio {
+			if err := mcpserver.CheckListen(cfg.listen, cfg.authToken); err != nil {
+				return 2, err
+			}
+		}
+		logger.Info("starting", "version", version, "transport", cfg.transport, "isolation", m.Isolation, "languages", m.LanguageNames())
 		if err := runner.Ready(ctx); err != nil {
 			// Not fatal: calls report it until the engine is back.
 			logger.Warn("engine not ready", "err", err)
 		}
 		s := mcpserver.New(m, runner, version, logger)
-		return 0, mcpserver.ServeStdio(ctx, s, m, os.Stdin, os.Stdout, logger)
+		if cfg.transport == mcpserver.TransportStdio {
+			return 0, mcpserver.ServeStdio(ctx, s, m, os.Stdin, os.Stdout, logger)
+		}
+		return 0, mcpserver.ServeHTTP(ctx, s, mcpserver.HTTPConfig{Transport: cfg.transport, Addr: cfg.listen, Token: cfg.authToken, Logger: logger})
 	case "run":
 		return runFile(ctx, cfg, m, runner)
 	}

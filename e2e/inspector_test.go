@@ -1,0 +1,44 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestInspectorCLI drives the built binary with the MCP Inspector's CLI
+// mode (installed from npm by `make e2e`).
+func TestInspectorCLI(t *testing.T) {
+	inspect := func(args ...string) map[string]any {
+		t.Helper()
+		cmd := exec.Command("npx", append([]string{"--no-install", "mcp-inspector", "--cli", runboxBin, "serve"}, args...)...)
+		cmd.Dir = "ts"
+		out, err := cmd.Output()
+		var v map[string]any
+		if err != nil || json.Unmarshal(out, &v) != nil {
+			t.Fatalf("inspector %v: %v\n%s", args, err, out)
+		}
+		return v
+	}
+	tools := inspect("--method", "tools/list")["tools"].([]any)
+	if len(tools) != 1 || tools[0].(map[string]any)["name"] != "run_code" {
+		t.Fatalf("tools: %v", tools)
+	}
+	if r := inspect("--method", "resources/list")["resources"].([]any); len(r) != 1 {
+		t.Fatalf("resources: %v", r)
+	}
+	if r := inspect("--method", "resources/templates/list")["resourceTemplates"].([]any); len(r) != 1 || !strings.HasPrefix(r[0].(map[string]any)["uriTemplate"].(string), "runbox://runs/") {
+		t.Fatalf("resource templates: %v", r)
+	}
+	if p := inspect("--method", "prompts/list")["prompts"].([]any); len(p) != 2 {
+		t.Fatalf("prompts: %v", p)
+	}
+	res := inspect("--method", "tools/call", "--tool-name", "run_code", "--tool-arg", "language=python", "--tool-arg", "code=print(6*7)")
+	sc := res["structuredContent"].(map[string]any)
+	if sc["status"] != "ok" || sc["stdout"] != "42\n" {
+		t.Fatalf("tools/call: %v", res)
+	}
+}
