@@ -15,7 +15,7 @@ func (m *Manifest) ToolDescription() string {
 	for _, lang := range m.Languages {
 		fmt.Fprintf(&b, "- %s", lang.Name)
 		if lang.Version != "" {
-			fmt.Fprintf(&b, " %s", lang.Version)
+			fmt.Fprintf(&b, " (%s)", lang.Version)
 		}
 		if len(lang.Packages) > 0 {
 			fmt.Fprintf(&b, " with %s", strings.Join(lang.Packages, ", "))

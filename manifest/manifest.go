@@ -78,7 +78,7 @@ type Budgets struct {
 type Language struct {
 	Name    string `json:"name" jsonschema_description:"The name agents pass as language."`
 	Image   string `json:"image" jsonschema_description:"The image the language runs in."`
-	Version string `json:"version,omitempty" jsonschema_description:"The interpreter version told to agents; read from the image when empty."`
+	Version string `json:"version,omitempty" jsonschema_description:"The interpreter version told to agents; runbox serve reads it from the image and uses this only when it cannot."`
 	// File is the code's name in the workspace (main.py), so that its
 	// own imports of sibling files work and tracebacks read naturally.
 	File string `json:"file" jsonschema_description:"The code's file name in /workspace, e.g. main.py."`
@@ -92,7 +92,7 @@ type Language struct {
 	ErrorFormat string `json:"error_format" jsonschema_description:"How to read the interpreter's errors: python, node, bash or none."`
 	// Env is added to the box's fixed environment for this language.
 	Env      map[string]string `json:"env,omitempty" jsonschema_description:"Environment variables added for this language."`
-	Packages []string          `json:"packages,omitempty" jsonschema_description:"Packages told to agents; read from the image when empty."`
+	Packages []string          `json:"packages,omitempty" jsonschema_description:"Packages told to agents; runbox serve reads them from the image and uses these only when it cannot."`
 }
 
 // Limits are the resource bounds of every run.

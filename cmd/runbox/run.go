@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/lmittmann/tint"
 
@@ -56,6 +58,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 		if err := runner.Ready(ctx); err != nil {
 			// Not fatal: calls report it until the engine is back.
 			logger.Warn("engine not ready", "err", err)
+		} else {
+			describeFromImages(ctx, m, runner, logger)
 		}
 		s := mcpserver.New(m, runner, version, logger)
 		if cfg.transport == mcpserver.TransportStdio {
@@ -66,6 +70,28 @@ func run(ctx context.Context, cfg config) (int, error) {
 		return runFile(ctx, cfg, m, runner)
 	}
 	return 2, fmt.Errorf("unknown command %q", cfg.command)
+}
+
+// describeFromImages replaces the manifest's declared versions and
+// packages with what each image says, so the agent is told what is really
+// installed. On failure the declared ones stay.
+func describeFromImages(ctx context.Context, m *manifest.Manifest, d *sandbox.Docker, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range m.Languages {
+		wg.Add(1)
+		go func(lang *manifest.Language) {
+			defer wg.Done()
+			info, err := sandbox.Probe(ctx, d, d.ImageDigest, *lang, 30*time.Second)
+			if err != nil {
+				logger.Warn("could not read the image's packages; telling agents the manifest's", "language", lang.Name, "err", err)
+				return
+			}
+			lang.Version, lang.Packages = info.Version, info.Packages
+		}(&m.Languages[i])
+	}
+	wg.Wait()
 }
 
 // extensions maps file extensions to languages for `runbox run`.

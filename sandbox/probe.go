@@ -1,0 +1,88 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// LanguageInfo is what an image says about a language: the interpreter's
+// version and the packages installed for it.
+type LanguageInfo struct {
+	Version  string   `json:"version"`
+	Packages []string `json:"packages"`
+}
+
+// probes ask the interpreter itself, in a box like any other, what it is
+// and what it has. Each prints one JSON LanguageInfo.
+var probes = map[string]string{
+	"python": `import sys, json, importlib.metadata as md
+names = {}
+for d in md.distributions():
+    n = d.metadata["Name"]
+    if n:
+        names[n.lower()] = d.version
+print(json.dumps({"version": "Python " + sys.version.split()[0], "packages": [n + " " + v for n, v in sorted(names.items())]}))
+`,
+	"node": `console.log(JSON.stringify({version: "Node.js " + process.version, packages: []}));
+`,
+	"bash": `printf '{"version":"bash %s","packages":[]}\n' "${BASH_VERSION%%(*}"
+`,
+}
+
+// Probe reads a language's version and packages from its image, running
+// a probe in a box. Results are cached on disk by image digest, so an
+// image is probed once.
+func Probe(ctx context.Context, r Runner, digest func(context.Context, string) (string, error), lang manifest.Language, timeout time.Duration) (LanguageInfo, error) {
+	code, ok := probes[lang.ErrorFormat]
+	if !ok {
+		return LanguageInfo{}, fmt.Errorf("no probe for %s", lang.ErrorFormat)
+	}
+	id, err := digest(ctx, lang.Image)
+	if err != nil {
+		return LanguageInfo{}, err
+	}
+	key := sha256.Sum256([]byte(id + "\x00" + lang.Name + "\x00" + strings.Join(lang.Command, " ") + "\x00" + code))
+	cache := ""
+	if dir, err := os.UserCacheDir(); err == nil {
+		cache = filepath.Join(dir, "runbox", "probes", hex.EncodeToString(key[:12])+".json")
+		if b, err := os.ReadFile(cache); err == nil {
+			var info LanguageInfo
+			if json.Unmarshal(b, &info) == nil && info.Version != "" {
+				return info, nil
+			}
+		}
+	}
+	res := r.Run(ctx, Job{RunID: "probe-" + lang.Name, Language: lang, Code: code, Timeout: timeout})
+	if res.Status != StatusOK {
+		msg := res.Stderr
+		if res.Error != nil {
+			msg = res.Error.Message
+		}
+		return LanguageInfo{}, fmt.Errorf("probing %s in %s: %s", lang.Name, lang.Image, msg)
+	}
+	var info LanguageInfo
+	if err := json.Unmarshal([]byte(res.Stdout), &info); err != nil || info.Version == "" {
+		return LanguageInfo{}, fmt.Errorf("probing %s: unreadable answer %q", lang.Name, res.Stdout)
+	}
+	if cache != "" {
+		b, _ := json.Marshal(info)
+		if os.MkdirAll(filepath.Dir(cache), 0o755) == nil {
+			_ = os.WriteFile(cache, b, 0o644)
+		}
+	}
+	return info, nil
+}
+
+// ImageDigest returns the digest of an image, for probes and results.
+func (d *Docker) ImageDigest(ctx context.Context, image string) (string, error) {
+	return d.imageDigest(ctx, image)
+}
