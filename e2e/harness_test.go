@@ -61,7 +61,8 @@ func testMain(m *testing.M) int {
 	runboxBin = filepath.Join(dir, "runbox")
 	for _, b := range [][]string{
 		{"build", "-o", runboxBin, "../cmd/runbox"},
-		{"build", "-o", filepath.Join(dir, "runbox-init-linux-"+runtime.GOARCH), "../cmd/runbox-init"},
+		// As the Makefile builds it, so tests share its runbox-init volume.
+		{"build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(dir, "runbox-init-linux-"+runtime.GOARCH), "../cmd/runbox-init"},
 	} {
 		cmd := exec.Command("go", b...)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")

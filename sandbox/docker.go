@@ -12,12 +12,15 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/volume"
 	"github.com/moby/moby/client"
 
 	"github.com/runbox-mcp/runbox/manifest"
@@ -148,6 +151,7 @@ func (d *Docker) prepare(ctx context.Context) error {
 		return err
 	}
 	d.initVolume = vol
+	d.pruneInitVolumes(ctx, vol)
 	d.log.Debug("engine ready", "server", info.Info.ServerVersion, "arch", info.Info.Architecture, "init_volume", vol)
 	return nil
 }
@@ -244,6 +248,28 @@ func (d *Docker) ensureInitVolume(ctx context.Context, bin []byte) (string, erro
 		return "", engineError(err)
 	}
 	return name, nil
+}
+
+// keepInitVolumes is how many volumes of other runbox-init builds stay:
+// servers of other versions sharing the engine keep theirs.
+const keepInitVolumes = 3
+
+// pruneInitVolumes removes volumes of older runbox-init builds, past the
+// newest few. The engine refuses to remove one that is mounted.
+func (d *Docker) pruneInitVolumes(ctx context.Context, current string) {
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	list, err := d.cli.VolumeList(actx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelInitSHA)})
+	if err != nil {
+		return
+	}
+	others := slices.DeleteFunc(list.Items, func(v volume.Volume) bool { return v.Name == current })
+	slices.SortFunc(others, func(a, b volume.Volume) int { return strings.Compare(b.CreatedAt, a.CreatedAt) })
+	for _, v := range others[min(len(others), keepInitVolumes):] {
+		if _, err := d.cli.VolumeRemove(actx, v.Name, client.VolumeRemoveOptions{}); err == nil {
+			d.log.Debug("removed an old runbox-init volume", "volume", v.Name)
+		}
+	}
 }
 
 func imageMissing(image string) error {
