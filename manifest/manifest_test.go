@@ -106,3 +106,18 @@ func TestEffectiveManifestRoundTrips(t *testing.T) {
 		t.Fatalf("round trip:\n%s\n%s", b, again)
 	}
 }
+
+func TestLoadDefault(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if m, src, err := LoadDefault(""); err != nil || src != "" || m.Concurrency != Default().Concurrency {
+		t.Fatalf("no file: %v %q", err, src)
+	}
+	writeFile(t, DefaultPath, "concurrency: 7\n")
+	if m, src, err := LoadDefault(""); err != nil || src != DefaultPath || m.Concurrency != 7 {
+		t.Fatalf("./runbox.yaml: %v %q", err, src)
+	}
+	if _, _, err := LoadDefault(dir + "/missing.yaml"); err == nil {
+		t.Fatal("a named missing file is accepted")
+	}
+}

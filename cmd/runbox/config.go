@@ -20,7 +20,8 @@ Usage:
   runbox version                  print version, commit and build date
 
 Common flags:
-  --manifest FILE      the manifest (YAML or JSON; env RUNBOX_MANIFEST; default: built-in defaults)
+  --manifest FILE      the manifest (YAML or JSON; env RUNBOX_MANIFEST; default: ./runbox.yaml
+                       if it exists, else the built-in defaults)
   --log-level LEVEL    debug, info, warn or error (env RUNBOX_LOG_LEVEL; default info)
 
 Run 'runbox COMMAND --help' for a command's flags.
@@ -58,7 +59,7 @@ func parse(args []string) (config, error) {
 	fs := flag.NewFlagSet("runbox "+cfg.command, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&cfg.logLevel, "log-level", cfg.logLevel, "debug, info, warn or error")
-	fs.StringVar(&cfg.manifestPath, "manifest", cfg.manifestPath, "the manifest file, YAML or JSON (default: built-in defaults)")
+	fs.StringVar(&cfg.manifestPath, "manifest", cfg.manifestPath, "the manifest file, YAML or JSON (default: ./runbox.yaml if it exists, else built-in defaults)")
 	var help string
 	switch cfg.command {
 	case "help", "-h", "--help":

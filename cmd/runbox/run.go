@@ -32,9 +32,12 @@ func run(ctx context.Context, cfg config) (int, error) {
 		_, err := fmt.Printf("%s\n", manifest.Schema())
 		return 0, err
 	}
-	m, err := manifest.Load(cfg.manifestPath)
+	m, source, err := manifest.LoadDefault(cfg.manifestPath)
 	if err != nil {
 		return 2, err
+	}
+	if source != "" {
+		logger.Debug("manifest", "path", source)
 	}
 	switch cfg.command {
 	case "manifest":
