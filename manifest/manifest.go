@@ -42,7 +42,19 @@ type Manifest struct {
 	// Budgets bound what one client session may spend, so a looping agent
 	// stops burning compute. Zero means unlimited.
 	Budgets Budgets `json:"budgets" jsonschema_description:"What one client session may spend; 0 means unlimited."`
+	// Pool keeps started boxes waiting for a job, each used once.
+	Pool Pool `json:"pool" jsonschema_description:"Warm boxes: started ahead of time, each serving exactly one job."`
 }
+
+// Pool configures the warm pool.
+type Pool struct {
+	Size              int     `json:"size" jsonschema_description:"Boxes kept started and waiting per language; 0 turns the pool off."`
+	RefillConcurrency int     `json:"refill_concurrency" jsonschema_description:"How many boxes are started at once to refill the pools."`
+	IdleSeconds       float64 `json:"idle_seconds" jsonschema_description:"A box that waited this long is replaced by a fresh one."`
+}
+
+// Idle returns how long a pooled box may wait.
+func (p Pool) Idle() time.Duration { return seconds(p.IdleSeconds) }
 
 // Image delivery modes.
 const (
@@ -182,6 +194,7 @@ func Default() *Manifest {
 		User:        "1000:1000",
 		Artifacts:   ArtifactPolicy{TTLSeconds: 3600, StoreBytes: 512 * MiB, ImageDelivery: ImagesInline},
 		Budgets:     Budgets{RunSeconds: 0, RunsPerMinute: 0},
+		Pool:        Pool{Size: 0, RefillConcurrency: 2, IdleSeconds: 600},
 	}
 }
 
@@ -303,6 +316,9 @@ func (m *Manifest) Validate() error {
 	}
 	rangeF("budgets.run_seconds", m.Budgets.RunSeconds, 0, 1e9)
 	rangeI("budgets.runs_per_minute", int64(m.Budgets.RunsPerMinute), 0, 1e6)
+	rangeI("pool.size", int64(m.Pool.Size), 0, 256)
+	rangeI("pool.refill_concurrency", int64(m.Pool.RefillConcurrency), 1, 64)
+	rangeF("pool.idle_seconds", m.Pool.IdleSeconds, 10, 86400)
 	if !userRe.MatchString(m.User) {
 		bad("user", m.User, "a non-root numeric uid:gid such as 1000:1000")
 	}

@@ -57,6 +57,7 @@ type Docker struct {
 	slots *slots
 
 	initDir string
+	pools   *pools
 
 	mu         sync.Mutex
 	readyErr   error // nil once ready
@@ -99,16 +100,22 @@ func NewDocker(opts DockerOptions) (*Docker, error) {
 		stopReaper: cancel,
 		reaperDone: make(chan struct{}),
 	}
+	d.pools = newPools(d)
 	go d.reapLoop(ctx)
 	return d, nil
 }
 
-// Close stops the reaper. Runs in flight end with their own contexts.
+// Close removes the pooled boxes and stops the reaper. Runs in flight end
+// with their own contexts.
 func (d *Docker) Close() error {
 	d.stopReaper()
 	<-d.reaperDone
+	d.pools.drain()
 	return d.cli.Close()
 }
+
+// PoolIdle reports how many pooled boxes wait, per language.
+func (d *Docker) PoolIdle() map[string]int { return d.pools.idle() }
 
 // Ready checks the engine and prepares what boxes need (the runbox-init
 // volume), once; after a failure it checks again on the next call.
@@ -152,6 +159,7 @@ func (d *Docker) prepare(ctx context.Context) error {
 	}
 	d.initVolume = vol
 	d.pruneInitVolumes(ctx, vol)
+	go d.pools.refillAll()
 	d.log.Debug("engine ready", "server", info.Info.ServerVersion, "arch", info.Info.Architecture, "init_volume", vol)
 	return nil
 }

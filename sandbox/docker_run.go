@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/manifest"
 )
 
 // Run runs one job in a fresh box.
@@ -57,7 +58,7 @@ func (d *Docker) runReady(ctx context.Context, job Job) (Result, string) {
 	if err != nil {
 		return fail(err)
 	}
-	o, contents, startup := d.runBox(ctx, job)
+	o, contents, startup, pooled := d.runBox(ctx, job)
 	if o.engineErr != nil {
 		// The engine went away or changed under us: check it again on
 		// the next call.
@@ -72,6 +73,7 @@ func (d *Docker) runReady(ctx context.Context, job Job) (Result, string) {
 	}
 	res := buildResult(d.m, job, o, contents)
 	res.Metrics.StartupMs = startup
+	res.Metrics.Pooled = pooled
 	return res, digest
 }
 
@@ -105,53 +107,109 @@ type boxOutcome struct {
 	cancelled bool
 }
 
-// runBox creates, runs and removes one box. The box is removed in a
-// deferred call with its own deadline, whatever happened.
-func (d *Docker) runBox(ctx context.Context, job Job) (o boxOutcome, contents [][]byte, startupMs int64) {
-	t0 := time.Now()
+// box is a started container whose runbox-init waits on the attached
+// stdin for its one job.
+type box struct {
+	id       string
+	att      client.ContainerAttachResult
+	wait     client.ContainerWaitResult
+	stopWait context.CancelFunc
+	started  time.Time
+}
+
+// startBox creates, attaches and starts a box. Attaching before the start
+// means no output is ever missed; the wait is registered before the start
+// so that the exit is never missed either.
+func (d *Docker) startBox(ctx context.Context, lang manifest.Language, labels map[string]string) (*box, error) {
 	d.mu.Lock()
 	vol := d.initVolume
 	d.mu.Unlock()
-	labels := d.owner.Labels(map[string]string{LabelRunID: job.RunID, LabelLanguage: job.Language.Name})
-	cfg, host := boxSpec(d.m, job.Language, labels, vol)
-
+	cfg, host := boxSpec(d.m, lang, labels, vol)
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	created, err := d.cli.ContainerCreate(actx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			err = imageMissing(job.Language.Image)
+			err = imageMissing(lang.Image)
 		}
-		o.engineErr = err
-		return o, nil, 0
+		return nil, err
 	}
-	id := created.ID
-	defer d.remove(id)
+	b := &box{id: created.ID}
+	fail := func(err error) (*box, error) {
+		b.close()
+		d.remove(b.id)
+		return nil, err
+	}
+	if b.att, err = d.cli.ContainerAttach(actx, b.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true}); err != nil {
+		return fail(err)
+	}
+	waitCtx, stopWait := context.WithCancel(context.Background())
+	b.stopWait = stopWait
+	b.wait = d.cli.ContainerWait(waitCtx, b.id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	if _, err := d.cli.ContainerStart(actx, b.id, client.ContainerStartOptions{}); err != nil {
+		return fail(err)
+	}
+	b.started = time.Now()
+	return b, nil
+}
 
-	att, err := d.cli.ContainerAttach(actx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
-	if err != nil {
-		o.engineErr = err
-		return o, nil, 0
+// close releases the box's connections (not the container).
+func (b *box) close() {
+	if b.att.Conn != nil {
+		b.att.Close()
 	}
-	defer att.Close()
-	waitCtx, stopWait := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWait()
-	wait := d.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	if b.stopWait != nil {
+		b.stopWait()
+	}
+}
 
-	if _, err := d.cli.ContainerStart(actx, id, client.ContainerStartOptions{}); err != nil {
-		o.engineErr = err
-		return o, nil, 0
+// exited says whether the box has already ended (a pooled box must be
+// alive to take a job).
+func (b *box) exited() bool {
+	select {
+	case <-b.wait.Result:
+		return true
+	case <-b.wait.Error:
+		return true
+	default:
+		return false
 	}
+}
+
+// runBox runs a job in a fresh box, taken from the pool when one waits.
+// The box is removed in a deferred call with its own deadline, whatever
+// happened.
+func (d *Docker) runBox(ctx context.Context, job Job) (o boxOutcome, contents [][]byte, startupMs int64, pooled bool) {
+	t0 := time.Now()
+	b := d.pools.take(job.Language.Name)
+	if b == nil {
+		var err error
+		labels := d.owner.Labels(map[string]string{LabelRunID: job.RunID, LabelLanguage: job.Language.Name})
+		if b, err = d.startBox(ctx, job.Language, labels); err != nil {
+			o.engineErr = err
+			return o, nil, 0, false
+		}
+	} else {
+		pooled = true
+	}
+	d.pools.refill(job.Language.Name)
+	defer d.remove(b.id)
+	defer b.close()
 	startupMs = time.Since(t0).Milliseconds()
+	o, contents = d.runOn(ctx, b, job)
+	return o, contents, startupMs, pooled
+}
 
+// runOn gives a started box its job and collects the outcome.
+func (d *Docker) runOn(ctx context.Context, b *box, job Job) (o boxOutcome, contents [][]byte) {
 	go func() {
 		// A box that dies before reading its job must not block us.
-		_ = json.NewEncoder(att.Conn).Encode(initJob(d.m, job))
-		_ = att.CloseWrite()
+		_ = json.NewEncoder(b.att.Conn).Encode(initJob(d.m, job))
+		_ = b.att.CloseWrite()
 	}()
 
 	read := make(chan frames, 1)
-	go func() { read <- readFrames(att.Reader, d.maxStream()) }()
+	go func() { read <- readFrames(b.att.Reader, d.maxStream()) }()
 
 	backstop := time.NewTimer(job.Timeout + backstopGrace)
 	defer backstop.Stop()
@@ -160,10 +218,10 @@ func (d *Docker) runBox(ctx context.Context, job Job) (o boxOutcome, contents []
 	case got = <-read:
 	case <-backstop.C:
 		o.backstop = true
-		got = d.killAndCollect(id, att, read)
+		got = d.killAndCollect(b.id, b.att, read)
 	case <-ctx.Done():
 		o.cancelled = true
-		got = d.killAndCollect(id, att, read)
+		got = d.killAndCollect(b.id, b.att, read)
 	}
 	o.report, contents = got.report, got.contents
 	if o.report == nil {
@@ -181,20 +239,20 @@ func (d *Docker) runBox(ctx context.Context, job Job) (o boxOutcome, contents []
 
 	// The engine's view decides OOM; our report may not exist.
 	select {
-	case <-wait.Result:
-	case err := <-wait.Error:
+	case <-b.wait.Result:
+	case err := <-b.wait.Error:
 		d.log.Debug("wait", "run_id", job.RunID, "err", err)
 	case <-time.After(killTimeout):
-		d.kill(id)
+		d.kill(b.id)
 	}
 	ictx, icancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
 	defer icancel()
-	if ins, err := d.cli.ContainerInspect(ictx, id, client.ContainerInspectOptions{}); err == nil && ins.Container.State != nil {
+	if ins, err := d.cli.ContainerInspect(ictx, b.id, client.ContainerInspectOptions{}); err == nil && ins.Container.State != nil {
 		o.oomKilled = ins.Container.State.OOMKilled
 	} else if err != nil {
 		o.engineErr = err
 	}
-	return o, contents, startupMs
+	return o, contents
 }
 
 // killAndCollect kills the box and waits for its stream to end; an engine

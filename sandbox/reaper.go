@@ -19,7 +19,7 @@ func (d *Docker) Reap(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	maxAge := d.m.Limits.MaxTimeout() + backstopGrace + 2*apiTimeout
+	maxAge := d.m.Limits.MaxTimeout() + d.m.Pool.Idle() + backstopGrace + 2*apiTimeout
 	removed := 0
 	for _, c := range list.Items {
 		alive, known := ownerAlive(c.Labels, d.owner)
@@ -49,7 +49,8 @@ func (d *Docker) reapLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(reapInterval):
+		case <-time.After(min(reapInterval, d.m.Pool.Idle()/4)):
 		}
+		d.pools.expire()
 	}
 }
