@@ -90,3 +90,24 @@ func TestOneLine(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+func TestNeedsEngineVerdict(t *testing.T) {
+	clean := &initproto.Report{OOMKills: 0}
+	for name, tc := range map[string]struct {
+		o    boxOutcome
+		want bool
+	}{
+		"clean run: the box's counter says no OOM": {boxOutcome{outcome: outcome{report: clean}}, false},
+		"timeout kill is explained":                {boxOutcome{outcome: outcome{report: &initproto.Report{TimedOut: true, Signal: 9}}}, false},
+		"no report":                                {boxOutcome{}, true},
+		"counter unreadable (gVisor)":              {boxOutcome{outcome: outcome{report: &initproto.Report{OOMKills: -1}}}, true},
+		"counter says OOM":                         {boxOutcome{outcome: outcome{report: &initproto.Report{OOMKills: 1}}}, true},
+		"an unexplained SIGKILL":                   {boxOutcome{outcome: outcome{report: &initproto.Report{Signal: 9}}}, true},
+		"backstop":                                 {boxOutcome{outcome: outcome{report: clean, backstop: true}}, true},
+		"cancelled":                                {boxOutcome{outcome: outcome{report: clean}, cancelled: true}, true},
+	} {
+		if got := needsEngineVerdict(tc.o); got != tc.want {
+			t.Errorf("%s: got %v", name, got)
+		}
+	}
+}

@@ -58,6 +58,8 @@ type Docker struct {
 
 	initDir string
 	pools   *pools
+	// bg tracks removals of finished boxes.
+	bg sync.WaitGroup
 
 	mu         sync.Mutex
 	readyErr   error // nil once ready
@@ -111,6 +113,7 @@ func (d *Docker) Close() error {
 	d.stopReaper()
 	<-d.reaperDone
 	d.pools.drain()
+	d.bg.Wait()
 	return d.cli.Close()
 }
 

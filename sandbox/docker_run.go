@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -193,8 +194,8 @@ func (d *Docker) runBox(ctx context.Context, job Job) (o boxOutcome, contents []
 		pooled = true
 	}
 	d.pools.refill(job.Language.Name)
-	defer d.remove(b.id)
-	defer b.close()
+	// The answer need not wait for the removal: the box is done.
+	defer d.removeLater(b)
 	startupMs = time.Since(t0).Milliseconds()
 	o, contents = d.runOn(ctx, b, job)
 	return o, contents, startupMs, pooled
@@ -237,7 +238,10 @@ func (d *Docker) runOn(ctx context.Context, b *box, job Job) (o boxOutcome, cont
 		d.log.Debug("runbox-init stderr", "run_id", job.RunID, "stderr", got.diag)
 	}
 
-	// The engine's view decides OOM; our report may not exist.
+	if !needsEngineVerdict(o) {
+		return o, contents
+	}
+	// The engine's view decides OOM when the box could not tell.
 	select {
 	case <-b.wait.Result:
 	case err := <-b.wait.Error:
@@ -253,6 +257,27 @@ func (d *Docker) runOn(ctx context.Context, b *box, job Job) (o boxOutcome, cont
 		o.engineErr = err
 	}
 	return o, contents
+}
+
+// needsEngineVerdict says whether the engine must be asked about OOM. The
+// box reads its memory cgroup's oom_kill counter itself: when that is 0
+// and nothing died of an unexplained SIGKILL, asking again would only add
+// two round trips to every call.
+func needsEngineVerdict(o boxOutcome) bool {
+	rep := o.report
+	return rep == nil || rep.OOMKills != 0 || o.backstop || o.cancelled ||
+		(rep.Signal == int(syscall.SIGKILL) && !rep.TimedOut)
+}
+
+// removeLater closes a finished box and removes it in the background;
+// Close waits for it.
+func (d *Docker) removeLater(b *box) {
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		b.close()
+		d.remove(b.id)
+	}()
 }
 
 // killAndCollect kills the box and waits for its stream to end; an engine
@@ -302,9 +327,11 @@ type frames struct {
 }
 
 // readFrames demultiplexes the attach stream and parses runbox-init's
-// frames. It always reads to the end of the stream, discarding past max:
-// a reader that stops draining makes the engine's kill and inspect of the
-// box hang.
+// frames. It returns as soon as the report and its artifacts are in (the
+// engine's end of the stream comes only after it has processed the box's
+// exit), and keeps draining the stream in the background until it ends or
+// the connection is closed: a reader that stops draining makes the
+// engine's kill and inspect of the box hang.
 func readFrames(stream io.Reader, max int64) frames {
 	pr, pw := io.Pipe()
 	diag := &capped{max: 16 << 10}
@@ -315,7 +342,7 @@ func readFrames(stream io.Reader, max int64) frames {
 	var f frames
 	r := initproto.NewReader(&limitReader{r: pr, n: max})
 	expect := -1
-	for {
+	for expect < 0 || len(f.contents) < expect {
 		typ, payload, err := r.Next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -346,11 +373,18 @@ func readFrames(stream io.Reader, max int64) frames {
 			break
 		}
 	}
-	_, _ = io.Copy(io.Discard, pr)
 	if f.report != nil && len(f.contents) != expect {
 		f.err = fmt.Errorf("got %d of %d artifacts", len(f.contents), expect)
 		f.report = nil
 	}
+	if f.report == nil {
+		// Without a report the stream's end is all there is to wait for;
+		// runbox-init's stderr then says why.
+		_, _ = io.Copy(io.Discard, pr)
+		f.diag = diag.String()
+		return f
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	f.diag = diag.String()
 	return f
 }
