@@ -1,18 +1,21 @@
 // Command bench measures runbox against baselines on the same machine, in
-// the same run, on the same image, and prints a markdown table (and JSON
+// the same run, on the same image, and prints a markdown table (or JSON
 // with --json).
 //
 //	go run ./bench --server bin/runbox -n 30
 //
-// Scenarios: run_code print(1) through the real server over stdio with
-// mcp-go's client, warm (pooled boxes) and cold; against `docker exec` into
-// a running container and `docker run --rm` of the same program on the
-// same image, with runbox's hardening flags and without. Then throughput
-// at concurrency 8.
+// Each program runs through the real server over stdio with mcp-go's
+// client, warm (a pooled box) and cold (a new box), and through the
+// baselines: `docker exec` into one running container (no isolation
+// between runs) and `docker run --rm` with runbox's hardening flags. Warm
+// calls are paced so the pool keeps up, as an agent's think time does; the
+// pause is not counted. Then throughput at concurrency 8.
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -31,7 +34,30 @@ import (
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
+// program is one workload, for runbox and for the baselines.
+type program struct {
+	name  string
+	code  string // python
+	stdin []byte // baselines get input files on stdin
+	files []map[string]any
+	check func(stdout []byte) bool
+}
+
+var oneMiB = bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+
+var programs = []program{
+	{name: "print(1)", code: "print(1)", check: func(b []byte) bool { return string(b) == "1\n" }},
+	{name: "import pandas + small frame", code: "import pandas as pd\ndf = pd.DataFrame({'a': range(100)})\nprint(df.a.sum())",
+		check: func(b []byte) bool { return string(b) == "4950\n" }},
+	{name: "1 MiB of output", code: "import sys\nsys.stdout.write('x' * 1048576)",
+		check: func(b []byte) bool { return len(b) == 1<<20 }},
+	{name: "1 MiB input file round trip", code: "import shutil\nshutil.copy('in.bin', 'out.bin')",
+		stdin: oneMiB,
+		files: []map[string]any{{"path": "in.bin", "content": base64.StdEncoding.EncodeToString(oneMiB), "encoding": "base64"}}},
+}
+
 type row struct {
+	Program     string  `json:"program"`
 	Name        string  `json:"name"`
 	Concurrency int     `json:"concurrency"`
 	N           int     `json:"n"`
@@ -44,65 +70,87 @@ type row struct {
 
 func main() {
 	server := flag.String("server", "bin/runbox", "the runbox binary")
-	n := flag.Int("n", 30, "calls per scenario")
-	asJSON := flag.Bool("json", false, "print JSON instead of a table")
+	n := flag.Int("n", 20, "calls per scenario")
+	asJSON := flag.String("json", "", "also write the rows as JSON to this file")
 	flag.Parse()
-	image := manifest.DefaultImage
-	warmManifest, err := os.CreateTemp("", "runbox-bench-*.yaml")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	if err := bench(*server, *n, *asJSON); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
-	}
-	defer os.Remove(warmManifest.Name())
-	fmt.Fprintf(warmManifest, "pool:\n  size: 8\n  refill_concurrency: 2\nconcurrency: 8\n")
-	warmManifest.Close()
-	coldManifest := strings.Replace(warmManifest.Name(), ".yaml", "-cold.yaml", 1)
-	_ = os.WriteFile(coldManifest, []byte("concurrency: 8\n"), 0o644)
-	defer os.Remove(coldManifest)
-
-	warm, closeWarm := runboxCaller(*server, warmManifest.Name())
-	defer closeWarm()
-	cold, closeCold := runboxCaller(*server, coldManifest)
-	defer closeCold()
-	exec1, stopExec := dockerExec(image)
-	defer stopExec()
-	time.Sleep(3 * time.Second) // let the pool fill
-	rows := []row{
-		measure("runbox warm (pooled box)", 1, *n, warm),
-		measure("runbox cold (new box)", 1, *n, cold),
-		measure("docker exec into a running container", 1, *n, exec1),
-		measure("docker run --rm, runbox's hardening flags", 1, *n, dockerRun(image, true)),
-		measure("docker run --rm, no flags", 1, *n, dockerRun(image, false)),
-		measure("runbox warm (pooled box)", 8, 4**n, warm),
-		measure("runbox cold (new box)", 8, 4**n, cold),
-	}
-	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rows)
-		return
-	}
-	fmt.Printf("machine: %d CPUs, %s/%s, %s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, engineVersion())
-	fmt.Println("Program: python3 print(1) on " + image + ", every scenario measured in this run.")
-	fmt.Println()
-	fmt.Println("| scenario | concurrency | n | p50 ms | p95 ms | p99 ms | runs/s |")
-	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-	for _, r := range rows {
-		if r.Failure != "" {
-			fmt.Printf("| %s | %d | %d | failed: %s | | | |\n", r.Name, r.Concurrency, r.N, r.Failure)
-			continue
-		}
-		fmt.Printf("| %s | %d | %d | %.0f | %.0f | %.0f | %.1f |\n", r.Name, r.Concurrency, r.N, r.P50Ms, r.P95Ms, r.P99Ms, r.RunsPerSec)
 	}
 }
 
-// measure calls f once to warm up, then n times from c workers.
-func measure(name string, c, n int, f func() error) row {
-	r := row{Name: name, Concurrency: c, N: n}
+func bench(bin string, n int, jsonPath string) error {
+	image := manifest.DefaultImage
+	dir, err := os.MkdirTemp("", "runbox-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	limits := "limits:\n  max_output_bytes: 4MiB\n"
+	warmM, coldM := dir+"/warm.yaml", dir+"/cold.yaml"
+	_ = os.WriteFile(warmM, []byte(limits+"pool:\n  size: 4\n  refill_concurrency: 2\nconcurrency: 8\n"), 0o644)
+	_ = os.WriteFile(coldM, []byte(limits+"concurrency: 8\n"), 0o644)
+
+	warm, err := startRunbox(bin, warmM)
+	if err != nil {
+		return err
+	}
+	defer warm.Close()
+	cold, err := startRunbox(bin, coldM)
+	if err != nil {
+		return err
+	}
+	defer cold.Close()
+	ctr, err := startContainer(image)
+	if err != nil {
+		return err
+	}
+	defer exec.Command("docker", "rm", "-f", ctr).Run()
+	time.Sleep(3 * time.Second) // let the pool fill
+
+	var rows []row
+	for _, p := range programs {
+		p := p
+		rows = append(rows,
+			measure(p.name, "runbox warm (pooled box)", 1, n, 400*time.Millisecond, func() error { return callRunbox(warm, p) }),
+			measure(p.name, "runbox cold (new box)", 1, n, 0, func() error { return callRunbox(cold, p) }),
+			measure(p.name, "docker exec into a running container", 1, n, 0, func() error { return dockerCmd(p, "exec", "-i", ctr) }),
+			measure(p.name, "docker run --rm, runbox's hardening", 1, n, 0, func() error { return dockerCmd(p, hardenedRun(image)...) }),
+		)
+	}
+	print1 := programs[0]
+	rows = append(rows,
+		measure(print1.name, "runbox warm (pooled box)", 8, 4*n, 0, func() error { return callRunbox(warm, print1) }),
+		measure(print1.name, "runbox cold (new box)", 8, 4*n, 0, func() error { return callRunbox(cold, print1) }),
+		measure(print1.name, "docker run --rm, runbox's hardening", 8, 4*n, 0, func() error { return dockerCmd(print1, hardenedRun(image)...) }),
+	)
+
+	fmt.Printf("machine: %d CPUs, %s/%s, %s; image %s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, engineVersion(), image)
+	fmt.Println("| program | scenario | concurrency | n | p50 ms | p95 ms | p99 ms | runs/s |")
+	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, r := range rows {
+		if r.Failure != "" {
+			fmt.Printf("| %s | %s | %d | %d | failed: %s | | | |\n", r.Program, r.Name, r.Concurrency, r.N, r.Failure)
+			continue
+		}
+		fmt.Printf("| %s | %s | %d | %d | %.0f | %.0f | %.0f | %.1f |\n", r.Program, r.Name, r.Concurrency, r.N, r.P50Ms, r.P95Ms, r.P99Ms, r.RunsPerSec)
+	}
+	if jsonPath != "" {
+		b, _ := json.MarshalIndent(rows, "", "  ")
+		return os.WriteFile(jsonPath, b, 0o644)
+	}
+	return nil
+}
+
+// measure calls f once to warm up, then n times from c workers, pausing
+// pace after each call (not counted).
+func measure(prog, name string, c, n int, pace time.Duration, f func() error) row {
+	r := row{Program: prog, Name: name, Concurrency: c, N: n}
 	if err := f(); err != nil {
 		r.Failure = err.Error()
 		return r
 	}
+	time.Sleep(pace)
 	var mu sync.Mutex
 	var ms []float64
 	var firstErr error
@@ -111,7 +159,7 @@ func measure(name string, c, n int, f func() error) row {
 		jobs <- struct{}{}
 	}
 	close(jobs)
-	start := time.Now()
+	var busy time.Duration
 	var wg sync.WaitGroup
 	for w := 0; w < c; w++ {
 		wg.Add(1)
@@ -120,12 +168,15 @@ func measure(name string, c, n int, f func() error) row {
 			for range jobs {
 				t := time.Now()
 				err := f()
+				d := time.Since(t)
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
 				}
-				ms = append(ms, float64(time.Since(t).Microseconds())/1000)
+				ms = append(ms, float64(d.Microseconds())/1000)
+				busy += d
 				mu.Unlock()
+				time.Sleep(pace)
 			}
 		}()
 	}
@@ -136,18 +187,16 @@ func measure(name string, c, n int, f func() error) row {
 	}
 	slices.Sort(ms)
 	r.P50Ms, r.P95Ms, r.P99Ms = pct(ms, 0.50), pct(ms, 0.95), pct(ms, 0.99)
-	r.RunsPerSec = float64(n) / time.Since(start).Seconds()
+	// Throughput counts call time only, not the pacing.
+	r.RunsPerSec = float64(n) / (busy.Seconds() / float64(c))
 	return r
 }
 
 func pct(sorted []float64, p float64) float64 {
-	i := int(float64(len(sorted)-1) * p)
-	return sorted[i]
+	return sorted[int(float64(len(sorted)-1)*p)]
 }
 
-// runboxCaller starts a server and returns a call of run_code print(1),
-// and the server's close (which drains its pool).
-func runboxCaller(bin, manifestPath string) (func() error, func()) {
+func startRunbox(bin, manifestPath string) (*client.Client, error) {
 	c, err := client.NewStdioMCPClientWithOptions(bin, nil, []string{"serve", "--manifest", manifestPath},
 		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
 			cmd := exec.Command(command, args...)
@@ -155,68 +204,88 @@ func runboxCaller(bin, manifestPath string) (func() error, func()) {
 			return cmd, nil
 		}))
 	if err != nil {
-		return func() error { return err }, func() {}
+		return nil, err
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	init.Params.ClientInfo = mcp.Implementation{Name: "runbox-bench", Version: "1"}
 	if _, err := c.Initialize(context.Background(), init); err != nil {
-		return func() error { return err }, func() { _ = c.Close() }
+		c.Close()
+		return nil, err
 	}
-	return func() error {
-		req := mcp.CallToolRequest{}
-		req.Params.Name = "run_code"
-		req.Params.Arguments = map[string]any{"language": "python", "code": "print(1)"}
-		res, err := c.CallTool(context.Background(), req)
-		if err != nil {
-			return err
-		}
-		if res.IsError {
-			return fmt.Errorf("run_code failed: %v", res.Content)
-		}
-		return nil
-	}, func() { _ = c.Close() }
+	return c, nil
 }
 
-func dockerRun(image string, hardened bool) func() error {
-	args := []string{"run", "--rm", "-i"}
-	if hardened {
-		args = append(args, "--network", "none", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-			"--read-only", "--tmpfs", "/workspace:rw,nosuid,nodev,size=64m,nr_inodes=16384,uid=1000,gid=1000",
-			"--tmpfs", "/tmp:rw,nosuid,nodev,size=64m,nr_inodes=16384,uid=1000,gid=1000", "--ipc", "none",
-			"--user", "1000:1000", "--memory", "512m", "--memory-swap", "512m", "--cpus", "1", "--pids-limit", "128",
-			"--ulimit", "nofile=1024:1024", "--ulimit", "core=0", "--log-driver", "none", "-w", "/workspace")
+func callRunbox(c *client.Client, p program) error {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_code"
+	args := map[string]any{"language": "python", "code": p.code}
+	if p.files != nil {
+		args["files"] = p.files
 	}
-	args = append(args, image, "python3", "-c", "print(1)")
-	return func() error {
-		out, err := exec.Command("docker", args...).CombinedOutput()
-		if err != nil || strings.TrimSpace(string(out)) != "1" {
-			return fmt.Errorf("docker run: %v: %s", err, out)
-		}
-		return nil
-	}
-}
-
-// dockerExec starts one hardened container and execs the program in it:
-// the cheapest way to run code in an existing container, with no isolation
-// between runs.
-func dockerExec(image string) (func() error, func()) {
-	out, err := exec.Command("docker", "run", "-d", "--rm", "--network", "none", "--cap-drop", "ALL",
-		"--security-opt", "no-new-privileges", "--read-only", "--user", "1000:1000", "--memory", "512m",
-		"--label", "io.runbox.bench=true", image, "sleep", "infinity").Output()
+	req.Params.Arguments = args
+	res, err := c.CallTool(context.Background(), req)
 	if err != nil {
-		return func() error { return fmt.Errorf("docker run -d: %v", err) }, func() {}
+		return err
 	}
-	id := strings.TrimSpace(string(out))
-	return func() error {
-			out, err := exec.Command("docker", "exec", id, "python3", "-c", "print(1)").CombinedOutput()
-			if err != nil || strings.TrimSpace(string(out)) != "1" {
-				return fmt.Errorf("docker exec: %v: %s", err, out)
-			}
-			return nil
-		}, func() {
-			_ = exec.Command("docker", "rm", "-f", id).Run()
+	var sc struct {
+		Status    string
+		Stdout    string
+		Artifacts []struct {
+			SizeBytes int `json:"size_bytes"`
 		}
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(raw, &sc)
+	switch {
+	case res.IsError:
+		return fmt.Errorf("run_code failed: %s", raw[:min(len(raw), 300)])
+	case p.files != nil && (len(sc.Artifacts) != 1 || sc.Artifacts[0].SizeBytes != len(oneMiB)):
+		return fmt.Errorf("round trip: %s", raw[:min(len(raw), 300)])
+	case p.check != nil && !p.check([]byte(sc.Stdout)):
+		return fmt.Errorf("unexpected stdout (%d bytes)", len(sc.Stdout))
+	}
+	return nil
+}
+
+func hardenedRun(image string) []string {
+	return []string{"run", "--rm", "-i", "--network", "none", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+		"--read-only", "--tmpfs", "/workspace:rw,nosuid,nodev,size=64m,nr_inodes=16384,uid=1000,gid=1000",
+		"--tmpfs", "/tmp:rw,nosuid,nodev,size=64m,nr_inodes=16384,uid=1000,gid=1000", "--ipc", "none",
+		"--user", "1000:1000", "--memory", "512m", "--memory-swap", "512m", "--cpus", "1", "--pids-limit", "128",
+		"--ulimit", "nofile=1024:1024", "--ulimit", "core=0", "--log-driver", "none", "-w", "/workspace", image}
+}
+
+// dockerCmd runs a program through the docker CLI: input files go in on
+// stdin and come back on stdout.
+func dockerCmd(p program, prefix ...string) error {
+	args := append(append([]string{}, prefix...), "python3", "-c", p.code)
+	if p.stdin != nil {
+		args = append(append([]string{}, prefix...), "sh", "-c", "cat > /tmp/in.bin && cat /tmp/in.bin")
+	}
+	cmd := exec.Command("docker", args...)
+	cmd.Stdin = bytes.NewReader(p.stdin)
+	out, err := cmd.Output()
+	switch {
+	case err != nil:
+		return fmt.Errorf("docker %s: %v", prefix[0], err)
+	case p.stdin != nil && len(out) != len(p.stdin):
+		return fmt.Errorf("round trip: %d bytes back", len(out))
+	case p.stdin == nil && p.check != nil && !p.check(out):
+		return fmt.Errorf("unexpected stdout (%d bytes)", len(out))
+	}
+	return nil
+}
+
+func startContainer(image string) (string, error) {
+	args := append([]string{}, "run", "-d", "--rm", "--network", "none", "--cap-drop", "ALL",
+		"--security-opt", "no-new-privileges", "--read-only", "--tmpfs", "/tmp:rw,size=64m", "--user", "1000:1000",
+		"--memory", "512m", "-w", "/tmp", image, "sleep", "infinity")
+	out, err := exec.Command("docker", args...).Output()
+	if err != nil {
+		return "", fmt.Errorf("docker run -d: %v", err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 func engineVersion() string {
