@@ -3,10 +3,13 @@
 package e2e
 
 import (
+	"context"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/sandbox"
 )
@@ -75,5 +78,34 @@ func TestWarmPool(t *testing.T) {
 	defer s2.close()
 	if left := waitNoBoxes(15*time.Second, "label="+sandbox.LabelOwnerPID+"="+strconv.Itoa(pid)); len(left) > 0 {
 		t.Fatalf("the pool of a killed server survived its restart: %v", left)
+	}
+}
+
+// TestResultCache: an exact repeat is answered without a box (and its
+// artifacts are readable under the new run), a timeout never is.
+func TestResultCache(t *testing.T) {
+	p := writeManifest(t, "cache:\n  enabled: true\n")
+	s := startServer(t, nil, "--manifest", p)
+	defer s.close()
+	args := map[string]any{"language": "python", "code": "import random\nprint(random.random())\nopen('r.txt','w').write('x')"}
+	first, _ := s.call(t, args)
+	second, _ := s.call(t, args)
+	mustOK(t, second)
+	if first.Metrics.Cached || !second.Metrics.Cached || second.Stdout != first.Stdout || second.RunID == first.RunID {
+		t.Fatalf("repeat: first %+v\nsecond %+v", first.Metrics, second.Metrics)
+	}
+	req := mcp.ReadResourceRequest{}
+	req.Params.URI = second.Artifacts[0].URI
+	if res, err := s.c.ReadResource(context.Background(), req); err != nil || res.Contents[0].(mcp.TextResourceContents).Text != "x" {
+		t.Fatalf("cached run's artifact: %v", err)
+	}
+	args["stdin"] = "different"
+	if third, _ := s.call(t, args); third.Metrics.Cached {
+		t.Fatal("a different stdin was answered from the cache")
+	}
+	slow := map[string]any{"language": "bash", "code": "sleep 5", "timeout_seconds": 0.5}
+	s.call(t, slow)
+	if again, _ := s.call(t, slow); again.Metrics.Cached || again.Error == nil || again.Error.Kind != sandbox.KindTimeout {
+		t.Fatalf("a timeout was cached: %+v", again.Metrics)
 	}
 }

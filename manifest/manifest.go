@@ -44,7 +44,19 @@ type Manifest struct {
 	Budgets Budgets `json:"budgets" jsonschema_description:"What one client session may spend; 0 means unlimited."`
 	// Pool keeps started boxes waiting for a job, each used once.
 	Pool Pool `json:"pool" jsonschema_description:"Warm boxes: started ahead of time, each serving exactly one job."`
+	// Cache answers repeats of a deterministic run without a box.
+	Cache Cache `json:"cache" jsonschema_description:"Answers an exact repeat (language, code, stdin, files, limits, image) from memory; off by default, since code that reads the clock or randomness would get a stale answer."`
 }
+
+// Cache configures the result cache.
+type Cache struct {
+	Enabled    bool     `json:"enabled" jsonschema_description:"Turns the result cache on."`
+	TTLSeconds float64  `json:"ttl_seconds" jsonschema_description:"How long a result may be reused."`
+	MaxBytes   ByteSize `json:"max_bytes" jsonschema_description:"Memory for cached results; the oldest go first."`
+}
+
+// TTL returns how long a cached result may be reused.
+func (c Cache) TTL() time.Duration { return seconds(c.TTLSeconds) }
 
 // Pool configures the warm pool.
 type Pool struct {
@@ -195,6 +207,7 @@ func Default() *Manifest {
 		Artifacts:   ArtifactPolicy{TTLSeconds: 3600, StoreBytes: 512 * MiB, ImageDelivery: ImagesInline},
 		Budgets:     Budgets{RunSeconds: 0, RunsPerMinute: 0},
 		Pool:        Pool{Size: 0, RefillConcurrency: 2, IdleSeconds: 600},
+		Cache:       Cache{Enabled: false, TTLSeconds: 600, MaxBytes: 64 * MiB},
 	}
 }
 
@@ -319,6 +332,8 @@ func (m *Manifest) Validate() error {
 	rangeI("pool.size", int64(m.Pool.Size), 0, 256)
 	rangeI("pool.refill_concurrency", int64(m.Pool.RefillConcurrency), 1, 64)
 	rangeF("pool.idle_seconds", m.Pool.IdleSeconds, 10, 86400)
+	rangeF("cache.ttl_seconds", m.Cache.TTLSeconds, 1, 7*24*3600)
+	rangeB("cache.max_bytes", m.Cache.MaxBytes, 0, 16*GiB)
 	if !userRe.MatchString(m.User) {
 		bad("user", m.User, "a non-root numeric uid:gid such as 1000:1000")
 	}

@@ -64,7 +64,11 @@ func run(ctx context.Context, cfg config) (int, error) {
 		} else {
 			describeFromImages(ctx, m, runner, logger)
 		}
-		s := mcpserver.New(m, runner, version, logger)
+		var r sandbox.Runner = runner
+		if m.Cache.Enabled {
+			r = sandbox.NewCache(runner, m, runner.ImageDigest)
+		}
+		s := mcpserver.New(m, r, version, logger)
 		if cfg.transport == mcpserver.TransportStdio {
 			return 0, mcpserver.ServeStdio(ctx, s, m, os.Stdin, os.Stdout, logger)
 		}
