@@ -90,6 +90,9 @@ func bench(bin string, n int, jsonPath string) error {
 	warmM, coldM := dir+"/warm.yaml", dir+"/cold.yaml"
 	_ = os.WriteFile(warmM, []byte(limits+"pool:\n  size: 4\n  refill_concurrency: 2\nconcurrency: 8\n"), 0o644)
 	_ = os.WriteFile(coldM, []byte(limits+"concurrency: 8\n"), 0o644)
+	gvWarmM, gvColdM := dir+"/gv-warm.yaml", dir+"/gv-cold.yaml"
+	_ = os.WriteFile(gvWarmM, []byte(limits+"isolation: gvisor\npool:\n  size: 2\n"), 0o644)
+	_ = os.WriteFile(gvColdM, []byte(limits+"isolation: gvisor\n"), 0o644)
 
 	warm, err := startRunbox(bin, warmM)
 	if err != nil {
@@ -119,6 +122,28 @@ func bench(bin string, n int, jsonPath string) error {
 		)
 	}
 	print1 := programs[0]
+	if runscWorks(image) {
+		gvWarm, err := startRunbox(bin, gvWarmM)
+		if err != nil {
+			return err
+		}
+		defer gvWarm.Close()
+		gvCold, err := startRunbox(bin, gvColdM)
+		if err != nil {
+			return err
+		}
+		defer gvCold.Close()
+		time.Sleep(3 * time.Second)
+		rows = append(rows,
+			measure(print1.name, "gVisor: runbox warm (pooled box)", 1, n, 800*time.Millisecond, func() error { return callRunbox(gvWarm, print1) }),
+			measure(print1.name, "gVisor: runbox cold (new box)", 1, n, 0, func() error { return callRunbox(gvCold, print1) }),
+			measure(print1.name, "gVisor: docker run --rm --runtime runsc, hardening", 1, n, 0, func() error {
+				return dockerCmd(print1, append([]string{"run", "--runtime", "runsc"}, withoutPidsLimit(hardenedRun(image)[1:])...)...)
+			}),
+		)
+	} else {
+		fmt.Fprintln(os.Stderr, "bench: runsc does not work on this engine; no gVisor rows")
+	}
 	rows = append(rows,
 		measure(print1.name, "runbox warm (pooled box)", 8, 4*n, 0, func() error { return callRunbox(warm, print1) }),
 		measure(print1.name, "runbox cold (new box)", 8, 4*n, 0, func() error { return callRunbox(cold, print1) }),
@@ -286,6 +311,25 @@ func startContainer(image string) (string, error) {
 		return "", fmt.Errorf("docker run -d: %v", err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// withoutPidsLimit drops --pids-limit, which this host's runsc cannot take
+// (runbox enforces RLIMIT_NPROC in the box instead).
+func withoutPidsLimit(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--pids-limit" {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
+
+// runscWorks says whether the engine can start a box under gVisor.
+func runscWorks(image string) bool {
+	return exec.Command("docker", "run", "--rm", "--runtime", "runsc", "--network", "none", image, "true").Run() == nil
 }
 
 func engineVersion() string {

@@ -109,3 +109,62 @@ func TestResultCache(t *testing.T) {
 		t.Fatalf("a timeout was cached: %+v", again.Metrics)
 	}
 }
+
+// prestartPrograms cover what a prestarted interpreter must reproduce
+// exactly: tracebacks without the loader's frame, syntax errors, exit
+// statuses, the __main__ namespace, stdin, unclosed files, atexit,
+// finalizers and threads at shutdown.
+var prestartPrograms = []string{
+	"import pandas as pd\ndf = pd.DataFrame({'a': range(100)})\nprint(df.a.sum())",
+	"import sys\nprint(sys.argv, __name__, __file__, sys.path[0])\nimport __main__; print(__main__.__file__)",
+	"x = 1\nprint(x +* 2)\n",
+	"def f(a):\n    return 1 // a\nprint('before')\nf(0)\n",
+	"import sys; sys.exit(3)",
+	"import sys; sys.exit('bye')",
+	"try:\n    1/0\nexcept Exception as e:\n    raise ValueError('x') from e\n",
+	"import sys; print(sys.stdin.read().upper())",
+	"print(globals().keys())",
+	"f = open('unclosed.txt', 'w')\nf.write('data')\nprint('wrote')",
+	"import atexit\natexit.register(lambda: print('atexit ran'))\nprint('main')",
+	"class D:\n    def __del__(self):\n        print('del ran')\nd = D()\nprint('main')",
+	"import threading, time\ndef w():\n    time.sleep(0.3)\n    print('thread done')\nthreading.Thread(target=w).start()\nprint('main')",
+	"import sys; sys.exit(300)",
+	"raise SystemExit(None)",
+	"import sys; print('out'); print('err', file=sys.stderr); sys.exit(2)",
+}
+
+// TestPrestartedInterpreterMatchesCold: a pooled box whose interpreter
+// preloaded numpy and pandas gives exactly a cold run's result.
+func TestPrestartedInterpreterMatchesCold(t *testing.T) {
+	p := writeManifest(t, "pool:\n  size: 1\n")
+	s := startServer(t, nil, "--manifest", p)
+	defer s.close()
+	waitPooled(t, s.cmd.Process.Pid, 3)
+	cold := shared(t)
+	var warmPandas, coldPandas int64
+	for i, code := range prestartPrograms {
+		args := map[string]any{"language": "python", "code": code, "stdin": "abc"}
+		waitPooled(t, s.cmd.Process.Pid, 3)
+		time.Sleep(time.Second) // the refilled box finishes its imports
+		warm, _ := s.call(t, args)
+		ref, _ := cold.call(t, args)
+		if !warm.Metrics.Pooled {
+			t.Fatalf("program %d did not run in a pooled box", i)
+		}
+		if warm.Stdout != ref.Stdout || warm.Stderr != ref.Stderr || *warm.ExitCode != *ref.ExitCode || len(warm.Artifacts) != len(ref.Artifacts) {
+			t.Fatalf("program %d differs from a cold run:\n%s\nwarm: %q %q %d\ncold: %q %q %d", i, code, warm.Stdout, warm.Stderr, *warm.ExitCode, ref.Stdout, ref.Stderr, *ref.ExitCode)
+		}
+		for j := range warm.Artifacts {
+			if warm.Artifacts[j].SHA256 != ref.Artifacts[j].SHA256 {
+				t.Fatalf("program %d: artifact %s differs", i, warm.Artifacts[j].Path)
+			}
+		}
+		if i == 0 {
+			warmPandas, coldPandas = warm.Metrics.WallMs, ref.Metrics.WallMs
+		}
+	}
+	t.Logf("import pandas + a frame: %d ms prestarted, %d ms cold", warmPandas, coldPandas)
+	if warmPandas*3 > coldPandas {
+		t.Errorf("preloading did not pay: %d ms prestarted against %d ms cold", warmPandas, coldPandas)
+	}
+}

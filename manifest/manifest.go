@@ -115,6 +115,9 @@ type Language struct {
 	// python, node or bash.
 	ErrorFormat string `json:"error_format" jsonschema_description:"How to read the interpreter's errors: python, node, bash or none."`
 	// Env is added to the box's fixed environment for this language.
+	// Preload names modules a pooled box imports before its job arrives,
+	// so that importing them in the run costs nothing (python only).
+	Preload  []string          `json:"preload,omitempty" jsonschema_description:"Modules a pooled box imports before its job arrives, so importing them costs nothing (python only; needs pool.size > 0). They use memory and a little CPU time of the box's limits."`
 	Env      map[string]string `json:"env,omitempty" jsonschema_description:"Environment variables added for this language."`
 	Packages []string          `json:"packages,omitempty" jsonschema_description:"Packages told to agents; runbox serve reads them from the image and uses these only when it cannot."`
 }
@@ -167,6 +170,7 @@ func Default() *Manifest {
 					"MPLBACKEND":              "Agg",
 				},
 				Packages: []string{"numpy", "pandas", "matplotlib", "scipy", "sympy"},
+				Preload:  []string{"numpy", "pandas"},
 			},
 			{
 				Name: "javascript", Image: DefaultImage, File: "main.js",

@@ -121,11 +121,11 @@ type box struct {
 // startBox creates, attaches and starts a box. Attaching before the start
 // means no output is ever missed; the wait is registered before the start
 // so that the exit is never missed either.
-func (d *Docker) startBox(ctx context.Context, lang manifest.Language, labels map[string]string) (*box, error) {
+func (d *Docker) startBox(ctx context.Context, lang manifest.Language, labels map[string]string, initArgs []string) (*box, error) {
 	d.mu.Lock()
 	vol := d.initVolume
 	d.mu.Unlock()
-	cfg, host := boxSpec(d.m, lang, labels, vol)
+	cfg, host := boxSpec(d.m, lang, labels, vol, initArgs)
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	created, err := d.cli.ContainerCreate(actx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
@@ -186,7 +186,7 @@ func (d *Docker) runBox(ctx context.Context, job Job) (o boxOutcome, contents []
 	if b == nil {
 		var err error
 		labels := d.owner.Labels(map[string]string{LabelRunID: job.RunID, LabelLanguage: job.Language.Name})
-		if b, err = d.startBox(ctx, job.Language, labels); err != nil {
+		if b, err = d.startBox(ctx, job.Language, labels, nil); err != nil {
 			o.engineErr = err
 			return o, nil, 0, false
 		}

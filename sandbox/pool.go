@@ -89,7 +89,7 @@ func (p *pools) startOne(lp *langPool) {
 	p.sem <- struct{}{}
 	defer func() { <-p.sem }()
 	labels := p.d.owner.Labels(map[string]string{LabelLanguage: lp.lang.Name, LabelPooled: "true"})
-	b, err := p.d.startBox(context.Background(), lp.lang, labels)
+	b, err := p.d.startBox(context.Background(), lp.lang, labels, prestartArgs(p.d.m, lp.lang))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	lp.starting--

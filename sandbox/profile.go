@@ -32,7 +32,7 @@ func runtimeFor(isolation string) string {
 
 // boxSpec is the isolation profile of one box: every item of the contract,
 // on every run, with no switch to weaken it.
-func boxSpec(m *manifest.Manifest, lang manifest.Language, labels map[string]string, initVolume string) (*container.Config, *container.HostConfig) {
+func boxSpec(m *manifest.Manifest, lang manifest.Language, labels map[string]string, initVolume string, initArgs []string) (*container.Config, *container.HostConfig) {
 	lim := m.Limits
 	falseV := false
 	pids := lim.Pids
@@ -42,7 +42,7 @@ func boxSpec(m *manifest.Manifest, lang manifest.Language, labels map[string]str
 		Hostname:   "sandbox",
 		WorkingDir: manifest.Workspace,
 		Entrypoint: []string{InitPath},
-		Cmd:        []string{},
+		Cmd:        append([]string{}, initArgs...),
 		// The image's environment is not the program's: runbox-init
 		// gives the program exactly the job's.
 		Env:             []string{},

@@ -14,7 +14,7 @@ import (
 func TestBoxSpecHasEveryProfileItem(t *testing.T) {
 	m := manifest.Default()
 	lang, _ := m.Language("python")
-	cfg, host := boxSpec(m, lang, map[string]string{LabelManaged: "true"}, "runbox-init-x")
+	cfg, host := boxSpec(m, lang, map[string]string{LabelManaged: "true"}, "runbox-init-x", nil)
 	lim := m.Limits
 	check := func(item string, ok bool) {
 		t.Helper()
@@ -51,7 +51,7 @@ func TestBoxSpecHasEveryProfileItem(t *testing.T) {
 	check("runc", host.Runtime == "runc")
 
 	m.Isolation = manifest.IsolationGVisor
-	_, host = boxSpec(m, lang, nil, "v")
+	_, host = boxSpec(m, lang, nil, "v", nil)
 	check("gvisor runs runsc without a pids cgroup limit", host.Runtime == "runsc" && host.PidsLimit == nil)
 	job := initJob(m, Job{Language: lang, Timeout: time.Second})
 	check("gvisor limits processes with RLIMIT_NPROC", job.NProc == lim.Pids)

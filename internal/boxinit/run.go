@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -43,6 +44,11 @@ type Options struct {
 	// Scratch lists writable mounts to check for exhaustion; default
 	// the job's Dir and /tmp.
 	Scratch []string
+	// Reaper, when set, is the reaper already waiting for Prestarted.
+	Reaper *reaper
+	// Prestarted is an interpreter started before the job arrived, waiting
+	// for the code's path; nil runs the job's own command.
+	Prestarted *process
 }
 
 // Main is runbox-init's entry point; it returns the process exit code.
@@ -64,11 +70,24 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 
 	prewarmThreads(spareThreads)
 
+	opts := Options{}
+	if len(args) > 2 && args[1] == initproto.PrestartFlag {
+		// A pooled box: start the interpreter now, while the job is
+		// still on its way.
+		if pre, err := initproto.DecodePrestart(args[2]); err == nil {
+			if self, err := os.Executable(); err == nil {
+				opts.Self = self
+				opts.Reaper = newReaper()
+				opts.Prestarted, _ = start(opts.Reaper, self, pre.Argv, pre.Env, pre.Dir, pre.CPUSeconds, pre.NProc, true)
+			}
+		}
+	}
+
 	var job initproto.Job
 	if err := json.NewDecoder(io.LimitReader(stdin, maxJobBytes)).Decode(&job); err != nil {
 		return writeReport(stdout, &initproto.Report{InitError: "reading job: " + err.Error()}, nil)
 	}
-	rep, contents := Run(context.Background(), &job, Options{})
+	rep, contents := Run(context.Background(), &job, opts)
 	return writeReport(stdout, rep, contents)
 }
 
@@ -147,8 +166,21 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 	var usageBefore unix.Rusage
 	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &usageBefore)
 
-	r := newReaper()
+	r := opts.Reaper
+	if r == nil {
+		r = newReaper()
+	}
 	defer r.stop()
+	pre := opts.Prestarted
+	if pre != nil && (len(job.Check) > 0 || !pre.alive(r)) {
+		// Not usable (a check must run first, or it died while waiting):
+		// the job's own command runs instead, as in a cold box.
+		killAll(pre.pid)
+		r.waitNoChildren(drainTimeout)
+		pre.pipes.closeAll()
+		_ = pre.ctl.Close()
+		pre = nil
+	}
 
 	if len(job.Check) > 0 {
 		check := run(ctx, r, opts.Self, job, job.Check, nil, min(checkTimeout, time.Duration(job.TimeoutMs)*time.Millisecond))
@@ -161,7 +193,16 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 		}
 	}
 
-	res := run(ctx, r, opts.Self, job, job.Argv, job.Stdin, time.Duration(job.TimeoutMs)*time.Millisecond)
+	var res runResult
+	var preloadMs int64
+	if pre != nil {
+		preloadMs = processCPUMs(pre.pid)
+		_, _ = pre.ctl.WriteString(job.CodePath + "\n")
+		_ = pre.ctl.Close()
+		res = pre.supervise(ctx, r, job, job.Stdin, time.Duration(job.TimeoutMs)*time.Millisecond)
+	} else {
+		res = run(ctx, r, opts.Self, job, job.Argv, job.Stdin, time.Duration(job.TimeoutMs)*time.Millisecond)
+	}
 	rep.StartError = res.startErr
 	rep.TimedOut = res.timedOut
 	rep.WallMs = res.wall.Milliseconds()
@@ -177,7 +218,8 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 
 	var usage unix.Rusage
 	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &usage)
-	rep.CPUMs = cpuMs(&usage) - cpuMs(&usageBefore)
+	// A prestarted interpreter's imports ran before the job: not its time.
+	rep.CPUMs = max(0, cpuMs(&usage)-cpuMs(&usageBefore)-preloadMs)
 	rep.PeakMemoryBytes = cg.peakMemory()
 	if rep.PeakMemoryBytes <= 0 {
 		rep.PeakMemoryBytes = usage.Maxrss * 1024
@@ -190,6 +232,26 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 
 	contents := collectArtifacts(job, inputs, rep)
 	return rep, contents
+}
+
+// processCPUMs reads a running process's CPU time from /proc (0 if unknown).
+func processCPUMs(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return (utime + stime) * 1000 / 100 // USER_HZ is 100 on Linux
 }
 
 func cpuMs(u *unix.Rusage) int64 {
@@ -253,78 +315,149 @@ type runResult struct {
 	stdout, stderr *capture
 }
 
-// run starts argv through the trampoline, feeds stdin, captures output,
-// and returns once the program and everything it started are gone.
-func run(ctx context.Context, r *reaper, self string, job *initproto.Job, argv []string, stdin []byte, timeout time.Duration) runResult {
-	res := runResult{stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
+// process is a started program: its pipes and what reads them.
+type process struct {
+	pid            int
+	pipes          *pipes
+	stdout, stderr gate
+	readers        sync.WaitGroup
+	execErr        []byte
+	started        time.Time
+	// ctl, for a prestarted interpreter, carries the code's path; it is
+	// the child's descriptor ctlFd.
+	ctl *os.File
+}
+
+// ctlFd is where a prestarted interpreter reads the code's path.
+const ctlFd = 4
+
+// gate passes writes on to its target once opened, and drops them before:
+// a prestarted interpreter's output belongs to no job until one begins.
+type gate struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.w != nil {
+		_, _ = g.w.Write(p)
+	}
+	return len(p), nil
+}
+
+func (g *gate) open(w io.Writer) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.w = w
+}
+
+// start forks argv through the trampoline with the limits applied, and
+// starts draining its output into closed gates.
+func start(r *reaper, self string, argv, env []string, dir string, cpu, nproc int64, withCtl bool) (*process, error) {
 	if len(argv) == 0 {
-		res.startErr = "empty command"
-		return res
+		return nil, errors.New("empty command")
 	}
 	pipes, err := newPipes()
 	if err != nil {
-		res.startErr = err.Error()
-		return res
+		return nil, err
 	}
-	defer pipes.closeAll()
-
+	files := []uintptr{pipes.stdinR.Fd(), pipes.stdoutW.Fd(), pipes.stderrW.Fd(), pipes.execW.Fd()}
+	p := &process{pipes: pipes}
+	var ctlR *os.File
+	if withCtl {
+		if ctlR, p.ctl, err = os.Pipe(); err != nil {
+			pipes.closeAll()
+			return nil, err
+		}
+		files = append(files, ctlR.Fd())
+	}
 	args := append([]string{self, trampolineArg,
-		"--cpu=" + strconv.FormatInt(job.CPUSeconds, 10),
-		"--nproc=" + strconv.FormatInt(job.NProc, 10), "--"}, argv...)
+		"--cpu=" + strconv.FormatInt(cpu, 10),
+		"--nproc=" + strconv.FormatInt(nproc, 10), "--"}, argv...)
 	attr := &syscall.ProcAttr{
-		Dir:   job.Dir,
-		Env:   job.Env,
-		Files: []uintptr{pipes.stdinR.Fd(), pipes.stdoutW.Fd(), pipes.stderrW.Fd(), pipes.execW.Fd()},
+		Dir:   dir,
+		Env:   env,
+		Files: files,
 		// Its own process group, so that off PID 1 we can still kill
 		// everything it started (see killAll).
 		Sys: &syscall.SysProcAttr{Setpgid: true},
 	}
 	r.expect()
-	start := time.Now()
+	p.started = time.Now()
 	pid, err := syscall.ForkExec(self, args, attr)
-	if err != nil {
-		res.startErr = "starting " + argv[0] + ": " + err.Error()
-		return res
+	if ctlR != nil {
+		_ = ctlR.Close()
 	}
+	if err != nil {
+		pipes.closeAll()
+		if p.ctl != nil {
+			_ = p.ctl.Close()
+		}
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	p.pid = pid
 	r.setMain(pid)
 	pipes.closeChildEnds()
+	p.readers.Add(3)
+	go func() { defer p.readers.Done(); _, _ = io.Copy(&p.stdout, pipes.stdoutR) }()
+	go func() { defer p.readers.Done(); _, _ = io.Copy(&p.stderr, pipes.stderrR) }()
+	go func() { defer p.readers.Done(); p.execErr, _ = io.ReadAll(io.LimitReader(pipes.execR, 4096)) }()
+	return p, nil
+}
 
-	var readers sync.WaitGroup
-	readers.Add(3)
-	go func() { defer readers.Done(); _, _ = io.Copy(res.stdout, pipes.stdoutR) }()
-	go func() { defer readers.Done(); _, _ = io.Copy(res.stderr, pipes.stderrR) }()
-	var execErr []byte
-	go func() { defer readers.Done(); execErr, _ = io.ReadAll(io.LimitReader(pipes.execR, 4096)) }()
+// alive says whether the process has not exited yet.
+func (p *process) alive(r *reaper) bool {
+	return !isClosed(r.mainDone)
+}
+
+// supervise feeds stdin, enforces the deadline, and returns once the
+// program and everything it started are gone.
+func (p *process) supervise(ctx context.Context, r *reaper, job *initproto.Job, stdin []byte, timeout time.Duration) runResult {
+	defer p.pipes.closeAll()
+	res := runResult{stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
+	p.stdout.open(res.stdout)
+	p.stderr.open(res.stderr)
 	go func() {
 		// A program that never reads its stdin must not block us: this
 		// goroutine ends with EPIPE once the program is gone.
-		_, _ = pipes.stdinW.Write(stdin)
-		_ = pipes.stdinW.Close()
+		_, _ = p.pipes.stdinW.Write(stdin)
+		_ = p.pipes.stdinW.Close()
 	}()
-
+	begun := time.Now()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case <-r.mainDone:
 	case <-timer.C:
 		res.timedOut = true
-		killAll(pid)
+		killAll(p.pid)
 		<-r.mainDone
 	case <-ctx.Done():
-		killAll(pid)
+		killAll(p.pid)
 		<-r.mainDone
 	}
-	res.wall = time.Since(start)
+	res.wall = time.Since(begun)
 	res.status = r.mainStatus
 	// Whatever the program left running dies with it: nothing persists,
 	// and the output pipes close.
-	killAll(pid)
+	killAll(p.pid)
 	r.waitNoChildren(drainTimeout)
-	waitTimeout(&readers, drainTimeout)
-	if len(execErr) > 0 {
-		res.startErr = string(execErr)
+	waitTimeout(&p.readers, drainTimeout)
+	if len(p.execErr) > 0 {
+		res.startErr = string(p.execErr)
 	}
 	return res
+}
+
+// run starts argv and supervises it.
+func run(ctx context.Context, r *reaper, self string, job *initproto.Job, argv []string, stdin []byte, timeout time.Duration) runResult {
+	p, err := start(r, self, argv, job.Env, job.Dir, job.CPUSeconds, job.NProc, false)
+	if err != nil {
+		return runResult{startErr: err.Error(), stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
+	}
+	return p.supervise(ctx, r, job, stdin, timeout)
 }
 
 // killAll kills every process the program started. As PID 1, kill(-1)

@@ -2,7 +2,9 @@ package initproto
 
 import (
 	"bufio"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -151,4 +153,36 @@ func (fr *Reader) Next() (typ byte, payload []byte, err error) {
 		return 0, nil, io.ErrUnexpectedEOF
 	}
 	return hdr[0], payload, nil
+}
+
+// PrestartFlag, followed by an encoded Prestart, tells runbox-init to start
+// the interpreter as soon as the box starts, before its job arrives.
+const PrestartFlag = "--prestart"
+
+// Prestart is the interpreter a pooled box starts ahead of its job: it
+// imports what the manifest preloads, then waits on descriptor 4 for the
+// code's path. Env, Dir and limits are the language's, the same for every
+// job, so starting early changes nothing but time.
+type Prestart struct {
+	Argv       []string `json:"argv"`
+	Env        []string `json:"env"`
+	Dir        string   `json:"dir"`
+	CPUSeconds int64    `json:"cpu_seconds,omitempty"`
+	NProc      int64    `json:"nproc,omitempty"`
+}
+
+// EncodePrestart turns a Prestart into one command-line argument.
+func EncodePrestart(p Prestart) string {
+	b, _ := json.Marshal(p)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodePrestart reads EncodePrestart's argument.
+func DecodePrestart(s string) (Prestart, error) {
+	var p Prestart
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &p)
+	}
+	return p, err
 }
