@@ -44,7 +44,7 @@ e2e/ts/node_modules: e2e/ts/package.json e2e/ts/package-lock.json
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
-	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	@test -z "$$(gofmt -l $$(git ls-files "*.go"))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files "*.go"); exit 1; }
 
 fmt:
 	gofmt -w .

@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // Prompt names.
@@ -71,18 +72,6 @@ func Debug(m *manifest.Manifest) server.ServerPrompt {
 	}}
 }
 
-// failed is the part of a result the debug prompt reads.
-type failed struct {
-	RunID    string `json:"run_id"`
-	Language string `json:"language"`
-	Status   string `json:"status"`
-	Stderr   string `json:"stderr"`
-	Error    *struct {
-		Kind, Type, Message, Limit, Hint string
-		Line, Column                     int
-	} `json:"error"`
-}
-
 // DebugText renders the debugging prompt for a failed result.
 func DebugText(m *manifest.Manifest, resultJSON, maxAttempts string) (string, error) {
 	attempts := 3
@@ -93,7 +82,7 @@ func DebugText(m *manifest.Manifest, resultJSON, maxAttempts string) (string, er
 		}
 		attempts = n
 	}
-	var r failed
+	var r sandbox.Result
 	if err := json.Unmarshal([]byte(resultJSON), &r); err != nil {
 		return "", fmt.Errorf("result is not a run_code result in JSON: %v", err)
 	}
@@ -106,13 +95,7 @@ func DebugText(m *manifest.Manifest, resultJSON, maxAttempts string) (string, er
 	if e.Type != "" {
 		fmt.Fprintf(&b, " (%s)", e.Type)
 	}
-	if e.Line > 0 {
-		fmt.Fprintf(&b, " at line %d", e.Line)
-		if e.Column > 0 {
-			fmt.Fprintf(&b, ", column %d", e.Column)
-		}
-	}
-	fmt.Fprintf(&b, ": %s\nThe sandbox's hint: %s\n\n", e.Message, e.Hint)
+	fmt.Fprintf(&b, "%s: %s\nThe sandbox's hint: %s\n\n", e.Where(), e.Message, e.Hint)
 	b.WriteString("What to do for this kind of failure:\n")
 	b.WriteString(advice(m, e.Kind, e.Limit))
 	fmt.Fprintf(&b, `

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/runbox-mcp/runbox/manifest"
@@ -91,6 +92,17 @@ type ErrorInfo struct {
 	Column  int    `json:"column,omitempty" jsonschema:"description=1-based column in the submitted code."`
 	Limit   string `json:"limit,omitempty" jsonschema:"enum=wall_time,enum=cpu_time,enum=memory,enum=pids,enum=disk,enum=open_files,enum=busy,enum=budget"`
 	Hint    string `json:"hint"`
+}
+
+// Where says where in the code the error is: " at line 3, column 5", or "".
+func (e *ErrorInfo) Where() string {
+	switch {
+	case e.Line <= 0:
+		return ""
+	case e.Column > 0:
+		return fmt.Sprintf(" at line %d, column %d", e.Line, e.Column)
+	}
+	return fmt.Sprintf(" at line %d", e.Line)
 }
 
 // Artifact is a file the run created or changed.

@@ -175,13 +175,7 @@ func Summary(res sandbox.Result) string {
 		if e.Type != "" {
 			fmt.Fprintf(&b, " %s", e.Type)
 		}
-		if e.Line > 0 {
-			fmt.Fprintf(&b, " at line %d", e.Line)
-			if e.Column > 0 {
-				fmt.Fprintf(&b, ", column %d", e.Column)
-			}
-		}
-		fmt.Fprintf(&b, ": %s\nhint: %s\n", e.Message, e.Hint)
+		fmt.Fprintf(&b, "%s: %s\nhint: %s\n", e.Where(), e.Message, e.Hint)
 	}
 	section := func(name, s string, truncated bool) {
 		if s == "" {
