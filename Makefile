@@ -47,7 +47,7 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files "*.go"))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files "*.go"); exit 1; }
 
 fmt:
-	gofmt -w .
+	gofmt -w $$(git ls-files "*.go")
 
 clean:
 	rm -rf $(BIN)
