@@ -28,11 +28,12 @@ func TestCancelledCallKillsItsBox(t *testing.T) {
 		req := map[string]any{"language": "bash", "code": "echo running; sleep 60", "timeout_seconds": 120}
 		_, _ = s.callCtxRaw(ctx, req)
 	}()
-	waitBox(t, "label="+sandbox.LabelLanguage+"=bash")
+	mine := "label=" + sandbox.LabelOwnerPID + "=" + strconv.Itoa(s.cmd.Process.Pid)
+	waitBox(t, mine)
 	cancelled := time.Now()
 	cancel()
 	<-done
-	if left := waitNoBoxes(3*time.Second, "label="+sandbox.LabelInstance); len(left) > 0 {
+	if left := waitNoBoxes(3*time.Second, mine); len(left) > 0 {
 		t.Fatalf("box still there %v after the call was cancelled", left)
 	}
 	t.Logf("box gone %v after cancellation", time.Since(cancelled))
