@@ -1,60 +1,85 @@
 #!/usr/bin/env bash
 # Sets up a machine for runbox, from nothing, idempotently:
-#  - Debian's docker.io, runsc (gVisor) and debootstrap, where missing;
+#  - Debian's docker.io, runsc (gVisor), debootstrap and jq, where missing;
 #  - runsc registered in /etc/docker/daemon.json, other keys untouched;
-#  - dockerd started when it is not answering;
+#  - dockerd started when it is not answering (reloaded when runsc is new);
 #  - the sandbox image built from Debian packages (images/build.sh).
-# Non-interactive (CI has no stdin); fast when everything is done.
+# Non-interactive (CI has no stdin); a few seconds when everything is done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { echo "setup: $*" >&2; }
+die() { log "$*"; exit 1; }
+need_root() { [[ $(id -u) == 0 ]] || die "run as root: it $1"; }
 
-need_root() { [[ $(id -u) == 0 ]] || { log "run as root (it installs packages and starts dockerd)"; exit 1; }; }
+DAEMON_JSON=/etc/docker/daemon.json
+DOCKERD_LOG=/var/log/runbox-dockerd.log
 
+# 1. Packages.
 missing=()
 for pkg in docker.io runsc debootstrap jq; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  [[ $(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true) == "install ok installed" ]] || missing+=("$pkg")
 done
 if ((${#missing[@]})); then
-  need_root
+  need_root "installs ${missing[*]}"
   log "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null
 fi
 
-# Register runsc without clobbering what an operator put in daemon.json.
-daemon_json=/etc/docker/daemon.json
-runsc_path=$(command -v runsc)
-mkdir -p /etc/docker
-[[ -s $daemon_json ]] || echo '{}' >"$daemon_json"
-wanted=$(jq --arg p "$runsc_path" '.runtimes.runsc = {"path": $p, "runtimeArgs": ["--network=none"]}' "$daemon_json")
+# 2. runsc in daemon.json, merged so that an operator's other keys stay.
+runsc_path=$(command -v runsc) || die "runsc is installed but not on PATH"
+current='{}'
+if [[ -s $DAEMON_JSON ]]; then
+  current=$(jq . "$DAEMON_JSON") || die "$DAEMON_JSON is not valid JSON; fix it and run again"
+fi
+wanted=$(jq --arg p "$runsc_path" '.runtimes.runsc = {"path": $p, "runtimeArgs": ["--network=none"]}' <<<"$current")
 changed=false
-if [[ "$wanted" != "$(jq . "$daemon_json")" ]]; then
-  need_root
-  printf '%s\n' "$wanted" >"$daemon_json.tmp" && mv "$daemon_json.tmp" "$daemon_json"
+if [[ ! -s $DAEMON_JSON || "$(jq -S . <<<"$wanted")" != "$(jq -S . <<<"$current")" ]]; then
+  need_root "writes $DAEMON_JSON"
+  mkdir -p "$(dirname "$DAEMON_JSON")"
+  printf '%s\n' "$wanted" >"$DAEMON_JSON.tmp"
+  mv "$DAEMON_JSON.tmp" "$DAEMON_JSON"
   changed=true
-  log "registered runsc in $daemon_json"
+  log "registered runsc ($runsc_path) in $DAEMON_JSON"
 fi
 
-# Debian's docker.io CLI is /usr/bin/docker; any docker CLI will do.
+# 3. The engine. Any docker CLI will do (Debian's is /usr/bin/docker).
+engine_has_runsc() { docker info --format '{{range $name, $_ := .Runtimes}}{{$name}} {{end}}' 2>/dev/null | grep -qw runsc; }
+
 if docker info >/dev/null 2>&1; then
-  if $changed; then
-    log "reloading dockerd for the new runtime"
-    pkill -HUP -x dockerd || true
-    sleep 1
+  if $changed || ! engine_has_runsc; then
+    pid=$(cat /var/run/docker.pid 2>/dev/null || pgrep -xo dockerd || true)
+    if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+      need_root "reloads dockerd"
+      log "reloading dockerd (pid $pid) for the runsc runtime"
+      kill -HUP "$pid"
+      for _ in $(seq 1 20); do engine_has_runsc && break; sleep 0.5; done
+    fi
   fi
 else
-  need_root
-  log "starting dockerd (log: /var/log/runbox-dockerd.log)"
-  setsid nohup dockerd >/var/log/runbox-dockerd.log 2>&1 </dev/null &
-  for _ in $(seq 1 60); do
+  need_root "starts dockerd"
+  command -v dockerd >/dev/null || die "dockerd is not on PATH (is docker.io installed?)"
+  log "starting dockerd (log: $DOCKERD_LOG)"
+  setsid nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
+  dockerd_pid=$!
+  for _ in $(seq 1 120); do
     docker info >/dev/null 2>&1 && break
-    sleep 1
+    kill -0 "$dockerd_pid" 2>/dev/null || break
+    sleep 0.5
   done
-  docker info >/dev/null 2>&1 || { log "dockerd did not answer in 60 s; the end of its log:"; tail -20 /var/log/runbox-dockerd.log >&2; exit 1; }
+  docker info >/dev/null 2>&1 || {
+    if kill -0 "$dockerd_pid" 2>/dev/null; then
+      log "dockerd (pid $dockerd_pid) did not answer within 60 s; the end of $DOCKERD_LOG:"
+    else
+      log "dockerd exited at start-up; the end of $DOCKERD_LOG:"
+    fi
+    tail -20 "$DOCKERD_LOG" >&2
+    exit 1
+  }
 fi
-docker info --format '{{json .Runtimes}}' | grep -q runsc || log "warning: the engine does not list runsc; the gvisor isolation level will not work"
+engine_has_runsc || log "warning: the engine does not list runsc (see $DAEMON_JSON and $DOCKERD_LOG); the gvisor isolation level will not work"
 
+# 4. The sandbox image.
 bash images/build.sh
-log "ready: $(docker version --format 'engine {{.Server.Version}}, API {{.Server.APIVersion}}')"
+log "ready: $(docker version --format 'engine {{.Server.Version}}, API {{.Server.APIVersion}}'), runtimes: $(docker info --format '{{range $name, $_ := .Runtimes}}{{$name}} {{end}}')"
