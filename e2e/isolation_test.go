@@ -92,7 +92,7 @@ func TestIsolationNonRoot(t *testing.T) {
 func TestIsolationEmptyEnvironment(t *testing.T) {
 	r := run(t, "python", "import os; print(sorted(os.environ))")
 	mustOK(t, r)
-	want := "['HOME', 'LANG', 'MPLBACKEND', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'PYTHONUNBUFFERED', 'TMPDIR']\n"
+	want := "['HOME', 'LANG', 'MPLBACKEND', 'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'PYTHONUNBUFFERED', 'TMPDIR']\n"
 	if r.Stdout != want {
 		t.Fatalf("environment:\n%s\nwant %s", r.Stdout, want)
 	}

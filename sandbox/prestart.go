@@ -22,7 +22,10 @@ for _m in %s:
 with os.fdopen(4, "r") as _ctl:
     _path = _ctl.readline().strip()
 if not _path:
-    sys.exit(0)
+    # Never a silent success: no path means runbox-init could not hand
+    # over the job.
+    print("runbox: the prestarted interpreter got no code to run", file=sys.stderr)
+    os._exit(70)
 import builtins, types, importlib.machinery
 _main = types.ModuleType("__main__")
 _main.__loader__ = importlib.machinery.SourceFileLoader("__main__", _path)
@@ -95,7 +98,9 @@ _exit(_run(_path, _main), _main)
 // a prestarted interpreter when the language preloads modules and runbox
 // knows how to start it early, none otherwise.
 func prestartArgs(m *manifest.Manifest, lang manifest.Language) []string {
-	if len(lang.Preload) == 0 || lang.ErrorFormat != "python" || len(lang.Check) > 0 {
+	// Under gVisor the handover was seen to fail (an empty path): until
+	// that is understood, gVisor boxes start their interpreter with the job.
+	if len(lang.Preload) == 0 || lang.ErrorFormat != "python" || len(lang.Check) > 0 || m.Isolation == manifest.IsolationGVisor {
 		return nil
 	}
 	mods, _ := json.Marshal(lang.Preload)

@@ -3,7 +3,9 @@ package sandbox
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/moby/moby/api/types/container"
@@ -117,6 +119,10 @@ func initJob(m *manifest.Manifest, job Job) *initproto.Job {
 		return out
 	}
 	env := maps.Clone(baseEnv)
+	// Math libraries start a thread per core they see, and a box sees the
+	// host's: on a large host that alone would hit the pids limit.
+	threads := strconv.Itoa(int(math.Ceil(m.Limits.CPUs)))
+	env["OPENBLAS_NUM_THREADS"], env["OMP_NUM_THREADS"] = threads, threads
 	maps.Copy(env, lang.Env)
 	envList := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {

@@ -55,6 +55,9 @@ func TestBoxSpecHasEveryProfileItem(t *testing.T) {
 	check("gvisor runs runsc without a pids cgroup limit", host.Runtime == "runsc" && host.PidsLimit == nil)
 	job := initJob(m, Job{Language: lang, Timeout: time.Second})
 	check("gvisor limits processes with RLIMIT_NPROC", job.NProc == lim.Pids)
+	check("no prestarted interpreter under gVisor (yet)", prestartArgs(m, lang) == nil)
+	m.Isolation = manifest.IsolationRunc
+	check("a prestarted python under runc", len(prestartArgs(m, lang)) == 2)
 }
 
 func TestInitJob(t *testing.T) {
@@ -67,7 +70,7 @@ func TestInitJob(t *testing.T) {
 	if j.TimeoutMs != 1500 || j.CodePath != "/workspace/main.sh" || j.Dir != "/workspace" || string(j.Stdin) != "in" || j.NProc != 0 {
 		t.Errorf("job %+v", j)
 	}
-	if strings.Join(j.Env, " ") != "HOME=/tmp LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TMPDIR=/tmp" {
+	if strings.Join(j.Env, " ") != "HOME=/tmp LANG=C.UTF-8 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TMPDIR=/tmp" {
 		t.Errorf("env %v", j.Env)
 	}
 }
