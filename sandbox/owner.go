@@ -6,7 +6,8 @@ import (
 	"maps"
 	"os"
 	"strconv"
-	"strings"
+
+	"github.com/runbox-mcp/runbox/internal/procstat"
 )
 
 // Owner identifies the server process that created a box.
@@ -40,22 +41,7 @@ func (o Owner) Labels(extra map[string]string) map[string]string {
 
 // processStart reads a process's start time from /proc, "" if unknown.
 func processStart(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	// The command name may hold spaces and parentheses; fields resume
-	// after the last ')'. starttime is field 22, the 20th after it.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
+	return procstat.Field(pid, 22)
 }
 
 // ownerAlive says whether the process that labelled a box still runs. Only

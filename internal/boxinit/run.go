@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/internal/procstat"
 )
 
 // maxJobBytes bounds what is read from stdin; the server enforces smaller
@@ -236,21 +236,8 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 
 // processCPUMs reads a running process's CPU time from /proc (0 if unknown).
 func processCPUMs(pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	utime, _ := strconv.ParseInt(procstat.Field(pid, 14), 10, 64)
+	stime, _ := strconv.ParseInt(procstat.Field(pid, 15), 10, 64)
 	return (utime + stime) * 1000 / 100 // USER_HZ is 100 on Linux
 }
 
