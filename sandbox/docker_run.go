@@ -55,7 +55,7 @@ func (d *Docker) runReady(ctx context.Context, job Job) (Result, string) {
 	if err := d.Ready(ctx); err != nil {
 		return fail(err)
 	}
-	digest, err := d.imageDigest(ctx, job.Language.Image)
+	digest, err := d.ImageDigest(ctx, job.Language.Image)
 	if err != nil {
 		return fail(err)
 	}
@@ -78,8 +78,9 @@ func (d *Docker) runReady(ctx context.Context, job Job) (Result, string) {
 	return res, digest
 }
 
-// imageDigest returns the image's ID, inspected once per image.
-func (d *Docker) imageDigest(ctx context.Context, image string) (string, error) {
+// ImageDigest returns the image's ID, inspected once per image; probes, the
+// result cache and every result name images by it.
+func (d *Docker) ImageDigest(ctx context.Context, image string) (string, error) {
 	d.mu.Lock()
 	digest, ok := d.digests[image]
 	d.mu.Unlock()

@@ -81,8 +81,3 @@ func Probe(ctx context.Context, r Runner, digest func(context.Context, string) (
 	}
 	return info, nil
 }
-
-// ImageDigest returns the digest of an image, for probes and results.
-func (d *Docker) ImageDigest(ctx context.Context, image string) (string, error) {
-	return d.imageDigest(ctx, image)
-}

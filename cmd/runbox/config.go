@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -115,11 +116,11 @@ func parse(args []string) (config, error) {
 		if cfg.authToken == "" {
 			cfg.authToken = os.Getenv("RUNBOX_AUTH_TOKEN")
 		}
-		if !slicesContains([]string{"stdio", "http", "sse"}, cfg.transport) {
+		if !slices.Contains([]string{"stdio", "http", "sse"}, cfg.transport) {
 			return cfg, fmt.Errorf("--transport %q: use stdio, http or sse", cfg.transport)
 		}
 	}
-	if !slicesContains([]string{"debug", "info", "warn", "error"}, strings.ToLower(cfg.logLevel)) {
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(cfg.logLevel)) {
 		return cfg, fmt.Errorf("--log-level %q: use debug, info, warn or error", cfg.logLevel)
 	}
 	return cfg, nil
@@ -130,13 +131,4 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
