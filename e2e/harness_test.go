@@ -149,15 +149,21 @@ func startServer(t testing.TB, env []string, args ...string) *server {
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatalf("start: %v", err)
 	}
+	if err := initialize(c); err != nil {
+		t.Fatalf("initialize: %v\nserver stderr:\n%s", err, s.stderr)
+	}
+	return s
+}
+
+// initialize is the MCP handshake of every e2e client, bounded in time.
+func initialize(c *client.Client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	init.Params.ClientInfo = mcp.Implementation{Name: "runbox-e2e", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatalf("initialize: %v\nserver stderr:\n%s", err, s.stderr)
-	}
-	return s
+	_, err := c.Initialize(ctx, init)
+	return err
 }
 
 func (s *server) close() {

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 const readmeBin = "/path/to/runbox/bin/runbox"
@@ -58,12 +56,7 @@ func entry(t *testing.T, snippet, key string) serverEntry {
 
 func smokeCall(t *testing.T, c *client.Client) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "readme", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
+	if err := initialize(c); err != nil {
 		t.Fatal(err)
 	}
 	if r := callOn(t, c, map[string]any{"language": "bash", "code": "echo from-readme"}); r.Stdout != "from-readme\n" {

@@ -107,12 +107,7 @@ func (s *netServer) client(t *testing.T, tr string) *client.Client {
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatalf("start: %v\n%s", err, s.stderr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "runbox-e2e", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
+	if err := initialize(c); err != nil {
 		t.Fatalf("initialize over %s: %v\n%s", tr, err, s.stderr)
 	}
 	t.Cleanup(func() { _ = c.Close() })
