@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,7 +60,9 @@ func boxSpec(m *manifest.Manifest, lang manifest.Language, labels map[string]str
 	host := &container.HostConfig{
 		NetworkMode:    "none",
 		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
+		SecurityOpt:    []string{"no-new-privileges", seccompOpts[m.Isolation]},
+		MaskedPaths:    maskedPaths(runtime.NumCPU()),
+		ReadonlyPaths:  readonlyPaths,
 		ReadonlyRootfs: true,
 		// No /dev/shm: /workspace and /tmp are the only writable places.
 		IpcMode: container.IPCModeNone,
@@ -153,4 +156,14 @@ func initJob(m *manifest.Manifest, job Job) *initproto.Job {
 		ij.NProc = m.Limits.Pids
 	}
 	return ij
+}
+
+// uid is the numeric user the boxes run as (the manifest's "uid:gid").
+func (d *Docker) uid() int {
+	u, _, _ := strings.Cut(d.m.User, ":")
+	n, err := strconv.Atoi(u)
+	if err != nil {
+		return -1
+	}
+	return n
 }

@@ -43,7 +43,11 @@ func TestBoxSpecHasEveryProfileItem(t *testing.T) {
 		core = core || (u.Name == "core" && u.Hard == 0 && u.Soft == 0)
 	}
 	check("ulimits nofile, fsize, core=0", nofile && fsize && core)
-	check("engine's default seccomp (not unconfined)", !slices.ContainsFunc(host.SecurityOpt, func(s string) bool { return strings.Contains(s, "unconfined") }))
+	check("our seccomp profile, inline", slices.ContainsFunc(host.SecurityOpt, func(s string) bool {
+		return strings.HasPrefix(s, "seccomp={") && strings.Contains(s, `"SCMP_ACT_KILL_PROCESS"`)
+	}) && !slices.ContainsFunc(host.SecurityOpt, func(s string) bool { return strings.Contains(s, "unconfined") }))
+	check("masked paths explicit", slices.Contains(host.MaskedPaths, "/proc/interrupts") && slices.Contains(host.MaskedPaths, "/proc/kcore"))
+	check("read-only kernel paths", slices.Contains(host.ReadonlyPaths, "/proc/sys"))
 	check("our PID 1, not docker-init", host.Init != nil && !*host.Init && cfg.Entrypoint[0] == InitPath)
 	check("only our read-only init volume mounted", len(host.Mounts) == 1 && host.Mounts[0].ReadOnly && host.Mounts[0].Type == "volume" && len(host.Binds) == 0)
 	check("labelled", cfg.Labels[LabelManaged] == "true")

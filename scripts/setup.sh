@@ -33,7 +33,7 @@ current='{}'
 if [[ -s $DAEMON_JSON ]]; then
   current=$(jq . "$DAEMON_JSON") || die "$DAEMON_JSON is not valid JSON; fix it and run again"
 fi
-wanted=$(jq --arg p "$runsc_path" '.runtimes.runsc = {"path": $p, "runtimeArgs": ["--network=none"]}' <<<"$current")
+wanted=$(jq --arg p "$runsc_path" '.runtimes.runsc = {"path": $p, "runtimeArgs": ["--network=none", "--oci-seccomp"]}' <<<"$current")
 changed=false
 if [[ ! -s $DAEMON_JSON || "$(jq -S . <<<"$wanted")" != "$(jq -S . <<<"$current")" ]]; then
   need_root "writes $DAEMON_JSON"
