@@ -24,6 +24,9 @@ type outcome struct {
 	backstop bool
 	// lost explains why no report arrived (engine error, stream cut).
 	lost string
+	// syscall names the call the seccomp filter killed the program for,
+	// when the kernel log told.
+	syscall string
 }
 
 // classify turns an outcome into the contract's typed error; nil means ok.
@@ -68,6 +71,9 @@ func classify(job Job, lim manifest.Limits, o outcome) *ErrorInfo {
 			Message: fmt.Sprintf("the program used more than its %d s of CPU time and was killed", lim.CPUSeconds),
 			Hint:    "Do less work per call: a faster algorithm, less data, or fewer iterations."}
 	}
+	if seccompDeath(rep) {
+		return forbiddenError(o.syscall)
+	}
 	if rep.ExitCode != 0 {
 		if parsed && le.Kind == KindSyntax {
 			return langError(KindSyntax, le)
@@ -98,6 +104,27 @@ func classify(job Job, lim manifest.Limits, o outcome) *ErrorInfo {
 			Hint:    "Print a summary instead of everything, or write large output to a file in /workspace to get it back as an artifact."}
 	}
 	return nil
+}
+
+// seccompDeath says whether the program, or a command a shell script ran,
+// was killed by the seccomp filter (SIGSYS). A shell reports its child's
+// death as "Bad system call" and status 128+31.
+func seccompDeath(rep *initproto.Report) bool {
+	if rep.Signal == int(syscall.SIGSYS) {
+		return true
+	}
+	return rep.ExitCode == 128+int(syscall.SIGSYS) && bytes.Contains(rep.Stderr, []byte("Bad system call"))
+}
+
+func forbiddenError(name string) *ErrorInfo {
+	info := &ErrorInfo{Kind: KindForbiddenSyscall, Syscall: name,
+		Message: "the program was killed by the sandbox for a forbidden system call",
+		Hint: "The sandbox kills programs that debug or trace processes (ptrace), mount or unshare namespaces, load kernel modules or BPF, use perf, kernel keyrings, userfaultfd or io_uring, or use the 32-bit ABI. " +
+			"Do the work without it: no debuggers, tracers or container tricks; plain file and socket I/O."}
+	if name != "" {
+		info.Message = fmt.Sprintf("the program was killed by the sandbox for calling %s, which is forbidden", name)
+	}
+	return info
 }
 
 func timeoutError(job Job, lim manifest.Limits) *ErrorInfo {

@@ -66,6 +66,10 @@ type Docker struct {
 	initVolume string
 	digests    map[string]string
 
+	// kernelLog names the system call of a forbidden_syscall; nil when
+	// the kernel log cannot be read.
+	kernelLog *seccompLog
+
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
 }
@@ -103,6 +107,7 @@ func NewDocker(opts DockerOptions) (*Docker, error) {
 		reaperDone: make(chan struct{}),
 	}
 	d.pools = newPools(d)
+	d.kernelLog = followSeccompLog(ctx)
 	go d.reapLoop(ctx)
 	return d, nil
 }

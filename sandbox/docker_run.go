@@ -204,6 +204,7 @@ func (d *Docker) runBox(ctx context.Context, job Job) (o boxOutcome, contents []
 
 // runOn gives a started box its job and collects the outcome.
 func (d *Docker) runOn(ctx context.Context, b *box, job Job) (o boxOutcome, contents [][]byte) {
+	sent := time.Now()
 	go func() {
 		// A box that dies before reading its job must not block us.
 		_ = json.NewEncoder(b.att.Conn).Encode(initJob(d.m, job))
@@ -239,6 +240,13 @@ func (d *Docker) runOn(ctx context.Context, b *box, job Job) (o boxOutcome, cont
 		d.log.Debug("runbox-init stderr", "run_id", job.RunID, "stderr", got.diag)
 	}
 
+	if o.report != nil && seccompDeath(o.report) {
+		var ended time.Time
+		if ms := o.report.EndedUnixMs; ms > 0 {
+			ended = time.UnixMilli(ms)
+		}
+		o.syscall = d.kernelLog.find(sent, ended, d.uid(), 200*time.Millisecond)
+	}
 	if !needsEngineVerdict(o) {
 		return o, contents
 	}

@@ -90,6 +90,7 @@ type ErrorInfo struct {
 	Message string `json:"message"`
 	Line    int    `json:"line,omitempty" jsonschema:"description=1-based line in the submitted code."`
 	Column  int    `json:"column,omitempty" jsonschema:"description=1-based column in the submitted code."`
+	Syscall string `json:"syscall,omitempty" jsonschema:"description=For forbidden_syscall: the system call the sandbox killed the program for, when known."`
 	Limit   string `json:"limit,omitempty" jsonschema:"enum=wall_time,enum=cpu_time,enum=memory,enum=pids,enum=disk,enum=open_files,enum=busy,enum=budget"`
 	Hint    string `json:"hint"`
 }

@@ -206,6 +206,9 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 	rep.StartError = res.startErr
 	rep.TimedOut = res.timedOut
 	rep.WallMs = res.wall.Milliseconds()
+	if !res.ended.IsZero() {
+		rep.EndedUnixMs = res.ended.UnixMilli()
+	}
 	switch {
 	case res.status.Exited():
 		rep.ExitCode = res.status.ExitStatus()
@@ -299,6 +302,7 @@ type runResult struct {
 	timedOut       bool
 	status         syscall.WaitStatus
 	wall           time.Duration
+	ended          time.Time // when the main process was seen to end
 	stdout, stderr *capture
 }
 
@@ -425,7 +429,8 @@ func (p *process) supervise(ctx context.Context, r *reaper, job *initproto.Job, 
 		killAll(p.pid)
 		<-r.mainDone
 	}
-	res.wall = time.Since(begun)
+	res.ended = time.Now()
+	res.wall = res.ended.Sub(begun)
 	res.status = r.mainStatus
 	// Whatever the program left running dies with it: nothing persists,
 	// and the output pipes close.

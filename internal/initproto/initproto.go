@@ -83,7 +83,11 @@ type Report struct {
 	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
 	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
 
-	WallMs          int64 `json:"wall_ms"`
+	WallMs int64 `json:"wall_ms"`
+	// EndedUnixMs is when the program was seen to end, by the host's
+	// clock (a box shares its kernel's): it finds the kernel's record of a
+	// seccomp kill among other boxes'.
+	EndedUnixMs     int64 `json:"ended_unix_ms,omitempty"`
 	CPUMs           int64 `json:"cpu_ms"`
 	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
 	// OOMKills counts kernel OOM kills in the box's memory cgroup, -1 when

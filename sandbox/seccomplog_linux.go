@@ -1,0 +1,168 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// seccompLog follows the kernel log for seccomp kills (audit type 1326),
+// so that a forbidden_syscall can name the call. The kernel writes one
+// record per kill with the uid, the system call and the wall time; the
+// server can read it when it runs on the engine's host with the right to
+// read /dev/kmsg (root, or CAP_SYSLOG). Elsewhere the error carries no name.
+type seccompLog struct {
+	mu    sync.Mutex
+	kills []seccompKill // the latest, oldest first
+	fresh chan struct{} // closed and replaced on every new record
+}
+
+type seccompKill struct {
+	at      time.Time
+	uid     int
+	compat  bool // the 32-bit ABI (int 0x80)
+	syscall int
+	comm    string
+}
+
+const seccompLogKeep = 64
+
+var auditSeccomp = regexp.MustCompile(`type=1326 audit\((\d+)\.(\d+):\d+\):.* uid=(\d+) .*comm="([^"]*)".* sig=31 .*syscall=(\d+) compat=(\d)`)
+
+// followSeccompLog starts following the kernel log until ctx ends; nil
+// when it cannot be read.
+func followSeccompLog(ctx context.Context) *seccompLog {
+	f, err := os.Open("/dev/kmsg")
+	if err != nil {
+		return nil
+	}
+	// Only what happens from now on.
+	if _, err := f.Seek(0, 2); err != nil {
+		f.Close()
+		return nil
+	}
+	l := &seccompLog{fresh: make(chan struct{})}
+	go func() {
+		<-ctx.Done()
+		f.Close()
+	}()
+	go func() {
+		// Each read returns one record; a record is at most 8 KiB.
+		buf := make([]byte, 8192)
+		for {
+			n, err := f.Read(buf)
+			if err != nil {
+				if errors.Is(err, unix.EPIPE) { // records were overwritten; go on
+					continue
+				}
+				return
+			}
+			if k, ok := parseSeccompKill(buf[:n]); ok {
+				l.add(k)
+			}
+		}
+	}()
+	return l
+}
+
+func parseSeccompKill(rec []byte) (seccompKill, bool) {
+	m := auditSeccomp.FindSubmatch(rec)
+	if m == nil {
+		return seccompKill{}, false
+	}
+	sec, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	ms, _ := strconv.ParseInt(string(m[2]), 10, 64)
+	uid, _ := strconv.Atoi(string(m[3]))
+	nr, _ := strconv.Atoi(string(m[5]))
+	return seccompKill{at: time.Unix(sec, ms*int64(time.Millisecond)), uid: uid, comm: string(m[4]), syscall: nr, compat: string(m[6]) == "1"}, true
+}
+
+func (l *seccompLog) add(k seccompKill) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.kills = append(l.kills, k)
+	if len(l.kills) > seccompLogKeep {
+		l.kills = l.kills[len(l.kills)-seccompLogKeep:]
+	}
+	close(l.fresh)
+	l.fresh = make(chan struct{})
+}
+
+// find names the system call a process of uid was killed for, waiting up
+// to wait for the record to be read. The window is the run (since, and
+// ended when the box saw its program end: zero when unknown), narrowed to
+// killWindow before its end: the kill that ended the program, or in a shell
+// script its last command's. Boxes of the same uid are told apart by time
+// only, so when records in the window disagree the answer is "" rather
+// than another box's call; the kernel also rate-limits these records (by
+// default 10 per 5 s), so a burst of kills leaves some unnamed.
+func (l *seccompLog) find(since, ended time.Time, uid int, wait time.Duration) string {
+	if l == nil {
+		return ""
+	}
+	until := time.Now()
+	if !ended.IsZero() {
+		until = ended
+	}
+	if from := until.Add(-killWindow); from.After(since) {
+		since = from
+	}
+	since, until = since.Add(-auditSlack), until.Add(auditSlack)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		l.mu.Lock()
+		name, found := l.match(since, until, uid)
+		fresh := l.fresh
+		l.mu.Unlock()
+		if found {
+			return name
+		}
+		select {
+		case <-fresh:
+		case <-deadline.C:
+			return ""
+		}
+	}
+}
+
+const (
+	// killWindow bounds how long before its end a program's fatal kill
+	// can be: init reaps at once; a shell notices its child's death and
+	// exits within milliseconds.
+	killWindow = 250 * time.Millisecond
+	// auditSlack covers the audit clock's millisecond resolution.
+	auditSlack = 5 * time.Millisecond
+)
+
+// match answers the name all records of uid in [since, until] agree on;
+// found is false when there is none yet.
+func (l *seccompLog) match(since, until time.Time, uid int) (name string, found bool) {
+	for _, k := range l.kills {
+		if k.uid != uid || k.at.Before(since) || k.at.After(until) {
+			continue
+		}
+		n := syscallName(k)
+		if found && n != name {
+			return "", true
+		}
+		name, found = n, true
+	}
+	return name, found
+}
+
+func syscallName(k seccompKill) string {
+	if k.compat {
+		return "int 0x80 (the 32-bit ABI) system call " + strconv.Itoa(k.syscall)
+	}
+	if n, ok := syscallNames[k.syscall]; ok {
+		return n
+	}
+	return "system call " + strconv.Itoa(k.syscall)
+}

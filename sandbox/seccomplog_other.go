@@ -1,0 +1,15 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"context"
+	"time"
+)
+
+// seccompLog is Linux-only: elsewhere the engine's kernel log is not ours.
+type seccompLog struct{}
+
+func followSeccompLog(context.Context) *seccompLog { return nil }
+
+func (*seccompLog) find(time.Time, time.Time, int, time.Duration) string { return "" }
