@@ -65,11 +65,16 @@ type Docker struct {
 	readyErr   error // nil once ready
 	initVolume string
 	digests    map[string]string
+	// unremoved are this server's boxes whose removal failed (the engine
+	// was away); the reaper retries them.
+	unremoved map[string]bool
 
 	// kernelLog names the system call of a forbidden_syscall; nil when
 	// the kernel log cannot be read.
 	kernelLog *seccompLog
 
+	// reapNow asks the reaper for a pass at once (the engine is back).
+	reapNow    chan struct{}
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
 }
@@ -103,6 +108,8 @@ func NewDocker(opts DockerOptions) (*Docker, error) {
 		initDir:    initDir,
 		readyErr:   errors.New("not checked yet"),
 		digests:    map[string]string{},
+		unremoved:  map[string]bool{},
+		reapNow:    make(chan struct{}, 1),
 		stopReaper: cancel,
 		reaperDone: make(chan struct{}),
 	}
@@ -168,6 +175,10 @@ func (d *Docker) prepare(ctx context.Context) error {
 	d.initVolume = vol
 	d.pruneInitVolumes(ctx, vol)
 	go d.pools.refillAll()
+	select {
+	case d.reapNow <- struct{}{}:
+	default:
+	}
 	d.log.Debug("engine ready", "server", info.Info.ServerVersion, "arch", info.Info.Architecture, "init_volume", vol)
 	return nil
 }

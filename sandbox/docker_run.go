@@ -317,6 +317,9 @@ func (d *Docker) remove(id string) {
 	defer cancel()
 	if _, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		d.log.Warn("removing box failed; the reaper will retry", "container", id, "err", err)
+		d.mu.Lock()
+		d.unremoved[id] = true
+		d.mu.Unlock()
 	}
 }
 

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -10,8 +12,10 @@ import (
 
 // Reap removes the boxes whose server is gone: from this host, those whose
 // owner process no longer runs; from other hosts sharing the engine, those
-// older than any run could last. It returns how many it removed.
+// older than any run could last; and this server's own that it failed to
+// remove while the engine was away. It returns how many it removed.
 func (d *Docker) Reap(ctx context.Context) (int, error) {
+	removed := d.retryRemovals(ctx)
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	list, err := d.cli.ContainerList(actx, client.ContainerListOptions{All: true,
@@ -20,7 +24,6 @@ func (d *Docker) Reap(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	maxAge := d.m.Limits.MaxTimeout() + d.m.Pool.Idle() + backstopGrace + 2*apiTimeout
-	removed := 0
 	for _, c := range list.Items {
 		alive, known := ownerAlive(c.Labels, d.owner)
 		stale := !known && time.Since(time.Unix(c.Created, 0)) > maxAge
@@ -40,6 +43,27 @@ func (d *Docker) Reap(ctx context.Context) (int, error) {
 	return removed, nil
 }
 
+func (d *Docker) retryRemovals(ctx context.Context) int {
+	d.mu.Lock()
+	ids := slices.Collect(maps.Keys(d.unremoved))
+	d.mu.Unlock()
+	removed := 0
+	for _, id := range ids {
+		rctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		_, err := d.cli.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true})
+		cancel()
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			continue
+		}
+		d.mu.Lock()
+		delete(d.unremoved, id)
+		d.mu.Unlock()
+		removed++
+		d.log.Info("removed a box left while the engine was away", "container", id[:min(12, len(id))])
+	}
+	return removed
+}
+
 func (d *Docker) reapLoop(ctx context.Context) {
 	defer close(d.reaperDone)
 	for {
@@ -49,6 +73,7 @@ func (d *Docker) reapLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-d.reapNow:
 		case <-time.After(min(reapInterval, d.m.Pool.Idle()/4)):
 		}
 		d.pools.expire()
