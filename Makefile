@@ -10,7 +10,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 ARCH    := $(shell $(GO) env GOARCH)
 
-.PHONY: all setup build demo test unit e2e vet fmt clean bench
+.PHONY: all setup build demo test unit e2e vet fmt clean bench stress fuzz
 
 all: build
 
@@ -51,6 +51,10 @@ fmt:
 
 clean:
 	rm -rf $(BIN)
+
+## stress: the full load (500 calls at concurrency 16 over stdio and HTTP) and the adversarial suite
+stress: setup build e2e/ts/node_modules
+	RUNBOX_LOAD_CALLS=500 $(GO) test -count=1 -tags e2e -timeout 60m -run 'TestLoad|TestAdversarial' -v ./e2e/ | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|calls at'
 
 ## bench: latency of runbox against docker baselines on the same image (prints a table)
 bench: setup build

@@ -205,10 +205,9 @@ func (s *server) callCtx(ctx context.Context, t testing.TB, args map[string]any)
 	if err != nil {
 		t.Fatalf("call: %v\nserver stderr:\n%s", err, s.stderr)
 	}
-	var r sandbox.Result
-	raw, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(raw, &r); err != nil {
-		t.Fatalf("structured content: %v: %s", err, raw)
+	r, err := decodeResult(res)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if res.IsError != (r.Status == sandbox.StatusError) {
 		t.Fatalf("isError %v but status %q", res.IsError, r.Status)
@@ -243,6 +242,16 @@ func wantError(t testing.TB, r sandbox.Result, kind, limit string) *sandbox.Erro
 		t.Errorf("hint must be one sentence: %q", r.Error.Hint)
 	}
 	return r.Error
+}
+
+// decodeResult reads run_code's structured result.
+func decodeResult(res *mcp.CallToolResult) (sandbox.Result, error) {
+	var r sandbox.Result
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return r, fmt.Errorf("structured content: %v: %s", err, raw)
+	}
+	return r, nil
 }
 
 func newCall(args map[string]any) mcp.CallToolRequest {

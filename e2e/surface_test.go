@@ -122,9 +122,8 @@ func callOn(t *testing.T, c *client.Client, args map[string]any) sandbox.Result 
 	if err != nil {
 		t.Fatalf("call: %v", err)
 	}
-	var r sandbox.Result
-	raw, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(raw, &r); err != nil {
+	r, err := decodeResult(res)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return r
