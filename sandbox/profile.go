@@ -25,8 +25,8 @@ var baseEnv = map[string]string{
 	"LANG":   "C.UTF-8",
 }
 
-// runtimeFor maps an isolation level to the engine's OCI runtime name.
-func runtimeFor(isolation string) string {
+// RuntimeFor maps an isolation level to the engine's OCI runtime name.
+func RuntimeFor(isolation string) string {
 	if isolation == manifest.IsolationGVisor {
 		return "runsc"
 	}
@@ -75,7 +75,7 @@ func boxSpec(m *manifest.Manifest, lang manifest.Language, labels map[string]str
 		Init: &falseV,
 		// Output goes over the attach stream only; nothing is logged.
 		LogConfig: container.LogConfig{Type: "none"},
-		Runtime:   runtimeFor(m.Isolation),
+		Runtime:   RuntimeFor(m.Isolation),
 		Mounts: []mount.Mount{{
 			Type:          mount.TypeVolume,
 			Source:        initVolume,

@@ -18,6 +18,7 @@ Usage:
   runbox serve [flags]            serve the MCP tools (stdio, streamable HTTP or SSE)
   runbox run [flags] FILE | -     run one file (or stdin) in a box and print its output
   runbox manifest [schema]        print the effective manifest as JSON, or its JSON Schema
+  runbox doctor [--json]          check the set-up end to end and say how to fix what fails
   runbox version                  print version, commit and build date
 
 Common flags:
@@ -79,6 +80,9 @@ func parse(args []string) (config, error) {
 		fs.StringVar(&cfg.outDir, "out", "", "write the run's artifacts into this directory")
 	case "manifest":
 		help = "Usage: runbox manifest [--manifest FILE] [schema]\n\nPrints the effective manifest (the file over the defaults) as JSON;\nwith schema, the manifest file's JSON Schema (for editor completion).\n"
+	case "doctor":
+		help = "Usage: runbox doctor [--json] [--manifest FILE]\n\nChecks the manifest, the engine (version, API, cgroups), the runtimes' versions, the images\n(present, digest, recipe current) and each isolation level by starting a box that reports its\nhardening (uid, capabilities, no-new-privileges, seccomp, network, root) and tries ptrace.\nEvery failing check prints its fix; exits 1 when anything required fails.\n"
+		fs.BoolVar(&cfg.jsonOut, "json", false, "print the report as JSON")
 	case "version":
 		help = "Usage: runbox version\n"
 	default:

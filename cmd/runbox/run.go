@@ -15,6 +15,7 @@ import (
 
 	"github.com/lmittmann/tint"
 
+	"github.com/runbox-mcp/runbox/internal/doctor"
 	"github.com/runbox-mcp/runbox/internal/mcpserver"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
@@ -33,6 +34,9 @@ func run(ctx context.Context, cfg config) (int, error) {
 		return 0, err
 	}
 	m, source, err := manifest.LoadDefault(cfg.manifestPath)
+	if cfg.command == "doctor" {
+		return runDoctor(ctx, cfg, m, source, err, logger)
+	}
 	if err != nil {
 		return 2, err
 	}
@@ -77,6 +81,34 @@ func run(ctx context.Context, cfg config) (int, error) {
 		return runFile(ctx, cfg, m, runner)
 	}
 	return 2, fmt.Errorf("unknown command %q", cfg.command)
+}
+
+func runDoctor(ctx context.Context, cfg config, m *manifest.Manifest, source string, loadErr error, logger *slog.Logger) (int, error) {
+	if cfg.logLevel == "info" {
+		// The report says it all; the runner's own logs would interleave.
+		logger = newLogger("error")
+	}
+	rep := doctor.Run(ctx, doctor.Options{Manifest: m, ManifestPath: orPath(source, cfg.manifestPath), ManifestErr: loadErr, Logger: logger})
+	if cfg.jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return 1, err
+		}
+	} else {
+		rep.Print(os.Stdout)
+	}
+	if !rep.OK {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func orPath(source, flag string) string {
+	if source != "" {
+		return source
+	}
+	return flag
 }
 
 // describeFromImages replaces the manifest's declared versions and

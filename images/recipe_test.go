@@ -1,0 +1,18 @@
+package images
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// RecipeHash must agree with build.sh's own computation.
+func TestRecipeHashMatchesBuildScript(t *testing.T) {
+	out, err := exec.Command("bash", "-c", `cd .. && export LC_ALL=C && { sha256sum images/build.sh; find images/sandbox -type f -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16`).Output()
+	if err != nil {
+		t.Skipf("no sha256sum here: %v", err)
+	}
+	if got, want := RecipeHash(), strings.TrimSpace(string(out)); got != want {
+		t.Fatalf("RecipeHash %s, build.sh computes %s", got, want)
+	}
+}

@@ -1,0 +1,340 @@
+// Package doctor checks a runbox set-up end to end: the manifest, the
+// engine, each isolation level started for real with a hardening
+// self-test, the runtimes' versions and the images. Every failing check
+// carries the one command or setting that fixes it.
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/runbox-mcp/runbox/images"
+	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/runbox-mcp/runbox/tools"
+)
+
+// Status of one check.
+type Status string
+
+const (
+	OK   Status = "ok"
+	Warn Status = "warn"
+	Fail Status = "fail"
+)
+
+// Check is one line of the report.
+type Check struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	// Fix is the one command or setting that fixes a warn or fail.
+	Fix string `json:"fix,omitempty"`
+}
+
+// Report is every check; OK is false when any failed.
+type Report struct {
+	OK     bool            `json:"ok"`
+	Engine *sandbox.Engine `json:"engine,omitempty"`
+	Checks []Check         `json:"checks"`
+}
+
+func (r *Report) add(c Check) {
+	r.Checks = append(r.Checks, c)
+	if c.Status == Fail {
+		r.OK = false
+	}
+}
+
+// Options say what to check.
+type Options struct {
+	// Manifest is the effective manifest; nil when it did not load, with
+	// ManifestErr saying why.
+	Manifest     *manifest.Manifest
+	ManifestPath string
+	ManifestErr  error
+	Logger       *slog.Logger
+}
+
+// Run performs every check. It never returns early: a broken engine still
+// gets its manifest checked, and each failure says its fix.
+func Run(ctx context.Context, o Options) Report {
+	rep := Report{OK: true}
+	m := o.Manifest
+	if o.ManifestErr != nil {
+		rep.add(Check{Name: "manifest", Status: Fail, Detail: o.ManifestErr.Error(),
+			Fix: "Correct the field named above in " + orDefault(o.ManifestPath, "runbox.yaml") + " (`runbox manifest schema` lists every field)."})
+		m = manifest.Default() // the rest is still worth checking
+	} else {
+		rep.add(Check{Name: "manifest", Status: OK, Detail: fmt.Sprintf("%s: languages %s, isolation %s, pool %d, concurrency %d",
+			orDefault(o.ManifestPath, "built-in defaults"), strings.Join(m.LanguageNames(), ", "), m.Isolation, m.Pool.Size, m.Concurrency)})
+	}
+
+	d, err := sandbox.NewDocker(sandbox.DockerOptions{Manifest: probeManifest(m, m.Isolation), Logger: o.Logger})
+	if err != nil {
+		rep.add(Check{Name: "engine", Status: Fail, Detail: err.Error(), Fix: "Set DOCKER_HOST to the engine's address, or run `make setup`."})
+		return rep
+	}
+	defer d.Close()
+	eng, err := d.Engine(ctx)
+	if err != nil {
+		rep.add(Check{Name: "engine", Status: Fail, Detail: err.Error(), Fix: hintOf(err, "Start the Docker engine: `make setup` installs and starts it.")})
+		return rep
+	}
+	rep.Engine = &eng
+	rep.add(Check{Name: "engine", Status: OK, Detail: fmt.Sprintf("Docker %s, API %s, %s, kernel %s, %s", eng.Version, eng.APIVersion, eng.OS, eng.Kernel, eng.Arch)})
+	rep.add(cgroupCheck(eng))
+	rep.add(runcCheck(eng.RuncVersion))
+	if path, ok := eng.Runtimes["runsc"]; ok {
+		rep.add(Check{Name: "runsc", Status: OK, Detail: runscVersion(path) + " at " + path})
+	}
+
+	for _, lang := range m.Languages {
+		rep.add(imageCheck(ctx, d, lang))
+	}
+	for _, level := range []string{manifest.IsolationRunc, manifest.IsolationGVisor} {
+		rep.add(levelCheck(ctx, o, m, eng, level))
+	}
+	return rep
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func hintOf(err error, def string) string {
+	if ee, ok := err.(*sandbox.EngineError); ok && ee.Hint != "" {
+		return ee.Hint
+	}
+	return def
+}
+
+func cgroupCheck(e sandbox.Engine) Check {
+	c := Check{Name: "cgroup", Status: OK, Detail: "v" + e.CgroupVersion + " (" + e.CgroupDriver + " driver)"}
+	if e.CgroupVersion == "1" {
+		c.Detail += ": every limit works; OOM and pids events are read from the v1 memory and pids controllers"
+	}
+	return c
+}
+
+// runcFixed is the first upstream runc with the fix for CVE-2024-21626
+// ("Leaky Vessels": a container escape through a leaked working directory).
+var runcFixed = [3]int{1, 1, 12}
+
+// runcBackports are distribution builds of older runc that carry the fix.
+var runcBackports = []struct {
+	pattern *regexp.Regexp
+	who     string
+}{
+	{regexp.MustCompile(`^1\.1\.5\+ds1-1\+deb12u[1-9]`), "Debian bookworm's security update (1.1.5+ds1-1+deb12u1)"},
+}
+
+var leadingVersion = regexp.MustCompile(`^v?(\d+)\.(\d+)\.(\d+)`)
+
+func runcCheck(v string) Check {
+	c := Check{Name: "runc", Detail: v}
+	m := leadingVersion.FindStringSubmatch(v)
+	if m == nil {
+		c.Status, c.Detail = Warn, fmt.Sprintf("the engine reports runc as %q: its version is unknown", v)
+		c.Fix = "Check that runc is 1.1.12 or later (`runc --version`), or a distribution build with the fix for CVE-2024-21626."
+		return c
+	}
+	var got [3]int
+	for i := range got {
+		got[i], _ = strconv.Atoi(m[i+1])
+	}
+	if !older(got, runcFixed) {
+		c.Status, c.Detail = OK, v+" (has the fix for CVE-2024-21626)"
+		return c
+	}
+	for _, b := range runcBackports {
+		if b.pattern.MatchString(v) {
+			c.Status, c.Detail = OK, v+": older than 1.1.12, but "+b.who+" carries the fix for CVE-2024-21626"
+			return c
+		}
+	}
+	c.Status = Warn
+	c.Detail = v + " predates runc 1.1.12: CVE-2024-21626 lets a container escape to the host"
+	c.Fix = "Upgrade runc (your distribution's security update, or runc 1.1.12+), or set isolation: gvisor."
+	return c
+}
+
+func older(a, b [3]int) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+func runscVersion(path string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		return "version unknown (the engine may be on another host)"
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(first)
+}
+
+func imageCheck(ctx context.Context, d *sandbox.Docker, lang manifest.Language) Check {
+	c := Check{Name: "image " + lang.Name}
+	img, err := d.Image(ctx, lang.Image)
+	if err != nil {
+		c.Status, c.Detail, c.Fix = Fail, err.Error(), hintOf(err, "Build or pull "+lang.Image+".")
+		return c
+	}
+	c.Status, c.Detail = OK, lang.Image+" "+short(img.ID)
+	switch have := img.Labels[images.RecipeLabel]; {
+	case have == "":
+		c.Detail += " (not built by runbox: no recipe to compare)"
+	case have == images.RecipeHash():
+		c.Detail += ", recipe " + have + " (current)"
+	default:
+		c.Status = Warn
+		c.Detail += fmt.Sprintf(", recipe %s, but this runbox's recipe is %s", have, images.RecipeHash())
+		c.Fix = "Rebuild the image: `make setup` (from Debian packages, no registry)."
+	}
+	return c
+}
+
+func short(id string) string {
+	if len(id) > 19 {
+		return id[:19]
+	}
+	return id
+}
+
+// probeManifest is m at one isolation level, without pool or cache: the
+// self-test starts exactly the boxes it needs.
+func probeManifest(m *manifest.Manifest, level string) *manifest.Manifest {
+	p := *m
+	p.Isolation = level
+	p.Pool.Size = 0
+	p.Cache.Enabled = false
+	return &p
+}
+
+// selfTest prints what the hardening looks like from inside a box.
+const selfTest = `echo "uid=$(id -u)"
+sed -n -E 's/^(CapEff|NoNewPrivs|Seccomp):[[:space:]]*/\1=/p' /proc/self/status
+echo "net=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' ' | sed 's/ $//')"
+if : > /.runbox-probe 2>/dev/null; then echo root=writable; else echo root=readonly; fi
+`
+
+// ptraceProbe calls ptrace, which the seccomp profile kills.
+const ptraceProbe = "import ctypes\nctypes.CDLL(None).syscall(101, 0, 0, 0, 0)\nprint('ptrace returned')\n"
+
+func levelCheck(ctx context.Context, o Options, m *manifest.Manifest, eng sandbox.Engine, level string) Check {
+	c := Check{Name: "level " + level}
+	required := level == m.Isolation
+	failed := func(detail, fix string) Check {
+		c.Status, c.Detail, c.Fix = Warn, detail, fix
+		if required {
+			c.Status = Fail
+		}
+		return c
+	}
+	if _, ok := eng.Runtimes[sandbox.RuntimeFor(level)]; !ok {
+		return failed("the engine has no "+sandbox.RuntimeFor(level)+" runtime", "Install runsc and register it in /etc/docker/daemon.json: `make setup` does both.")
+	}
+	pm := probeManifest(m, level)
+	d, err := sandbox.NewDocker(sandbox.DockerOptions{Manifest: pm, Logger: o.Logger})
+	if err != nil {
+		return failed(err.Error(), "Run `make setup`.")
+	}
+	defer d.Close()
+	bash, ok := pm.Language("bash")
+	if !ok {
+		bash = pm.Languages[0]
+	}
+	start := time.Now()
+	res := run(ctx, pm, d, bash.Name, selfTest)
+	took := time.Since(start)
+	if res.Status != sandbox.StatusOK {
+		fix := "Run `make setup`, then `runbox doctor` again."
+		if res.Error != nil {
+			return failed(fmt.Sprintf("a probe box did not run: %s: %s", res.Error.Kind, res.Error.Message), fix)
+		}
+		return failed("a probe box did not run", fix)
+	}
+	facts := parseFacts(res.Stdout)
+	var bad []string
+	expect := func(key, want, what string) {
+		got, ok := facts[key]
+		switch {
+		case !ok && key == "NoNewPrivs" && level == manifest.IsolationGVisor:
+			// gVisor's /proc does not show it; runsc applies it.
+		case got != want:
+			bad = append(bad, fmt.Sprintf("%s: %s=%q, want %q", what, key, got, want))
+		}
+	}
+	expect("CapEff", "0000000000000000", "capabilities")
+	expect("NoNewPrivs", "1", "no-new-privileges")
+	expect("Seccomp", "2", "seccomp filter")
+	expect("net", "lo", "network")
+	expect("root", "readonly", "root filesystem")
+	if facts["uid"] == "0" || facts["uid"] == "" {
+		bad = append(bad, "uid: the program runs as "+orDefault(facts["uid"], "nobody knows"))
+	}
+	seccomp := "no python to try ptrace"
+	if _, ok := pm.Language("python"); ok {
+		pr := run(ctx, pm, d, "python", ptraceProbe)
+		if pr.Error != nil && pr.Error.Kind == sandbox.KindForbiddenSyscall {
+			seccomp = "ptrace killed (forbidden_syscall)"
+		} else {
+			bad = append(bad, fmt.Sprintf("ptrace was not killed: status %s, stdout %q", pr.Status, pr.Stdout))
+		}
+	}
+	if len(bad) > 0 {
+		return failed("hardening self-test: "+strings.Join(bad, "; "), "Do not run boxes on this engine until fixed: check /etc/docker/daemon.json for settings that weaken containers (userns, seccomp, default runtime) and run `make setup`.")
+	}
+	c.Status = OK
+	c.Detail = fmt.Sprintf("a box ran in %d ms: uid %s, no capabilities, no-new-privileges, seccomp filter, network %s, root read-only; %s",
+		took.Milliseconds(), facts["uid"], facts["net"], seccomp)
+	return c
+}
+
+func run(ctx context.Context, m *manifest.Manifest, d *sandbox.Docker, lang, code string) sandbox.Result {
+	timeout := 60.0
+	raw, _ := json.Marshal(tools.RunCodeArgs{Language: lang, Code: code, TimeoutSeconds: &timeout})
+	return tools.Execute(ctx, m, d, raw)
+}
+
+func parseFacts(out string) map[string]string {
+	facts := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			facts[k] = strings.TrimSpace(v)
+		}
+	}
+	return facts
+}
+
+// Print writes the report for people: one line per check, the fix under
+// each that did not pass.
+func (r Report) Print(w interface{ Write([]byte) (int, error) }) {
+	for _, c := range r.Checks {
+		fmt.Fprintf(w, "%-5s %-17s %s\n", c.Status, c.Name, c.Detail)
+		if c.Fix != "" {
+			fmt.Fprintf(w, "      %-17s fix: %s\n", "", c.Fix)
+		}
+	}
+	if r.OK {
+		fmt.Fprintln(w, "runbox is ready.")
+	} else {
+		fmt.Fprintln(w, "runbox is not ready: fix what failed above.")
+	}
+}
