@@ -28,11 +28,20 @@ build:
 demo: setup build
 	$(GO) run ./examples/demo --server $(BIN)/runbox
 
-## test: set everything up and run every test (unit, fuzz seeds, e2e with real Docker and real MCP clients)
-test: setup build vet unit e2e
+## test: set everything up and run every test (unit with fuzz seeds, a short fuzz run, e2e with real Docker and real MCP clients)
+test: setup build vet unit fuzz e2e
 
 unit:
 	$(GO) test -count=1 ./...
+
+## fuzz: each fuzz target for FUZZ_TIME (its committed seeds also run in `make unit`)
+FUZZ_TIME    ?= 8s
+FUZZ_TARGETS := tools:FuzzRunCodeArgs tools:FuzzInputPath sandbox:FuzzFrames sandbox:FuzzParseLangErrorByFormat internal/initproto:FuzzPrestart
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz $${t##*:} ($(FUZZ_TIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZ_TIME) ./$${t%%:*} || exit 1; \
+	done
 
 e2e: e2e/ts/node_modules
 	$(GO) test -count=1 -tags e2e -timeout 30m ./e2e/

@@ -78,7 +78,7 @@ func langMessage(s string) string {
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}
-		s = s[:cut]
+		s = strings.TrimRight(s[:cut], " \t")
 	}
 	return s
 }

@@ -21,7 +21,7 @@ type RunCodeArgs struct {
 	Code           string      `json:"code" jsonschema:"required,description=The program to run. It is saved in /workspace (main.py / main.js / main.sh) and run from there."`
 	Stdin          string      `json:"stdin,omitempty" jsonschema:"description=Text fed to the program's standard input."`
 	Files          []InputFile `json:"files,omitempty" jsonschema:"description=Input files written into /workspace before the code runs."`
-	TimeoutSeconds *float64    `json:"timeout_seconds,omitempty" jsonschema:"description=Wall-clock limit for this run in seconds.,exclusiveMinimum=0"`
+	TimeoutSeconds *float64    `json:"timeout_seconds,omitempty" jsonschema:"description=Wall-clock limit for this run in seconds."`
 }
 
 // InputFile is a file placed in the workspace before the run.
@@ -38,6 +38,9 @@ const (
 )
 
 // invalid is the error of a request that never reaches a box.
+// MinTimeoutSeconds is the shortest timeout a call may ask for.
+const MinTimeoutSeconds = 0.1
+
 func invalid(format string, a ...any) *sandbox.ErrorInfo {
 	msg := fmt.Sprintf(format, a...)
 	return &sandbox.ErrorInfo{Kind: sandbox.KindInvalidRequest, Message: msg,
@@ -99,8 +102,10 @@ func Validate(m *manifest.Manifest, args RunCodeArgs, runID string) (sandbox.Job
 		return job, invalid("code contains a NUL byte (at byte %d): remove it; pass binary data in files with encoding base64", strings.IndexByte(args.Code, 0))
 	}
 	if t := args.TimeoutSeconds; t != nil {
-		if !(*t > 0) || *t > lim.MaxTimeoutSeconds {
-			return job, invalid("timeout_seconds %g is out of range: it must be above 0 and at most %g", *t, lim.MaxTimeoutSeconds)
+		// Below MinTimeoutSeconds a deadline is shorter than starting any
+		// interpreter (and under a nanosecond it would round to none).
+		if !(*t >= MinTimeoutSeconds) || *t > lim.MaxTimeoutSeconds {
+			return job, invalid("timeout_seconds %g is out of range: it must be at least %g and at most %g", *t, MinTimeoutSeconds, lim.MaxTimeoutSeconds)
 		}
 		job.Timeout = time.Duration(*t * float64(time.Second))
 	}

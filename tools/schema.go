@@ -31,6 +31,7 @@ func InputSchema(m *manifest.Manifest) json.RawMessage {
 	}
 	if p, ok := s.Properties.Get("timeout_seconds"); ok {
 		p.Maximum = json.Number(jsonNumber(m.Limits.MaxTimeoutSeconds))
+		p.Minimum = json.Number(jsonNumber(MinTimeoutSeconds))
 		p.Default = m.Limits.TimeoutSeconds
 	}
 	return mustJSON(s)
