@@ -3,6 +3,7 @@ package manifest
 import (
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"slices"
 	"time"
@@ -46,6 +47,30 @@ type Manifest struct {
 	Pool Pool `json:"pool" jsonschema_description:"Warm boxes: started ahead of time, each serving exactly one job."`
 	// Cache answers repeats of a deterministic run without a box.
 	Cache Cache `json:"cache" jsonschema_description:"Answers an exact repeat (language, code, stdin, files, limits, image) from memory; off by default, since code that reads the clock or randomness would get a stale answer."`
+	// Audit writes one JSON line per run.
+	Audit Audit `json:"audit" jsonschema_description:"One JSON line per run (who, what, limits, outcome), secret-looking values redacted; read by runbox runs and runbox replay."`
+	// Metrics serves Prometheus metrics on the HTTP transports.
+	Metrics Metrics `json:"metrics" jsonschema_description:"Prometheus metrics at /metrics on the HTTP transports."`
+}
+
+// Audit configures the audit log.
+type Audit struct {
+	Enabled bool `json:"enabled" jsonschema_description:"Writes the audit log."`
+	// Path is the log file; empty means the user's state directory.
+	Path     string   `json:"path" jsonschema_description:"The log file; empty: $XDG_STATE_HOME/runbox/audit.jsonl (~/.local/state/runbox/audit.jsonl)."`
+	MaxBytes ByteSize `json:"max_bytes" jsonschema_description:"The file is rotated (audit.jsonl.1, .2, ...) once it would grow past this."`
+	Keep     int      `json:"keep" jsonschema_description:"How many rotated files are kept."`
+	// StoreCode keeps code, stdin and input files in each line, which
+	// replay needs; off, only their hashes are kept.
+	StoreCode bool `json:"store_code" jsonschema_description:"Also stores each run's code, stdin and input files (runbox replay needs them); off, only their sha256."`
+}
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	Enabled bool `json:"enabled" jsonschema_description:"Serves /metrics on the HTTP transports."`
+	// Listen, when set, serves /metrics on its own address instead of the
+	// MCP listener.
+	Listen string `json:"listen" jsonschema_description:"A separate address for /metrics (e.g. 127.0.0.1:9090); empty: on the MCP listener, behind its token."`
 }
 
 // Cache configures the result cache.
@@ -212,6 +237,8 @@ func Default() *Manifest {
 		Budgets:     Budgets{RunSeconds: 0, RunsPerMinute: 0},
 		Pool:        Pool{Size: 0, RefillConcurrency: 2, IdleSeconds: 600},
 		Cache:       Cache{Enabled: false, TTLSeconds: 600, MaxBytes: 64 * MiB},
+		Audit:       Audit{Enabled: true, MaxBytes: 64 * MiB, Keep: 3},
+		Metrics:     Metrics{Enabled: true},
 	}
 }
 
@@ -338,6 +365,13 @@ func (m *Manifest) Validate() error {
 	rangeF("pool.idle_seconds", m.Pool.IdleSeconds, 10, 86400)
 	rangeF("cache.ttl_seconds", m.Cache.TTLSeconds, 1, 7*24*3600)
 	rangeB("cache.max_bytes", m.Cache.MaxBytes, 0, 16*GiB)
+	rangeB("audit.max_bytes", m.Audit.MaxBytes, 64*KiB, 64*GiB)
+	rangeI("audit.keep", int64(m.Audit.Keep), 0, 1000)
+	if m.Metrics.Listen != "" {
+		if _, _, err := net.SplitHostPort(m.Metrics.Listen); err != nil {
+			bad("metrics.listen", m.Metrics.Listen, "host:port")
+		}
+	}
 	if !userRe.MatchString(m.User) {
 		bad("user", m.User, "a non-root numeric uid:gid such as 1000:1000")
 	}

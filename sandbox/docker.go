@@ -68,6 +68,8 @@ type Docker struct {
 	// unremoved are this server's boxes whose removal failed (the engine
 	// was away); the reaper retries them.
 	unremoved map[string]bool
+	// live are this server's boxes not yet removed.
+	live map[string]struct{}
 
 	// kernelLog names the system call of a forbidden_syscall; nil when
 	// the kernel log cannot be read.
@@ -109,6 +111,7 @@ func NewDocker(opts DockerOptions) (*Docker, error) {
 		readyErr:   errors.New("not checked yet"),
 		digests:    map[string]string{},
 		unremoved:  map[string]bool{},
+		live:       map[string]struct{}{},
 		reapNow:    make(chan struct{}, 1),
 		stopReaper: cancel,
 		reaperDone: make(chan struct{}),
@@ -127,6 +130,22 @@ func (d *Docker) Close() error {
 	d.pools.drain()
 	d.bg.Wait()
 	return d.cli.Close()
+}
+
+// Stats is what the runner is doing now, for metrics.
+type Stats struct {
+	Running  int            // boxes running a job
+	Waiting  int            // calls waiting for a slot
+	Alive    int            // boxes of this server on the engine (running, pooled, being removed)
+	PoolIdle map[string]int // pooled boxes waiting, per language
+}
+
+// Stats reports the runner's state.
+func (d *Docker) Stats() Stats {
+	d.mu.Lock()
+	alive := len(d.live)
+	d.mu.Unlock()
+	return Stats{Running: len(d.slots.run), Waiting: int(d.slots.waiting.Load()), Alive: alive, PoolIdle: d.pools.idle()}
 }
 
 // PoolIdle reports how many pooled boxes wait, per language.

@@ -136,6 +136,9 @@ func (d *Docker) startBox(ctx context.Context, lang manifest.Language, labels ma
 		}
 		return nil, err
 	}
+	d.mu.Lock()
+	d.live[created.ID] = struct{}{}
+	d.mu.Unlock()
 	b := &box{id: created.ID}
 	fail := func(err error) (*box, error) {
 		b.close()
@@ -315,12 +318,15 @@ func (d *Docker) kill(id string) {
 func (d *Docker) remove(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
-	if _, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil && !cerrdefs.IsNotFound(err) {
 		d.log.Warn("removing box failed; the reaper will retry", "container", id, "err", err)
-		d.mu.Lock()
 		d.unremoved[id] = true
-		d.mu.Unlock()
+		return
 	}
+	delete(d.live, id)
 }
 
 // maxStream bounds what is accepted from a box: the report with its capped

@@ -57,6 +57,7 @@ func (d *Docker) retryRemovals(ctx context.Context) int {
 		}
 		d.mu.Lock()
 		delete(d.unremoved, id)
+		delete(d.live, id)
 		d.mu.Unlock()
 		removed++
 		d.log.Info("removed a box left while the engine was away", "container", id[:min(12, len(id))])

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
@@ -25,6 +27,14 @@ type Deps struct {
 	Store *ArtifactStore
 	// Budgets bound each client session; nil means none.
 	Budgets *Budgets
+	// Audit logs every call; nil logs none.
+	Audit *audit.Log
+	// Transport names how calls arrive (stdio, http, sse), for the log.
+	Transport string
+	// Logger reports what cannot be logged.
+	Logger *slog.Logger
+	// Metrics counts every answered call; nil counts none.
+	Metrics interface{ Observe(sandbox.Result) }
 }
 
 // progressEvery is how often a long run reports progress to a client that
@@ -71,6 +81,14 @@ func RunCode(d Deps) server.ServerTool {
 		}
 		if d.Store != nil {
 			d.Store.Put(res)
+		}
+		if d.Metrics != nil {
+			d.Metrics.Observe(res)
+		}
+		if d.Audit != nil {
+			if err := d.Audit.Record(AuditEntry(m, d.Transport, ClientOf(ctx), raw, res)); err != nil && d.Logger != nil {
+				d.Logger.Warn("audit log", "run_id", res.RunID, "err", err)
+			}
 		}
 		return ToCallToolResult(m, res), nil
 	}}

@@ -19,6 +19,8 @@ Usage:
   runbox run [flags] FILE | -     run one file (or stdin) in a box and print its output
   runbox manifest [schema]        print the effective manifest as JSON, or its JSON Schema
   runbox doctor [--json]          check the set-up end to end and say how to fix what fails
+  runbox runs [--limit N] [--json] list the latest runs from the audit log
+  runbox replay RUN_ID [--json]   run a logged call again and say whether the result matches
   runbox version                  print version, commit and build date
 
 Common flags:
@@ -44,6 +46,10 @@ type config struct {
 
 	// manifest
 	schema bool
+
+	// runs, replay
+	limit int
+	runID string
 
 	// serve
 	transport string
@@ -83,6 +89,13 @@ func parse(args []string) (config, error) {
 	case "doctor":
 		help = "Usage: runbox doctor [--json] [--manifest FILE]\n\nChecks the manifest, the engine (version, API, cgroups), the runtimes' versions, the images\n(present, digest, recipe current) and each isolation level by starting a box that reports its\nhardening (uid, capabilities, no-new-privileges, seccomp, network, root) and tries ptrace.\nEvery failing check prints its fix; exits 1 when anything required fails.\n"
 		fs.BoolVar(&cfg.jsonOut, "json", false, "print the report as JSON")
+	case "runs":
+		help = "Usage: runbox runs [--limit N] [--json]\n\nLists the latest runs from the audit log (audit.path): time, run id, client, language,\nresult, wall time, code hash, and whether it can be replayed (audit.store_code).\n"
+		fs.IntVar(&cfg.limit, "limit", 20, "how many of the latest runs (0: all)")
+		fs.BoolVar(&cfg.jsonOut, "json", false, "print the audit entries as JSON lines")
+	case "replay":
+		help = "Usage: runbox replay RUN_ID [--json]\n\nRuns a logged call again with its stored code, stdin and files (needs audit.store_code) and\ncompares status, error kind, exit code, stdout, stderr and artifacts; exits 1 when they differ.\n"
+		fs.BoolVar(&cfg.jsonOut, "json", false, "print the comparison and the new result as JSON")
 	case "version":
 		help = "Usage: runbox version\n"
 	default:
@@ -104,6 +117,11 @@ func parse(args []string) (config, error) {
 			return cfg, errors.New("run takes one FILE, or - for stdin")
 		}
 		cfg.file = fs.Arg(0)
+	case "replay":
+		if fs.NArg() != 1 {
+			return cfg, errors.New("replay takes one RUN_ID (see runbox runs)")
+		}
+		cfg.runID = fs.Arg(0)
 	case "manifest":
 		switch {
 		case fs.NArg() == 1 && fs.Arg(0) == "schema":

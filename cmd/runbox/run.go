@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,9 +16,11 @@ import (
 
 	"github.com/lmittmann/tint"
 
+	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/internal/doctor"
 	"github.com/runbox-mcp/runbox/internal/mcpserver"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/metrics"
 	"github.com/runbox-mcp/runbox/sandbox"
 	"github.com/runbox-mcp/runbox/tools"
 )
@@ -44,6 +47,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 		logger.Debug("manifest", "path", source)
 	}
 	switch cfg.command {
+	case "runs":
+		return listRuns(cfg, m)
 	case "manifest":
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -72,13 +77,27 @@ func run(ctx context.Context, cfg config) (int, error) {
 		if m.Cache.Enabled {
 			r = sandbox.NewCache(runner, m, runner.ImageDigest)
 		}
-		s := mcpserver.New(m, r, version, logger)
+		auditLog, err := audit.Open(m.Audit)
+		if err != nil {
+			return 1, fmt.Errorf("%w (set audit.path to a writable file, or audit.enabled: false)", err)
+		}
+		defer auditLog.Close()
+		opts := mcpserver.Options{Version: version, Logger: logger, Transport: cfg.transport, Audit: auditLog}
+		var promHandler http.Handler
+		if m.Metrics.Enabled && cfg.transport != mcpserver.TransportStdio {
+			opts.Metrics = metrics.New(version, m.Isolation, runner)
+			promHandler = opts.Metrics.Handler()
+		}
+		s := mcpserver.New(m, r, opts)
 		if cfg.transport == mcpserver.TransportStdio {
 			return 0, mcpserver.ServeStdio(ctx, s, m, os.Stdin, os.Stdout, logger)
 		}
-		return 0, mcpserver.ServeHTTP(ctx, s, mcpserver.HTTPConfig{Transport: cfg.transport, Addr: cfg.listen, Token: cfg.authToken, Logger: logger})
+		return 0, mcpserver.ServeHTTP(ctx, s, mcpserver.HTTPConfig{Transport: cfg.transport, Addr: cfg.listen, Token: cfg.authToken, Logger: logger,
+			Metrics: promHandler, MetricsAddr: m.Metrics.Listen})
 	case "run":
 		return runFile(ctx, cfg, m, runner)
+	case "replay":
+		return replay(ctx, cfg, m, runner)
 	}
 	return 2, fmt.Errorf("unknown command %q", cfg.command)
 }
@@ -166,6 +185,7 @@ func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Ru
 	}
 	raw, _ := json.Marshal(args)
 	res := tools.Execute(ctx, m, r, raw)
+	recordCLI(m, "cli", raw, res)
 
 	if cfg.outDir != "" {
 		if err := writeArtifacts(cfg.outDir, res.Artifacts); err != nil {

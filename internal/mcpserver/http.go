@@ -36,7 +36,15 @@ type HTTPConfig struct {
 	// Token, when set, must come as "Authorization: Bearer <token>".
 	Token  string
 	Logger *slog.Logger
+	// Metrics, when set, is served at /metrics: on MetricsAddr when that
+	// is set (without the token: bind it where only scrapers reach), else
+	// on the MCP listener behind the token.
+	Metrics     http.Handler
+	MetricsAddr string
 }
+
+// PathMetrics serves Prometheus metrics.
+const PathMetrics = "/metrics"
 
 // CheckListen refuses to expose code execution beyond this machine
 // without a token.
@@ -57,6 +65,9 @@ func CheckListen(addr, token string) error {
 func Handler(s *server.MCPServer, cfg HTTPConfig) (http.Handler, func(context.Context) error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc(PathHealth, func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	if cfg.Metrics != nil && cfg.MetricsAddr == "" {
+		mux.Handle(PathMetrics, bearer(cfg.Token, cfg.Metrics))
+	}
 	var shutdown func(context.Context) error
 	switch cfg.Transport {
 	case TransportSSE:
@@ -88,8 +99,21 @@ func ServeHTTP(ctx context.Context, s *server.MCPServer, cfg HTTPConfig) error {
 		path = PathSSE
 	}
 	cfg.Logger.Info("serving", "transport", cfg.Transport, "url", "http://"+ln.Addr().String()+path, "auth", cfg.Token != "")
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	var msrv *http.Server
+	if cfg.Metrics != nil && cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle(PathMetrics, cfg.Metrics)
+		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		cfg.Logger.Info("serving metrics", "url", "http://"+mln.Addr().String()+PathMetrics)
+		go func() { errc <- msrv.Serve(mln) }()
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -97,6 +121,9 @@ func ServeHTTP(ctx context.Context, s *server.MCPServer, cfg HTTPConfig) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if msrv != nil {
+		_ = msrv.Shutdown(sctx)
+	}
 	_ = shutdownMCP(sctx)
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -12,7 +12,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/metrics"
 	"github.com/runbox-mcp/runbox/prompts"
 	"github.com/runbox-mcp/runbox/sandbox"
 	"github.com/runbox-mcp/runbox/tools"
@@ -21,9 +23,21 @@ import (
 // Name is the server's name in the MCP handshake.
 const Name = "runbox"
 
+// Options are what New needs besides the manifest and the runner.
+type Options struct {
+	Version   string
+	Logger    *slog.Logger
+	Transport string
+	// Audit logs every call; nil logs none.
+	Audit *audit.Log
+	// Metrics counts every call; nil counts none.
+	Metrics *metrics.Metrics
+}
+
 // New returns the MCP server with every runbox tool registered.
-func New(m *manifest.Manifest, r sandbox.Runner, version string, logger *slog.Logger) *server.MCPServer {
-	s := server.NewMCPServer(Name, version,
+func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
+	logger := o.Logger
+	s := server.NewMCPServer(Name, o.Version,
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
 		server.WithPromptCapabilities(false),
@@ -32,7 +46,8 @@ func New(m *manifest.Manifest, r sandbox.Runner, version string, logger *slog.Lo
 		server.WithInstructions("runbox runs Python, JavaScript and bash in an isolated sandbox with no network. Call run_code to execute code and read its structured result; the tool description lists the limits and installed packages."),
 	)
 	store := tools.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
-	s.AddTools(tools.RunCode(tools.Deps{Manifest: m, Runner: r, Store: store, Budgets: tools.NewBudgets(m.Budgets)}))
+	s.AddTools(tools.RunCode(tools.Deps{Manifest: m, Runner: r, Store: store, Budgets: tools.NewBudgets(m.Budgets),
+		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics}))
 	s.AddResource(tools.ManifestResource(m).Resource, tools.ManifestResource(m).Handler)
 	at := tools.ArtifactTemplate(store, m)
 	s.AddResourceTemplate(at.Template, at.Handler)

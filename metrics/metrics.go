@@ -1,0 +1,111 @@
+// Package metrics exposes runbox's Prometheus metrics: runs by language,
+// status and error kind, run latency, queue depth, pool sizes and boxes
+// alive.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// Source reports the runner's state at scrape time.
+type Source interface {
+	Stats() sandbox.Stats
+}
+
+// Metrics holds the registry and the run counters.
+type Metrics struct {
+	reg     *prometheus.Registry
+	runs    *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+	queue   *prometheus.HistogramVec
+}
+
+// New registers every metric; src may be nil (no runner gauges).
+func New(version, isolation string, src Source) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		reg: reg,
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runbox_runs_total",
+			Help: "Runs answered, by language, status (ok, error) and error kind (empty when ok).",
+		}, []string{"language", "status", "error_kind"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "runbox_run_duration_seconds",
+			Help:    "Time from a call's arrival to its answer, by language and whether a pooled box served it.",
+			Buckets: []float64{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"language", "pooled"}),
+		queue: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "runbox_queue_wait_seconds",
+			Help:    "Time calls waited for a slot.",
+			Buckets: []float64{0.001, 0.01, 0.1, 0.5, 1, 5, 30, 120},
+		}, []string{"language"}),
+	}
+	reg.MustRegister(m.runs, m.latency, m.queue,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "runbox_build_info", Help: "Always 1; labels say the version and isolation level.",
+		ConstLabels: prometheus.Labels{"version": version, "isolation": isolation}})
+	info.Set(1)
+	reg.MustRegister(info)
+	if src != nil {
+		reg.MustRegister(stateCollector{src})
+	}
+	return m
+}
+
+// Observe counts a run's result.
+func (m *Metrics) Observe(res sandbox.Result) {
+	if m == nil {
+		return
+	}
+	kind := ""
+	if res.Error != nil {
+		kind = res.Error.Kind
+	}
+	lang := res.Language
+	m.runs.WithLabelValues(lang, res.Status, kind).Inc()
+	pooled := "false"
+	if res.Metrics.Pooled {
+		pooled = "true"
+	}
+	total := float64(res.Metrics.QueueMs+res.Metrics.StartupMs+res.Metrics.WallMs) / 1000
+	m.latency.WithLabelValues(lang, pooled).Observe(total)
+	m.queue.WithLabelValues(lang).Observe(float64(res.Metrics.QueueMs) / 1000)
+}
+
+// Handler serves the metrics in Prometheus's text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+var (
+	descRunning  = prometheus.NewDesc("runbox_runs_in_progress", "Boxes running a job now.", nil, nil)
+	descWaiting  = prometheus.NewDesc("runbox_queue_depth", "Calls waiting for a slot now.", nil, nil)
+	descAlive    = prometheus.NewDesc("runbox_containers_alive", "This server's boxes on the engine now (running, pooled or being removed).", nil, nil)
+	descPoolIdle = prometheus.NewDesc("runbox_pool_idle_boxes", "Pooled boxes waiting for a job, by language.", []string{"language"}, nil)
+)
+
+// stateCollector reads the runner's state at scrape time.
+type stateCollector struct{ src Source }
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descRunning
+	ch <- descWaiting
+	ch <- descAlive
+	ch <- descPoolIdle
+}
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.src.Stats()
+	ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(s.Running))
+	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(s.Waiting))
+	ch <- prometheus.MustNewConstMetric(descAlive, prometheus.GaugeValue, float64(s.Alive))
+	for lang, n := range s.PoolIdle {
+		ch <- prometheus.MustNewConstMetric(descPoolIdle, prometheus.GaugeValue, float64(n), lang)
+	}
+}

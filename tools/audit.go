@@ -1,0 +1,85 @@
+package tools
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/runbox-mcp/runbox/audit"
+	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// ClientOf says who is calling, from the MCP session in ctx.
+func ClientOf(ctx context.Context) audit.Client {
+	var c audit.Client
+	cs := server.ClientSessionFromContext(ctx)
+	if cs == nil {
+		return c
+	}
+	c.Session = cs.SessionID()
+	if ci, ok := cs.(server.SessionWithClientInfo); ok {
+		info := ci.GetClientInfo()
+		c.Name, c.Version = info.Name, info.Version
+	}
+	return c
+}
+
+// AuditEntry is the audit line of one call: its raw arguments and result.
+func AuditEntry(m *manifest.Manifest, transport string, client audit.Client, raw []byte, res sandbox.Result) audit.Entry {
+	args, _ := DecodeArgs(raw)
+	code := sha256.Sum256([]byte(args.Code))
+	timeout := m.Limits.TimeoutSeconds
+	if args.TimeoutSeconds != nil {
+		timeout = *args.TimeoutSeconds
+	}
+	e := audit.Entry{
+		RunID: res.RunID, Time: time.Now().UTC(), Client: client, Transport: transport,
+		Language: res.Language, CodeSHA256: hex.EncodeToString(code[:]),
+		Image: res.Image, Isolation: res.Isolation,
+		Limits: audit.Limits{TimeoutSeconds: timeout, MemoryBytes: int64(m.Limits.Memory), CPUs: m.Limits.CPUs,
+			Pids: m.Limits.Pids, OutputBytes: int64(m.Limits.OutputBytes)},
+		Metrics: res.Metrics, Status: res.Status, ExitCode: res.ExitCode,
+		Artifacts:    make([]audit.Artifact, len(res.Artifacts)),
+		StdoutSHA256: sum(res.Stdout), StderrSHA256: sum(res.Stderr),
+	}
+	if m.Audit.StoreCode && json.Valid(raw) {
+		e.Args = raw
+	}
+	redact := func(s string) string {
+		r, n := audit.Redact(s)
+		e.Redacted += n
+		return r
+	}
+	e.StdoutHead, e.StderrHead = redact(head(res.Stdout)), redact(head(res.Stderr))
+	if res.Error != nil {
+		e.Error = &audit.Error{Kind: res.Error.Kind, Limit: res.Error.Limit, Syscall: res.Error.Syscall, Message: redact(res.Error.Message)}
+	}
+	for i, a := range res.Artifacts {
+		e.Artifacts[i] = audit.Artifact{Path: redact(a.Path), SizeBytes: a.SizeBytes, MimeType: a.MimeType, SHA256: a.SHA256}
+	}
+	return e
+}
+
+func sum(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// head is the first audit.HeadBytes of s, cut on a rune boundary.
+func head(s string) string {
+	if len(s) <= audit.HeadBytes {
+		return s
+	}
+	s = s[:audit.HeadBytes]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return strings.TrimRight(s, "\n") + "…"
+}
