@@ -148,6 +148,9 @@ func (d *Docker) Stats() Stats {
 	return Stats{Running: len(d.slots.run), Waiting: int(d.slots.waiting.Load()), Alive: alive, PoolIdle: d.pools.idle()}
 }
 
+// busy says whether runs take every slot or calls wait for one.
+func (d *Docker) busy() bool { return d.slots.busy() }
+
 // PoolIdle reports how many pooled boxes wait, per language.
 func (d *Docker) PoolIdle() map[string]int { return d.pools.idle() }
 

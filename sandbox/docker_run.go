@@ -117,6 +117,9 @@ type box struct {
 	wait     client.ContainerWaitResult
 	stopWait context.CancelFunc
 	started  time.Time
+	// lean: a pooled box started without its language's preload, because
+	// calls were waiting when it was made.
+	lean bool
 }
 
 // startBox creates, attaches and starts a box. Attaching before the start

@@ -71,6 +71,18 @@ func (p *pools) refill(name string) {
 	if lp == nil || p.closed || time.Since(lp.failedAt) < refillBackoff {
 		return
 	}
+	if !p.d.busy() {
+		// The load has passed: lean boxes make way for preloaded ones.
+		keep := lp.ready[:0]
+		for _, b := range lp.ready {
+			if b.lean {
+				p.discard(b)
+				continue
+			}
+			keep = append(keep, b)
+		}
+		lp.ready = keep
+	}
 	for len(lp.ready)+lp.starting < p.d.m.Pool.Size {
 		lp.starting++
 		p.wg.Add(1)
@@ -89,7 +101,15 @@ func (p *pools) startOne(lp *langPool) {
 	p.sem <- struct{}{}
 	defer func() { <-p.sem }()
 	labels := p.d.owner.Labels(map[string]string{LabelLanguage: lp.lang.Name, LabelPooled: "true"})
-	b, err := p.d.startBox(context.Background(), lp.lang, labels, prestartArgs(p.d.m, lp.lang))
+	args := prestartArgs(p.d.m, lp.lang)
+	// While calls wait for a slot, a preload (pandas: ~0.7 CPU-seconds)
+	// would take CPU from the runs in progress for a box the next call
+	// takes at once, maybe without importing anything: start it lean.
+	lean := args != nil && p.d.busy()
+	if lean {
+		args = nil
+	}
+	b, err := p.d.startBox(context.Background(), lp.lang, labels, args)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	lp.starting--
@@ -100,6 +120,7 @@ func (p *pools) startOne(lp *langPool) {
 	case p.closed:
 		p.discard(b)
 	default:
+		b.lean = lean
 		lp.ready = append(lp.ready, b)
 	}
 }

@@ -39,3 +39,8 @@ func (s *slots) acquire(ctx context.Context) (release func(), err error) {
 		return nil, ctx.Err()
 	}
 }
+
+// busy says whether every slot is taken or calls wait for one.
+func (s *slots) busy() bool {
+	return len(s.run) >= cap(s.run) || s.waiting.Load() > 0
+}
