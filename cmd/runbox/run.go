@@ -50,9 +50,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 	case "runs":
 		return listRuns(cfg, m)
 	case "manifest":
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		return 0, enc.Encode(m)
+		return 0, printJSON(m)
 	}
 	runner, err := sandbox.NewDocker(sandbox.DockerOptions{Manifest: m, Logger: logger})
 	if err != nil {
@@ -109,9 +107,7 @@ func runDoctor(ctx context.Context, cfg config, m *manifest.Manifest, source str
 	}
 	rep := doctor.Run(ctx, doctor.Options{Manifest: m, ManifestPath: orPath(source, cfg.manifestPath), ManifestErr: loadErr, Logger: logger})
 	if cfg.jsonOut {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := printJSON(rep); err != nil {
 			return 1, err
 		}
 	} else {
@@ -193,9 +189,7 @@ func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Ru
 		}
 	}
 	if cfg.jsonOut {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := printJSON(res); err != nil {
 			return 1, err
 		}
 	} else {
@@ -262,4 +256,11 @@ func newLogger(level string) *slog.Logger {
 		return slog.New(tint.NewHandler(os.Stderr, &tint.Options{Level: lv}))
 	}
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+}
+
+// printJSON writes v to stdout as indented JSON.
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

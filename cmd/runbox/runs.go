@@ -97,9 +97,7 @@ func replay(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Run
 	again := tools.AuditEntry(m, "replay", audit.Client{}, e.Args, res)
 	diffs := compare(e, again)
 	if cfg.jsonOut {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string]any{"run_id": e.RunID, "replay_run_id": res.RunID, "match": len(diffs) == 0, "differences": diffs, "result": res}); err != nil {
+		if err := printJSON(map[string]any{"run_id": e.RunID, "replay_run_id": res.RunID, "match": len(diffs) == 0, "differences": diffs, "result": res}); err != nil {
 			return 1, err
 		}
 	} else {
