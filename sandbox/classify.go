@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
-	"syscall"
 	"unicode/utf8"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
@@ -66,7 +63,7 @@ func classify(job Job, lim manifest.Limits, o outcome) *ErrorInfo {
 		}
 		return langError(KindSyntax, le)
 	}
-	if sig := syscall.Signal(rep.Signal); sig == syscall.SIGXCPU || (sig == syscall.SIGKILL && lim.CPUSeconds > 0 && rep.CPUMs >= lim.CPUSeconds*1000) {
+	if sig := rep.Signal; sig == sigXCPU || (sig == sigKILL && lim.CPUSeconds > 0 && rep.CPUMs >= lim.CPUSeconds*1000) {
 		return &ErrorInfo{Kind: KindResourceLimit, Limit: LimitCPUTime,
 			Message: fmt.Sprintf("the program used more than its %d s of CPU time and was killed", lim.CPUSeconds),
 			Hint:    "Do less work per call: a faster algorithm, less data, or fewer iterations."}
@@ -89,7 +86,7 @@ func classify(job Job, lim manifest.Limits, o outcome) *ErrorInfo {
 			return langError(KindRuntime, le)
 		}
 		if rep.Signal != 0 {
-			name := unix.SignalName(syscall.Signal(rep.Signal))
+			name := signalName(rep.Signal)
 			return &ErrorInfo{Kind: KindRuntime, Type: name,
 				Message: fmt.Sprintf("the program was killed by signal %s", name),
 				Hint:    "The process crashed or was killed by a signal; read stderr and simplify the failing step."}
@@ -110,10 +107,10 @@ func classify(job Job, lim manifest.Limits, o outcome) *ErrorInfo {
 // was killed by the seccomp filter (SIGSYS). A shell reports its child's
 // death as "Bad system call" and status 128+31.
 func seccompDeath(rep *initproto.Report) bool {
-	if rep.Signal == int(syscall.SIGSYS) {
+	if rep.Signal == sigSYS {
 		return true
 	}
-	return rep.ExitCode == 128+int(syscall.SIGSYS) && bytes.Contains(rep.Stderr, []byte("Bad system call"))
+	return rep.ExitCode == 128+sigSYS && bytes.Contains(rep.Stderr, []byte("Bad system call"))
 }
 
 func forbiddenError(name string) *ErrorInfo {
@@ -145,7 +142,7 @@ func resourceLimit(rep *initproto.Report, stderr string) string {
 		return LimitPids
 	case rep.DiskFull != "":
 		return LimitDisk
-	case rep.Signal == int(syscall.SIGXFSZ):
+	case rep.Signal == sigXFSZ:
 		return LimitDisk
 	}
 	return ResourceHint(stderr)

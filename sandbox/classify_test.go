@@ -115,3 +115,15 @@ func TestNeedsEngineVerdict(t *testing.T) {
 		}
 	}
 }
+
+// Signals are Linux's numbers whatever the server's OS.
+func TestSignalName(t *testing.T) {
+	for n, want := range map[int]string{9: "SIGKILL", 11: "SIGSEGV", 31: "SIGSYS", 24: "SIGXCPU", 64: "signal 64", 0: "signal 0"} {
+		if got := signalName(n); got != want {
+			t.Errorf("signalName(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if sigSYS != int(syscall.SIGSYS) || sigXCPU != int(syscall.SIGXCPU) || sigXFSZ != int(syscall.SIGXFSZ) || sigKILL != int(syscall.SIGKILL) {
+		t.Error("the constants are not this Linux's numbers")
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -281,7 +280,7 @@ func (d *Docker) runOn(ctx context.Context, b *box, job Job) (o boxOutcome, cont
 func needsEngineVerdict(o boxOutcome) bool {
 	rep := o.report
 	return rep == nil || rep.OOMKills != 0 || o.backstop || o.cancelled ||
-		(rep.Signal == int(syscall.SIGKILL) && !rep.TimedOut)
+		(rep.Signal == sigKILL && !rep.TimedOut)
 }
 
 // removeLater closes a finished box and removes it in the background;
