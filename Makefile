@@ -10,7 +10,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 ARCH    := $(shell $(GO) env GOARCH)
 
-.PHONY: all setup build demo test unit e2e vet fmt clean bench stress fuzz
+.PHONY: all setup build demo test unit e2e vet fmt clean bench stress fuzz release
 
 all: build
 
@@ -29,7 +29,7 @@ demo: setup build
 	$(GO) run ./examples/demo --server $(BIN)/runbox
 
 ## test: set everything up and run every test (unit with fuzz seeds, a short fuzz run, e2e with real Docker and real MCP clients)
-test: setup build vet unit fuzz e2e
+test: setup build vet unit fuzz release e2e
 
 unit:
 	$(GO) test -count=1 ./...
@@ -42,6 +42,12 @@ fuzz:
 	  echo "fuzz $${t##*:} ($(FUZZ_TIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZ_TIME) ./$${t%%:*} || exit 1; \
 	done
+
+## release: check .goreleaser.yaml and build every archive into dist/ as a snapshot (goreleaser
+## v2.14.0, installed once through the Go module proxy into .cache/bin)
+release:
+	bash scripts/release.sh check
+	bash scripts/release.sh snapshot </dev/null
 
 e2e: e2e/ts/node_modules
 	$(GO) test -count=1 -tags e2e -timeout 30m ./e2e/

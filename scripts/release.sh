@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Release tooling for runbox, driven by .goreleaser.yaml.
+#
+#   bash scripts/release.sh check      validate .goreleaser.yaml
+#   bash scripts/release.sh snapshot   build all archives + checksums into dist/ and verify them
+#   bash scripts/release.sh verify     verify an existing dist/ (what snapshot runs at its end)
+#
+# goreleaser is installed with `go install` (through the Go module proxy only)
+# into .cache/bin of the repo, and only when it is missing or of another
+# version. The snapshot needs no git tag, no GitHub token and no network beyond
+# the Go module proxy; it works on a dirty tree (--snapshot skips validation)
+# and non-interactively (CI=true). Nothing is published, signed or dockerized.
+set -euo pipefail
+
+GORELEASER_VERSION=v2.14.0 # the newest releases need Go 1.27
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+export PATH="/usr/local/go/bin:$PATH"
+export CI="${CI:-true}"
+command -v go >/dev/null || { echo "release.sh: go not found" >&2; exit 1; }
+
+GOBIN_DIR="$ROOT/.cache/bin"
+GORELEASER="$GOBIN_DIR/goreleaser"
+DIST="$ROOT/dist"
+
+# The archives a snapshot must produce (os_arch).
+PLATFORMS=(linux_amd64 linux_arm64 darwin_amd64 darwin_arm64 windows_amd64 windows_arm64)
+
+usage() {
+	sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+# installed_version prints the module version the cached binary was built from
+# (empty when there is none).
+installed_version() {
+	[[ -x $GORELEASER ]] || return 0
+	go version -m "$GORELEASER" 2>/dev/null | awk '$1 == "mod" { print $3; exit }'
+}
+
+ensure_goreleaser() {
+	local have
+	have=$(installed_version)
+	if [[ $have == "$GORELEASER_VERSION" ]]; then
+		return 0
+	fi
+	echo "release.sh: installing goreleaser $GORELEASER_VERSION into .cache/bin (had: ${have:-none}); this compiles it and takes a few minutes" >&2
+	mkdir -p "$GOBIN_DIR"
+	# GOFLAGS from the caller (e.g. -mod=vendor) must not leak into this install.
+	GOBIN="$GOBIN_DIR" GOFLAGS= go install "github.com/goreleaser/goreleaser/v2@$GORELEASER_VERSION"
+	have=$(installed_version)
+	if [[ $have != "$GORELEASER_VERSION" ]]; then
+		echo "release.sh: goreleaser install gave version '${have:-none}', want $GORELEASER_VERSION" >&2
+		exit 1
+	fi
+}
+
+# verify checks dist/: one archive per PLATFORMS entry, the checksums file, and that each archive
+# holds runbox, both linux init binaries, the docs and the image recipe.
+verify() {
+	local fail=0 platforms=("${PLATFORMS[@]}")
+	local required=(runbox-init-linux-amd64 runbox-init-linux-arm64 README.md
+		docs/design.md images/build.sh images/sandbox/packages.txt scripts/setup.sh)
+	local sums
+	sums=$(compgen -G "$DIST/runbox_*_checksums.txt" || true)
+	if [[ -z $sums || $(wc -l <<<"$sums") -ne 1 ]]; then
+		echo "verify: want exactly one dist/runbox_*_checksums.txt, got: ${sums:-none}" >&2
+		return 1
+	fi
+	(cd "$DIST" && sha256sum --quiet -c "$(basename "$sums")") || { echo "verify: checksums do not match" >&2; fail=1; }
+	local p archive ext listing bin f n
+	for p in "${platforms[@]}"; do
+		if [[ $p == windows_* ]]; then ext=zip bin=runbox.exe; else ext=tar.gz bin=runbox; fi
+		archive=$(compgen -G "$DIST/runbox_*_${p}.${ext}" || true)
+		if [[ -z $archive || $(wc -l <<<"$archive") -ne 1 ]]; then
+			echo "verify: want exactly one dist/runbox_*_${p}.${ext}, got: ${archive:-none}" >&2
+			fail=1
+			continue
+		fi
+		if [[ $ext == zip ]]; then
+			if command -v unzip >/dev/null; then
+				listing=$(unzip -Z1 "$archive")
+			else
+				listing=$(python3 -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' "$archive")
+			fi
+		else
+			listing=$(tar tzf "$archive")
+		fi
+		local missing=0
+		for f in "$bin" "${required[@]}"; do
+			grep -qxF "$f" <<<"$listing" || { echo "verify: $(basename "$archive") lacks $f" >&2; missing=1; }
+		done
+		grep -qxF "$(basename "$archive")" < <(awk '{print $2}' "$sums") ||
+			{ echo "verify: $(basename "$archive") is not in $(basename "$sums")" >&2; missing=1; }
+		n=$(wc -l <<<"$listing")
+		if [[ $missing -eq 0 ]]; then
+			echo "verify: $(basename "$archive"): $n files, ok"
+		else
+			fail=1
+		fi
+	done
+	[[ $fail -eq 0 ]] || return 1
+	# The archive of this machine's platform runs and reports its stamped version.
+	local host
+	host="$(go env GOOS)_$(go env GOARCH)"
+	archive=$(compgen -G "$DIST/runbox_*_${host}.tar.gz" || true)
+	if [[ -n $archive ]]; then
+		local tmp out
+		tmp=$(mktemp -d)
+		tar xzf "$archive" -C "$tmp" runbox
+		out=$("$tmp/runbox" version)
+		rm -rf "$tmp"
+		echo "verify: $(basename "$archive"): $out"
+		if grep -qE '^runbox dev |commit none|built unknown' <<<"$out"; then
+			echo "verify: version, commit or date was not stamped" >&2
+			return 1
+		fi
+	fi
+	echo "verify: dist/ ok (${#platforms[@]} archives + $(basename "$sums"))"
+}
+
+cmd=${1:-}
+case $cmd in
+check)
+	ensure_goreleaser
+	"$GORELEASER" check
+	;;
+snapshot)
+	ensure_goreleaser
+	# goreleaser reads the remote URL (`git ls-remote --get-url`) and, when
+	# that fails, throws away the whole git state, stamping commit "none". A
+	# clone has an origin; a repo without a remote gets one through git's environment
+	# config (no file is changed, nothing is fetched: release is disabled).
+	if [[ -z $(git remote) && -z ${GIT_CONFIG_COUNT:-} ]]; then
+		export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.url
+		GIT_CONFIG_VALUE_0="https://$(go list -m).git"
+		export GIT_CONFIG_VALUE_0
+	fi
+	# --snapshot: no tag needed (version from the last tag or v0.0.0), implies
+	# --skip=announce,publish,validate (so a dirty tree is fine); release is
+	# also disabled in the config, so no token is read.
+	"$GORELEASER" release --snapshot --clean --skip=publish
+	verify
+	;;
+verify)
+	verify
+	;;
+*)
+	usage
+	;;
+esac
