@@ -49,8 +49,11 @@ release:
 	bash scripts/release.sh check
 	bash scripts/release.sh snapshot </dev/null
 
+## e2e: the end-to-end suite against the real engine; its Podman subset runs against
+## `podman system service` (scripts/podman.sh installs and starts it, idempotently)
 e2e: e2e/ts/node_modules
-	$(GO) test -count=1 -tags e2e -timeout 30m ./e2e/
+	RUNBOX_PODMAN_HOST=$$(bash scripts/podman.sh | sed 's/^DOCKER_HOST=//') \
+	  $(GO) test -count=1 -tags e2e -timeout 30m ./e2e/
 
 e2e/ts/node_modules: e2e/ts/package.json e2e/ts/package-lock.json
 	cd e2e/ts && npm ci --no-audit --no-fund --loglevel=error

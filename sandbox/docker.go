@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -65,6 +66,8 @@ type Docker struct {
 	readyErr   error // nil once ready
 	initVolume string
 	digests    map[string]string
+	// podman: the engine is Podman (podman.go); read without the lock.
+	podman atomic.Bool
 	// unremoved are this server's boxes whose removal failed (the engine
 	// was away); the reaper retries them.
 	unremoved map[string]bool
@@ -186,6 +189,9 @@ func (d *Docker) prepare(ctx context.Context) error {
 				Hint: "Install runsc and register it in /etc/docker/daemon.json (`make setup` does both), or set isolation: runc."}
 		}
 	}
+	if err := d.checkPodman(actx, info.Info.DefaultRuntime); err != nil {
+		return err
+	}
 	bin, err := readInitBinary(d.initDir, info.Info.Architecture)
 	if err != nil {
 		return &EngineError{Msg: err.Error(), Hint: "Build runbox-init beside the runbox binary (`make build`)."}
@@ -285,14 +291,15 @@ func (d *Docker) ensureInitVolume(ctx context.Context, bin []byte) (string, erro
 		}
 		return "", engineError(err)
 	}
-	defer d.remove(helper.ID)
+	// Not d.remove: prepare holds d.mu, which d.remove takes.
+	defer func() { _ = d.removeContainer(helper.ID) }()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	_ = tw.WriteHeader(&tar.Header{Name: "runbox-init", Mode: 0o555, Size: int64(len(bin)), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)})
 	_, _ = tw.Write(bin)
 	_ = tw.Close()
 	if _, err := d.cli.CopyToContainer(actx, helper.ID, client.CopyToContainerOptions{DestinationPath: InitDir, Content: &buf}); err != nil {
-		d.remove(helper.ID)
+		_ = d.removeContainer(helper.ID)
 		_, _ = d.cli.VolumeRemove(actx, name, client.VolumeRemoveOptions{Force: true})
 		return "", engineError(err)
 	}

@@ -129,6 +129,11 @@ func (d *Docker) startBox(ctx context.Context, lang manifest.Language, labels ma
 	vol := d.initVolume
 	d.mu.Unlock()
 	cfg, host := boxSpec(d.m, lang, labels, vol, initArgs)
+	if d.podman.Load() {
+		if err := podmanSpec(host); err != nil {
+			return nil, err
+		}
+	}
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	created, err := d.cli.ContainerCreate(actx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
@@ -318,9 +323,7 @@ func (d *Docker) kill(id string) {
 // remove deletes a box with a fresh deadline: it must run even when the
 // call's context is gone. What it cannot remove, the reaper will.
 func (d *Docker) remove(id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
-	defer cancel()
-	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+	err := d.removeContainer(id)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err != nil && !cerrdefs.IsNotFound(err) {
@@ -329,6 +332,25 @@ func (d *Docker) remove(id string) {
 		return
 	}
 	delete(d.live, id)
+}
+
+// removeContainer force-removes a container with a fresh deadline. Podman
+// (4.3) refuses to while a box is between its exit and its clean-up
+// ("container state improper: stopped"); a moment later it can.
+func (d *Docker) removeContainer(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	for try := 1; ; try++ {
+		_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+		if err == nil || cerrdefs.IsNotFound(err) || !d.podman.Load() || try == 10 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(try) * 50 * time.Millisecond):
+		}
+	}
 }
 
 // maxStream bounds what is accepted from a box: the report with its capped
@@ -359,6 +381,13 @@ func readFrames(stream io.Reader, max int64) frames {
 		_, err := stdcopy.StdCopy(pw, diag, stream)
 		pw.CloseWithError(err)
 	}()
+	return parseFrames(pr, diag, max)
+}
+
+// parseFrames parses runbox-init's frames from its plain stdout; diag
+// collects its stderr. Like readFrames, it keeps draining stdout in the
+// background once the report and its artifacts are in.
+func parseFrames(pr io.Reader, diag *capped, max int64) frames {
 	var f frames
 	r := initproto.NewReader(&limitReader{r: pr, n: max})
 	expect := -1

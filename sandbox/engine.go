@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"maps"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -10,6 +11,7 @@ import (
 
 // Engine describes the Docker engine, for `runbox doctor`.
 type Engine struct {
+	Product       string            `json:"product"` // Docker or Podman
 	Version       string            `json:"version"`
 	APIVersion    string            `json:"api_version"` // negotiated
 	OS            string            `json:"os"`
@@ -40,6 +42,21 @@ func (d *Docker) Engine(ctx context.Context) (Engine, error) {
 	}
 	for name, r := range info.Runtimes {
 		e.Runtimes[name] = r.Path
+	}
+	e.Product = "Docker"
+	if ver, err := d.cli.ServerVersion(actx, client.ServerVersionOptions{}); err == nil && isPodman(ver.Components) {
+		// Podman leaves RuncCommit empty and names its runtime's build
+		// in /version instead ("commit: 1.1.5+ds1-1+deb12u1").
+		e.Product = "Podman"
+		for _, c := range ver.Components {
+			if c.Name == "OCI Runtime (runc)" && e.RuncVersion == "" {
+				for _, line := range strings.Split(c.Version, "\n") {
+					if v, ok := strings.CutPrefix(line, "commit: "); ok {
+						e.RuncVersion = v
+					}
+				}
+			}
+		}
 	}
 	return e, nil
 }

@@ -89,7 +89,7 @@ func Run(ctx context.Context, o Options) Report {
 		return rep
 	}
 	rep.Engine = &eng
-	rep.add(Check{Name: "engine", Status: OK, Detail: fmt.Sprintf("Docker %s, API %s, %s, kernel %s, %s", eng.Version, eng.APIVersion, eng.OS, eng.Kernel, eng.Arch)})
+	rep.add(Check{Name: "engine", Status: OK, Detail: fmt.Sprintf("%s %s, API %s, %s, kernel %s, %s", orDefault(eng.Product, "Docker"), eng.Version, eng.APIVersion, eng.OS, eng.Kernel, eng.Arch)})
 	rep.add(cgroupCheck(eng))
 	rep.add(runcCheck(eng.RuncVersion))
 	if path, ok := eng.Runtimes["runsc"]; ok {
