@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,7 +77,10 @@ func testMain(m *testing.M) int {
 	if sharedServer != nil {
 		sharedServer.close()
 	}
-	if leaked := waitNoBoxes(10 * time.Second); len(leaked) > 0 {
+	// A leak is a box whose server is gone: every server of this run is
+	// closed by now. Boxes of a live server belong to another suite
+	// sharing the engine and are none of ours.
+	if leaked := waitNoOrphans(10 * time.Second); len(leaked) > 0 {
 		fmt.Printf("FAIL: containers left behind by the tests: %v\n", leaked)
 		_ = exec.Command("docker", append([]string{"rm", "-f"}, leaked...)...).Run()
 		return 1
@@ -91,6 +96,27 @@ func boxes(filters ...string) []string {
 	}
 	out, _ := exec.Command("docker", args...).Output()
 	return strings.Fields(string(out))
+}
+
+// waitNoOrphans waits for every box whose owner process on this host is
+// gone to be removed, and returns those that were not.
+func waitNoOrphans(d time.Duration) []string {
+	deadline := time.Now().Add(d)
+	for {
+		var orphans []string
+		out, _ := exec.Command("docker", "ps", "-a", "--filter", "label="+sandbox.LabelManaged+"=true",
+			"--format", `{{.ID}} {{.Label "`+sandbox.LabelOwnerPID+`"}}`).Output()
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			id, pid, _ := strings.Cut(line, " ")
+			if n, err := strconv.Atoi(pid); id != "" && (err != nil || syscall.Kill(n, 0) == syscall.ESRCH) {
+				orphans = append(orphans, id)
+			}
+		}
+		if len(orphans) == 0 || time.Now().After(deadline) {
+			return orphans
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func waitNoBoxes(d time.Duration, filters ...string) []string {
