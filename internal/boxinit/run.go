@@ -197,8 +197,6 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 	var preloadMs int64
 	if pre != nil {
 		preloadMs = processCPUMs(pre.pid)
-		_, _ = pre.ctl.WriteString(job.CodePath + "\n")
-		_ = pre.ctl.Close()
 		res = pre.supervise(ctx, r, job, job.Stdin, time.Duration(job.TimeoutMs)*time.Millisecond)
 	} else {
 		res = run(ctx, r, opts.Self, job, job.Argv, job.Stdin, time.Duration(job.TimeoutMs)*time.Millisecond)
@@ -410,6 +408,13 @@ func (p *process) supervise(ctx context.Context, r *reaper, job *initproto.Job, 
 	res := runResult{stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
 	p.stdout.open(res.stdout)
 	p.stderr.open(res.stderr)
+	if p.ctl != nil {
+		// A prestarted interpreter: the code starts when it reads its
+		// path, so only now, with the output already going to this job
+		// (sent before the gates opened, a quick print was lost).
+		_, _ = p.ctl.WriteString(job.CodePath + "\n")
+		_ = p.ctl.Close()
+	}
 	go func() {
 		// A program that never reads its stdin must not block us: this
 		// goroutine ends with EPIPE once the program is gone.

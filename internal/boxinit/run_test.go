@@ -198,3 +198,21 @@ func TestPrewarmThreadsLeavesSpareThreads(t *testing.T) {
 		t.Fatalf("%d threads after prewarming (%d before), want at least %d", after, before, spareThreads)
 	}
 }
+
+// TestPrestartedOutputIsNeverLost: a prestarted interpreter that prints
+// at once when it is handed the code's path must have all of it in the
+// report (the capture must be open before the path is sent).
+func TestPrestartedOutputIsNeverLost(t *testing.T) {
+	for i := range 100 {
+		job := bashJob(t, "unused")
+		r := newReaper()
+		pre, err := start(r, os.Args[0], []string{"bash", "-c", `read -r path <&4; echo "ran $path"`}, job.Env, job.Dir, 0, 0, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, _ := Run(context.Background(), job, Options{Self: os.Args[0], CgroupRoot: t.TempDir(), Scratch: []string{}, Reaper: r, Prestarted: pre})
+		if want := "ran " + job.CodePath + "\n"; string(rep.Stdout) != want {
+			t.Fatalf("run %d: stdout %q, want %q", i, rep.Stdout, want)
+		}
+	}
+}
