@@ -173,9 +173,11 @@ func startServer(t testing.TB, env []string, args ...string) *server {
 	// The constructor starts the transport but only Start installs the
 	// notification handler (progress).
 	if err := c.Start(context.Background()); err != nil {
+		s.kill()
 		t.Fatalf("start: %v", err)
 	}
 	if err := initialize(c); err != nil {
+		s.kill()
 		t.Fatalf("initialize: %v\nserver stderr:\n%s", err, s.stderr)
 	}
 	return s
@@ -190,6 +192,16 @@ func initialize(c *client.Client) error {
 	init.Params.ClientInfo = mcp.Implementation{Name: "runbox-e2e", Version: "1"}
 	_, err := c.Initialize(ctx, init)
 	return err
+}
+
+// kill ends a server that did not come up, so that no test leaves one
+// running.
+func (s *server) kill() {
+	_ = s.c.Close()
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		_, _ = s.cmd.Process.Wait()
+	}
 }
 
 func (s *server) close() {
