@@ -10,7 +10,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 ARCH    := $(shell $(GO) env GOARCH)
 
-.PHONY: all setup build demo test unit e2e vet fmt clean bench stress fuzz release
+.PHONY: all setup build demo test unit e2e vet fmt clean bench stress fuzz release k8s-up k8s-down
 
 all: build
 
@@ -50,10 +50,22 @@ release:
 	bash scripts/release.sh snapshot </dev/null
 
 ## e2e: the end-to-end suite against the real engine; its Podman subset runs against
-## `podman system service` (scripts/podman.sh installs and starts it, idempotently)
-e2e: e2e/ts/node_modules
+## `podman system service` (scripts/podman.sh installs and starts it, idempotently) and
+## its Kubernetes subset against the single-node test cluster (make k8s-up)
+e2e: e2e/ts/node_modules k8s-up
 	RUNBOX_PODMAN_HOST=$$(bash scripts/podman.sh | sed 's/^DOCKER_HOST=//') \
-	  $(GO) test -count=1 -tags e2e -timeout 30m ./e2e/
+	RUNBOX_K8S_KUBECONFIG=$$(bash scripts/k8s/up.sh 2>/dev/null) \
+	  $(GO) test -count=1 -tags e2e -timeout 40m ./e2e/
+
+## k8s-up: start the single-node Kubernetes test cluster (root; binaries built once from the
+## Go module proxy into .cache/k8s) and import the runbox-init image into it
+k8s-up: build
+	bash scripts/k8s/up.sh
+	bash scripts/k8s/import-init.sh $(BIN)/runbox-init-linux-$(ARCH) >/dev/null
+
+## k8s-down: stop the test cluster and clean up after it on the host
+k8s-down:
+	bash scripts/k8s/down.sh
 
 e2e/ts/node_modules: e2e/ts/package.json e2e/ts/package-lock.json
 	cd e2e/ts && npm ci --no-audit --no-fund --loglevel=error

@@ -6,6 +6,7 @@ import (
 	"net"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -51,6 +52,40 @@ type Manifest struct {
 	Audit Audit `json:"audit" jsonschema_description:"One JSON line per run (who, what, limits, outcome), secret-looking values redacted; read by runbox runs and runbox replay."`
 	// Metrics serves Prometheus metrics on the HTTP transports.
 	Metrics Metrics `json:"metrics" jsonschema_description:"Prometheus metrics at /metrics on the HTTP transports."`
+	// Backend is where boxes run: docker or kubernetes.
+	Backend string `json:"backend" jsonschema:"enum=docker,enum=kubernetes" jsonschema_description:"Where boxes run: docker (default: the local engine) or kubernetes (one pod per run)."`
+	// Kubernetes configures the kubernetes backend.
+	Kubernetes Kubernetes `json:"kubernetes" jsonschema_description:"The kubernetes backend: cluster, namespace and scheduling of the sandbox pods."`
+}
+
+// Backends.
+const (
+	BackendDocker     = "docker"
+	BackendKubernetes = "kubernetes"
+)
+
+// Kubernetes configures the kubernetes backend.
+type Kubernetes struct {
+	// Kubeconfig is a kubeconfig file; empty means the in-cluster config.
+	Kubeconfig   string            `json:"kubeconfig" jsonschema_description:"A kubeconfig file; empty: the in-cluster service account (or $KUBECONFIG when not in a cluster)."`
+	Namespace    string            `json:"namespace" jsonschema_description:"The namespace of the sandbox pods."`
+	RuntimeClass string            `json:"runtime_class,omitempty" jsonschema_description:"The pods' RuntimeClass, e.g. gvisor; empty: the node's default runtime."`
+	NodeSelector map[string]string `json:"node_selector,omitempty" jsonschema_description:"Node labels a sandbox pod must match."`
+	Tolerations  []Toleration      `json:"tolerations,omitempty" jsonschema_description:"Taints the sandbox pods tolerate (for dedicated sandbox nodes)."`
+	// SeccompProfile is a Localhost profile path relative to the
+	// kubelet's seccomp directory; empty means RuntimeDefault.
+	SeccompProfile string `json:"seccomp_profile,omitempty" jsonschema_description:"A Localhost seccomp profile (path under the kubelet's seccomp directory); empty: RuntimeDefault."`
+	// InitImage holds only runbox-init; empty means
+	// runbox/init:<first 16 hex of its sha256>.
+	InitImage string `json:"init_image,omitempty" jsonschema_description:"The image holding only runbox-init, copied into each pod by an init container; empty: runbox/init:<first 16 hex of the binary's sha256> (scripts/k8s/import-init.sh builds it)."`
+}
+
+// Toleration is a pod toleration.
+type Toleration struct {
+	Key      string `json:"key,omitempty" jsonschema_description:"The taint key; empty with operator Exists tolerates everything."`
+	Operator string `json:"operator,omitempty" jsonschema:"enum=Equal,enum=Exists" jsonschema_description:"Equal (default) or Exists."`
+	Value    string `json:"value,omitempty" jsonschema_description:"The taint value, for Equal."`
+	Effect   string `json:"effect,omitempty" jsonschema:"enum=NoSchedule,enum=PreferNoSchedule,enum=NoExecute" jsonschema_description:"The taint effect; empty: all."`
 }
 
 // Audit configures the audit log.
@@ -239,6 +274,8 @@ func Default() *Manifest {
 		Cache:       Cache{Enabled: false, TTLSeconds: 600, MaxBytes: 64 * MiB},
 		Audit:       Audit{Enabled: true, MaxBytes: 64 * MiB, Keep: 3},
 		Metrics:     Metrics{Enabled: true},
+		Backend:     BackendDocker,
+		Kubernetes:  Kubernetes{Namespace: "runbox-sandbox"},
 	}
 }
 
@@ -372,8 +409,58 @@ func (m *Manifest) Validate() error {
 			bad("metrics.listen", m.Metrics.Listen, "host:port")
 		}
 	}
+	switch m.Backend {
+	case BackendDocker:
+	case BackendKubernetes:
+		m.Kubernetes.validate(bad)
+		if m.Isolation == IsolationGVisor && m.Kubernetes.RuntimeClass == "" {
+			bad("kubernetes.runtime_class", `""`, "the RuntimeClass that runs gVisor (e.g. gvisor) when isolation is gvisor")
+		}
+	default:
+		bad("backend", m.Backend, "docker or kubernetes")
+	}
 	if !userRe.MatchString(m.User) {
 		bad("user", m.User, "a non-root numeric uid:gid such as 1000:1000")
 	}
 	return errors.Join(errs...)
+}
+
+var (
+	dnsLabelRe  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	dnsSubRe    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+	labelKeyRe  = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	labelValRe  = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`)
+	seccompPath = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,255}$`)
+)
+
+func (k Kubernetes) validate(bad func(field string, value any, allowed string)) {
+	if !dnsLabelRe.MatchString(k.Namespace) {
+		bad("kubernetes.namespace", k.Namespace, "a namespace name (lower-case letters, digits and -, at most 63)")
+	}
+	if k.RuntimeClass != "" && !dnsSubRe.MatchString(k.RuntimeClass) {
+		bad("kubernetes.runtime_class", k.RuntimeClass, "empty or a RuntimeClass name such as gvisor")
+	}
+	for key, v := range k.NodeSelector {
+		if !labelKeyRe.MatchString(key) || !labelValRe.MatchString(v) {
+			bad("kubernetes.node_selector", key+"="+v, "label keys and values as Kubernetes allows them")
+		}
+	}
+	for i, t := range k.Tolerations {
+		f := fmt.Sprintf("kubernetes.tolerations[%d]", i)
+		if !slices.Contains([]string{"", "Equal", "Exists"}, t.Operator) {
+			bad(f+".operator", t.Operator, "Equal or Exists")
+		}
+		if !slices.Contains([]string{"", "NoSchedule", "PreferNoSchedule", "NoExecute"}, t.Effect) {
+			bad(f+".effect", t.Effect, "empty, NoSchedule, PreferNoSchedule or NoExecute")
+		}
+		if t.Key != "" && !labelKeyRe.MatchString(t.Key) {
+			bad(f+".key", t.Key, "a taint key")
+		}
+		if t.Operator == "Exists" && t.Value != "" {
+			bad(f+".value", t.Value, "empty with operator Exists")
+		}
+	}
+	if k.SeccompProfile != "" && (!seccompPath.MatchString(k.SeccompProfile) || slices.Contains(strings.Split(k.SeccompProfile, "/"), "..")) {
+		bad("kubernetes.seccomp_profile", k.SeccompProfile, "empty (RuntimeDefault) or a relative path under the kubelet's seccomp directory")
+	}
 }

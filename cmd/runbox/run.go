@@ -52,7 +52,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 	case "manifest":
 		return 0, printJSON(m)
 	}
-	runner, err := sandbox.NewDocker(sandbox.DockerOptions{Manifest: m, Logger: logger})
+	runner, err := newBackend(m, logger)
 	if err != nil {
 		return 1, err
 	}
@@ -64,12 +64,14 @@ func run(ctx context.Context, cfg config) (int, error) {
 				return 2, err
 			}
 		}
-		logger.Info("starting", "version", version, "transport", cfg.transport, "isolation", m.Isolation, "languages", m.LanguageNames())
+		logger.Info("starting", "version", version, "transport", cfg.transport, "backend", m.Backend, "isolation", m.Isolation, "languages", m.LanguageNames())
 		if err := runner.Ready(ctx); err != nil {
 			// Not fatal: calls report it until the engine is back.
 			logger.Warn("engine not ready", "err", err)
+		} else if d, ok := runner.(*sandbox.Docker); ok {
+			describeFromImages(ctx, m, d, logger)
 		} else {
-			describeFromImages(ctx, m, runner, logger)
+			logger.Info("kubernetes backend: telling agents the manifest's declared versions and packages (images are not probed)")
 		}
 		var r sandbox.Runner = runner
 		if m.Cache.Enabled {
@@ -98,6 +100,14 @@ func run(ctx context.Context, cfg config) (int, error) {
 		return replay(ctx, cfg, m, runner)
 	}
 	return 2, fmt.Errorf("unknown command %q", cfg.command)
+}
+
+// newBackend makes the runner the manifest's backend names.
+func newBackend(m *manifest.Manifest, logger *slog.Logger) (sandbox.Backend, error) {
+	if m.Backend == manifest.BackendKubernetes {
+		return sandbox.NewKube(sandbox.KubeOptions{Manifest: m, Logger: logger})
+	}
+	return sandbox.NewDocker(sandbox.DockerOptions{Manifest: m, Logger: logger})
 }
 
 func runDoctor(ctx context.Context, cfg config, m *manifest.Manifest, source string, loadErr error, logger *slog.Logger) (int, error) {

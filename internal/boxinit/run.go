@@ -56,6 +56,9 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	if len(args) > 1 && args[1] == trampolineArg {
 		return trampoline(args[2:])
 	}
+	if len(args) == 3 && args[1] == InstallArg {
+		return install(args[2])
+	}
 	// Nothing in the box may read our memory or descriptors (the result
 	// channel): non-dumpable makes /proc/1/{fd,mem} root-only and refuses
 	// ptrace from the same uid.

@@ -1,0 +1,120 @@
+package sandbox
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Reap deletes the pods whose runbox instance is gone: from this host,
+// those whose owner process no longer runs; from any host, those whose
+// instance's Lease is missing or stale, and anything older than any run
+// could last; and this instance's own pods that it failed to delete while
+// the API server was away. It returns how many it deleted.
+func (k *Kube) Reap(ctx context.Context) (int, error) {
+	removed := k.retryDeletes()
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	list, err := k.cs.CoreV1().Pods(k.ns).List(actx, metav1.ListOptions{LabelSelector: LabelManaged + "=true"})
+	if err != nil {
+		return removed, err
+	}
+	maxAge := k.m.Limits.MaxTimeout() + k.m.Pool.Idle() + backstopGrace + 2*startTimeout + 2*apiTimeout
+	leases := map[string]bool{} // instance → lease fresh
+	fresh := func(instance string) bool {
+		if f, ok := leases[instance]; ok {
+			return f
+		}
+		l, err := k.cs.CoordinationV1().Leases(k.ns).Get(actx, k.leaseName(instance), metav1.GetOptions{})
+		f := err == nil && l.Spec.RenewTime != nil && time.Since(l.Spec.RenewTime.Time) < 3*leaseDuration
+		if err != nil && !apierrors.IsNotFound(err) {
+			f = true // cannot tell: keep
+		}
+		leases[instance] = f
+		return f
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		labels := podOwnerLabels(&p.ObjectMeta)
+		age := time.Since(p.CreationTimestamp.Time)
+		inst := labels[LabelInstance]
+		var reap bool
+		switch alive, known := ownerAlive(labels, k.owner); {
+		case age > maxAge:
+			reap = true
+		case inst == k.owner.Instance:
+			// Ours: only one this server lost track of (a create that
+			// timed out but happened).
+			k.mu.Lock()
+			_, tracked := k.live[p.Name]
+			k.mu.Unlock()
+			reap = !tracked && age > startTimeout+apiTimeout
+		case known:
+			reap = !alive
+		default:
+			// Another host: a fresh Lease means a live instance. A pod
+			// younger than the Lease period may belong to an instance
+			// whose first Lease is on its way.
+			reap = age > leaseDuration && !fresh(inst)
+		}
+		if !reap {
+			continue
+		}
+		zero := int64(0)
+		rctx, rcancel := context.WithTimeout(ctx, apiTimeout)
+		err := k.cs.CoreV1().Pods(k.ns).Delete(rctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		rcancel()
+		if err != nil && !apierrors.IsNotFound(err) {
+			k.log.Warn("reaping a leftover pod failed", "pod", p.Name, "err", err)
+			continue
+		}
+		removed++
+		k.log.Info("reaped a leftover pod", "pod", p.Name, "instance", inst, "owner_pid", labels[LabelOwnerPID], "run_id", labels[LabelRunID])
+	}
+	k.reapLeases(ctx)
+	return removed, nil
+}
+
+// reapLeases deletes the Leases of instances gone: on this host, those
+// whose process no longer runs; elsewhere, those not renewed for long.
+func (k *Kube) reapLeases(ctx context.Context) {
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	list, err := k.cs.CoordinationV1().Leases(k.ns).List(actx, metav1.ListOptions{LabelSelector: LabelManaged + "=true"})
+	if err != nil {
+		return
+	}
+	for _, l := range list.Items {
+		alive, known := ownerAlive(podOwnerLabels(&l.ObjectMeta), k.owner)
+		if (known && !alive) || (l.Spec.RenewTime != nil && time.Since(l.Spec.RenewTime.Time) > 10*leaseDuration) {
+			_ = k.cs.CoordinationV1().Leases(k.ns).Delete(actx, l.Name, metav1.DeleteOptions{})
+		}
+	}
+}
+
+func (k *Kube) retryDeletes() int {
+	k.mu.Lock()
+	names := slices.Collect(maps.Keys(k.unremoved))
+	k.mu.Unlock()
+	removed := 0
+	for _, name := range names {
+		k.mu.Lock()
+		delete(k.unremoved, name)
+		k.mu.Unlock()
+		k.deletePod(name)
+		k.mu.Lock()
+		_, still := k.unremoved[name]
+		k.mu.Unlock()
+		if !still {
+			removed++
+		}
+	}
+	return removed
+}
