@@ -84,7 +84,9 @@ func kubeSetup(t *testing.T) *kubernetes.Clientset {
 // kubeManifest is a manifest selecting the kubernetes backend, plus extra.
 func kubeManifest(t *testing.T, extra string) string {
 	t.Helper()
-	y := fmt.Sprintf("backend: kubernetes\nkubernetes:\n  kubeconfig: %s\n  namespace: %s\n", os.Getenv("RUNBOX_K8S_KUBECONFIG"), kubeNS)
+	// runbox.json is runbox's own seccomp profile, which scripts/k8s/up.sh
+	// installs as a Localhost profile.
+	y := fmt.Sprintf("backend: kubernetes\nkubernetes:\n  kubeconfig: %s\n  namespace: %s\n  seccomp_profile: runbox.json\n", os.Getenv("RUNBOX_K8S_KUBECONFIG"), kubeNS)
 	if img := os.Getenv("RUNBOX_K8S_INIT_IMAGE"); img != "" {
 		y += "  init_image: " + img + "\n"
 	}
@@ -300,7 +302,8 @@ func checkHardened(t *testing.T, p corev1.Pod) {
 		sc := c.SecurityContext
 		if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
 			sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 ||
-			sc.Capabilities.Drop[0] != "ALL" || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			sc.Capabilities.Drop[0] != "ALL" || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost ||
+			sc.SeccompProfile.LocalhostProfile == nil || *sc.SeccompProfile.LocalhostProfile != "runbox.json" {
 			t.Errorf("container %s not hardened: %+v", c.Name, sc)
 		}
 		if !c.Resources.Limits.Memory().Equal(*c.Resources.Requests.Memory()) || !c.Resources.Limits.Cpu().Equal(*c.Resources.Requests.Cpu()) {
@@ -474,6 +477,20 @@ func TestKubeLatency(t *testing.T) {
 	t.Run("docker-warm", func(t *testing.T) {
 		t.Logf("docker warm python runs: %v", measure(t, docker(t, "pool:\n  size: 1\n"), 5))
 	})
+}
+
+// TestKubeForbiddenSyscall: with runbox's profile as the pods' Localhost
+// profile, a forbidden call kills the program and is forbidden_syscall, as
+// on Docker (unnamed: the node's kernel log is not the server's).
+func TestKubeForbiddenSyscall(t *testing.T) {
+	s := kubeServer(t, "")
+	for _, c := range []struct{ lang, code string }{
+		{"python", pySyscall(101)},
+		{"bash", "echo trying\nunshare -U true"},
+	} {
+		r, _ := s.call(t, map[string]any{"language": c.lang, "code": c.code})
+		wantError(t, r, sandbox.KindForbiddenSyscall, "")
+	}
 }
 
 // TestKubeResourceLimits: the limits Kubernetes enforces come back typed as
