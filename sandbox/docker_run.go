@@ -22,14 +22,9 @@ import (
 // Run runs one job in a fresh box.
 func (d *Docker) Run(ctx context.Context, job Job) Result {
 	queued := time.Now()
-	release, err := d.slots.acquire(ctx)
-	if err != nil {
-		if errors.Is(err, errBusy) {
-			return Fail(job, ErrorInfo{Kind: KindResourceLimit, Limit: LimitBusy,
-				Message: fmt.Sprintf("the server is busy: %d runs are in progress and %d waiting", d.m.Concurrency, d.m.QueueSize),
-				Hint:    "Wait a few seconds and retry; do not start many runs at once."})
-		}
-		return Fail(job, cancelled())
+	release, refused := d.slots.take(ctx, job, d.m)
+	if refused != nil {
+		return *refused
 	}
 	defer release()
 	queueMs := time.Since(queued).Milliseconds()

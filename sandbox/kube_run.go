@@ -27,14 +27,9 @@ const podGoneHint = "The cluster deleted or evicted the sandbox pod, not because
 // Run runs one job in a fresh pod.
 func (k *Kube) Run(ctx context.Context, job Job) Result {
 	queued := time.Now()
-	release, err := k.slots.acquire(ctx)
-	if err != nil {
-		if errors.Is(err, errBusy) {
-			return Fail(job, ErrorInfo{Kind: KindResourceLimit, Limit: LimitBusy,
-				Message: fmt.Sprintf("the server is busy: %d runs are in progress and %d waiting", k.m.Concurrency, k.m.QueueSize),
-				Hint:    "Wait a few seconds and retry; do not start many runs at once."})
-		}
-		return Fail(job, cancelled())
+	release, refused := k.slots.take(ctx, job, k.m)
+	if refused != nil {
+		return *refused
 	}
 	defer release()
 	queueMs := time.Since(queued).Milliseconds()

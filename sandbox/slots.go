@@ -3,7 +3,10 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
+
+	"github.com/runbox-mcp/runbox/manifest"
 )
 
 var errBusy = errors.New("busy")
@@ -43,4 +46,20 @@ func (s *slots) acquire(ctx context.Context) (release func(), err error) {
 // busy says whether every slot is taken or calls wait for one.
 func (s *slots) busy() bool {
 	return len(s.run) >= cap(s.run) || s.waiting.Load() > 0
+}
+
+// take waits for a slot for job; when none comes, the result says why
+// (busy past the queue, or cancelled while waiting).
+func (s *slots) take(ctx context.Context, job Job, m *manifest.Manifest) (release func(), refused *Result) {
+	release, err := s.acquire(ctx)
+	if err == nil {
+		return release, nil
+	}
+	r := Fail(job, cancelled())
+	if errors.Is(err, errBusy) {
+		r = Fail(job, ErrorInfo{Kind: KindResourceLimit, Limit: LimitBusy,
+			Message: fmt.Sprintf("the server is busy: %d runs are in progress and %d waiting", m.Concurrency, m.QueueSize),
+			Hint:    "Wait a few seconds and retry; do not start many runs at once."})
+	}
+	return nil, &r
 }
