@@ -63,6 +63,13 @@ for c in kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do
   if pid=$(comp_pid "$c"); then stop_pid "$pid" "$c" 15; fi
   rm -f "$PIDDIR/$c.pid"
 done
+# Strays whose pid file was lost (a start that raced another one): any
+# control-plane process that runs on our state directory.
+for pid in $(pgrep -f -- "--(kubeconfig|config|data-dir|etcd-servers|root-dir|client-ca-file)[= ]$STATE/" || true); do
+  case $(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n1) in
+  */kube-*|*/kubelet|*/etcd) stop_pid "$pid" "stray $(basename "$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -n1)")" 10 ;;
+  esac
+done
 
 # --- 3. leftover CRI tasks and containers in our containerd ----------------------
 NETNS=()

@@ -103,7 +103,9 @@ comp_pid() {
   pid=$(<"$f")
   [[ $pid =~ ^[0-9]+$ && -r /proc/$pid/cmdline ]] || return 1
   arg0=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n1)
-  [[ $arg0 == "$(comp_exe "$1")" ]] || return 1
+  # By name, not path: a component started from another checkout's cache
+  # (the same version) is still ours, and must be seen running and stopped.
+  [[ ${arg0##*/} == "$(basename "$(comp_exe "$1")")" ]] || return 1
   # A zombie is not running.
   [[ $(awk '/^State:/{print $2}' "/proc/$pid/status" 2>/dev/null) != Z ]] || return 1
   echo "$pid"
