@@ -117,7 +117,9 @@ if ! answering; then
   rm -f "$SOCK"
   log "starting podman system service on $HOST (log: $LOG)"
   start=$(date +%s%N)
-  setsid nohup podman system service --time=0 "$HOST" >>"$LOG" 2>&1 </dev/null &
+  # Started in its own directory: conmon drops files such as "oom" into the
+  # service's working directory, which must not be a checkout.
+  (cd "$RUN_DIR" && exec setsid nohup podman system service --time=0 "$HOST" >>"$LOG" 2>&1 </dev/null) &
   pid=$!
   echo "$pid" >"$PIDFILE"
   for _ in $(seq 1 300); do
