@@ -21,14 +21,11 @@ import (
 
 // Run runs one job in a fresh box.
 func (d *Docker) Run(ctx context.Context, job Job) Result {
-	queued := time.Now()
-	release, refused := d.slots.take(ctx, job, d.m)
+	release, queueMs, refused := d.slots.take(ctx, job, d.m)
 	if refused != nil {
 		return *refused
 	}
 	defer release()
-	queueMs := time.Since(queued).Milliseconds()
-
 	res, digest := d.runReady(ctx, job)
 	res.Metrics.QueueMs = queueMs
 	res.Isolation = d.m.Isolation
@@ -217,7 +214,7 @@ func (d *Docker) runOn(ctx context.Context, b *box, job Job) (o boxOutcome, cont
 	}()
 
 	read := make(chan frames, 1)
-	go func() { read <- readFrames(b.att.Reader, d.maxStream()) }()
+	go func() { read <- readFrames(b.att.Reader, maxStream(d.m.Limits)) }()
 
 	backstop := time.NewTimer(job.Timeout + backstopGrace)
 	defer backstop.Stop()
@@ -350,8 +347,7 @@ func (d *Docker) removeContainer(id string) error {
 
 // maxStream bounds what is accepted from a box: the report with its capped
 // output plus the artifacts, and room for framing.
-func (d *Docker) maxStream() int64 {
-	l := d.m.Limits
+func maxStream(l manifest.Limits) int64 {
 	return 4*int64(l.OutputBytes) + 2*int64(l.ArtifactBytes) + 4<<20
 }
 

@@ -26,13 +26,11 @@ const podGoneHint = "The cluster deleted or evicted the sandbox pod, not because
 
 // Run runs one job in a fresh pod.
 func (k *Kube) Run(ctx context.Context, job Job) Result {
-	queued := time.Now()
-	release, refused := k.slots.take(ctx, job, k.m)
+	release, queueMs, refused := k.slots.take(ctx, job, k.m)
 	if refused != nil {
 		return *refused
 	}
 	defer release()
-	queueMs := time.Since(queued).Milliseconds()
 	res := k.runReady(ctx, job)
 	res.Metrics.QueueMs = queueMs
 	res.Isolation = k.m.Isolation
@@ -274,7 +272,7 @@ func (k *Kube) runOn(ctx context.Context, p *pod, job Job) (o boxOutcome, conten
 		pw.CloseWithError(err)
 	}()
 	read := make(chan frames, 1)
-	go func() { read <- parseFrames(pr, diag, k.maxStream()) }()
+	go func() { read <- parseFrames(pr, diag, maxStream(k.m.Limits)) }()
 
 	backstop := time.NewTimer(job.Timeout + backstopGrace)
 	defer backstop.Stop()
@@ -413,12 +411,6 @@ func (k *Kube) deletePod(name string) {
 		return
 	}
 	delete(k.live, name)
-}
-
-// maxStream bounds what is accepted from a pod, as for Docker.
-func (k *Kube) maxStream() int64 {
-	l := k.m.Limits
-	return 4*int64(l.OutputBytes) + 2*int64(l.ArtifactBytes) + 4<<20
 }
 
 // gvisor says whether the pods run under gVisor: the manifest's isolation

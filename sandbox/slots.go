@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/runbox-mcp/runbox/manifest"
 )
@@ -48,12 +49,14 @@ func (s *slots) busy() bool {
 	return len(s.run) >= cap(s.run) || s.waiting.Load() > 0
 }
 
-// take waits for a slot for job; when none comes, the result says why
-// (busy past the queue, or cancelled while waiting).
-func (s *slots) take(ctx context.Context, job Job, m *manifest.Manifest) (release func(), refused *Result) {
+// take waits for a slot for job and says how long it waited (the run's
+// queue_ms); when none comes, the result says why (busy past the queue,
+// or cancelled while waiting).
+func (s *slots) take(ctx context.Context, job Job, m *manifest.Manifest) (release func(), queueMs int64, refused *Result) {
+	queued := time.Now()
 	release, err := s.acquire(ctx)
 	if err == nil {
-		return release, nil
+		return release, time.Since(queued).Milliseconds(), nil
 	}
 	r := Fail(job, cancelled())
 	if errors.Is(err, errBusy) {
@@ -61,5 +64,5 @@ func (s *slots) take(ctx context.Context, job Job, m *manifest.Manifest) (releas
 			Message: fmt.Sprintf("the server is busy: %d runs are in progress and %d waiting", m.Concurrency, m.QueueSize),
 			Hint:    "Wait a few seconds and retry; do not start many runs at once."})
 	}
-	return nil, &r
+	return nil, 0, &r
 }
