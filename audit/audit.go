@@ -15,8 +15,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // Entry is one run.
@@ -30,15 +31,15 @@ type Entry struct {
 	CodeSHA256 string `json:"code_sha256"`
 	// Args are the call's arguments, kept only with audit.store_code:
 	// what replay runs again.
-	Args      json.RawMessage `json:"args,omitempty"`
-	Image     string          `json:"image"`
-	Isolation string          `json:"isolation"`
-	Limits    Limits          `json:"limits"`
-	Metrics   sandbox.Metrics `json:"metrics"`
-	Status    string          `json:"status"`
-	ExitCode  *int            `json:"exit_code"`
-	Error     *Error          `json:"error,omitempty"`
-	Artifacts []Artifact      `json:"artifacts"`
+	Args      json.RawMessage  `json:"args,omitempty"`
+	Image     string           `json:"image"`
+	Isolation string           `json:"isolation"`
+	Limits    Limits           `json:"limits"`
+	Metrics   contract.Metrics `json:"metrics"`
+	Status    contract.Status  `json:"status"`
+	ExitCode  *int             `json:"exit_code"`
+	Error     *Error           `json:"error,omitempty"`
+	Artifacts []Artifact       `json:"artifacts"`
 	// Heads of the output, redacted; the hashes are of the whole streams,
 	// for replay to compare.
 	StdoutHead   string `json:"stdout_head"`
@@ -67,10 +68,10 @@ type Limits struct {
 
 // Error is the run's typed error, redacted.
 type Error struct {
-	Kind    string `json:"kind"`
-	Limit   string `json:"limit,omitempty"`
-	Syscall string `json:"syscall,omitempty"`
-	Message string `json:"message"`
+	Kind    contract.Kind  `json:"kind"`
+	Limit   contract.Limit `json:"limit,omitempty"`
+	Syscall string         `json:"syscall,omitempty"`
+	Message string         `json:"message"`
 }
 
 // Artifact is a file's metadata, never its content.

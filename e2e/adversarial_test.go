@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/runbox-mcp/runbox/contract"
 
-	"github.com/runbox-mcp/runbox/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // The adversarial suite: code written to escape, leak, exhaust or forge.
@@ -23,29 +24,29 @@ import (
 type attack struct {
 	name, lang, code string
 	args             []any // extra run_code arguments, name then value
-	want             func(t *testing.T, r sandbox.Result)
+	want             func(t *testing.T, r contract.Result)
 }
 
 // safeOK: the run succeeds; every attempt inside it failed.
-func safeOK(t *testing.T, r sandbox.Result) { mustOK(t, r) }
+func safeOK(t *testing.T, r contract.Result) { mustOK(t, r) }
 
-func refused(kind, limit string) func(*testing.T, sandbox.Result) {
-	return func(t *testing.T, r sandbox.Result) { wantError(t, r, kind, limit) }
+func refused(kind contract.Kind, limit contract.Limit) func(*testing.T, contract.Result) {
+	return func(t *testing.T, r contract.Result) { wantError(t, r, kind, limit) }
 }
 
 // oneOf accepts any of the listed kinds (a fork bomb may hit the pids
 // limit or the deadline first, both safe).
-func oneOf(kinds ...string) func(*testing.T, sandbox.Result) {
-	return func(t *testing.T, r sandbox.Result) {
+func oneOf(kinds ...contract.Kind) func(*testing.T, contract.Result) {
+	return func(t *testing.T, r contract.Result) {
 		t.Helper()
-		if r.Error == nil || !strings.Contains(" "+strings.Join(kinds, " ")+" ", " "+r.Error.Kind+" ") {
+		if r.Error == nil || !slices.Contains(kinds, r.Error.Kind) {
 			t.Fatalf("want one of %v, got status %s error %+v\nstderr: %.1000s", kinds, r.Status, r.Error, r.Stderr)
 		}
 	}
 }
 
-func stdoutIs(want string) func(*testing.T, sandbox.Result) {
-	return func(t *testing.T, r sandbox.Result) {
+func stdoutIs(want string) func(*testing.T, contract.Result) {
+	return func(t *testing.T, r contract.Result) {
 		t.Helper()
 		mustOK(t, r)
 		if r.Stdout != want {
@@ -57,9 +58,9 @@ func stdoutIs(want string) func(*testing.T, sandbox.Result) {
 // forbidden: killed by the seccomp profile. Run in parallel, kills can
 // share a window or be rate-limited out of the kernel log, so the name is
 // checked in TestForbiddenSyscallNamed.
-func forbidden(t *testing.T, r sandbox.Result) {
+func forbidden(t *testing.T, r contract.Result) {
 	t.Helper()
-	wantError(t, r, sandbox.KindForbiddenSyscall, "")
+	wantError(t, r, contract.KindForbiddenSyscall, "")
 }
 
 // TestForbiddenSyscallNamed: one kill at a time, the result names the call
@@ -77,7 +78,7 @@ func TestForbiddenSyscallNamed(t *testing.T) {
 		{"int 0x80 (the 32-bit ABI) system call 20", "python", int80},
 	} {
 		r := run(t, c.lang, c.code)
-		e := wantError(t, r, sandbox.KindForbiddenSyscall, "")
+		e := wantError(t, r, contract.KindForbiddenSyscall, "")
 		if e.Syscall != c.name || !strings.Contains(e.Message, c.name) {
 			t.Errorf("%s: syscall %q, message %q", c.name, e.Syscall, e.Message)
 		}
@@ -120,7 +121,7 @@ func attacks() []attack {
 		{name: "secrets/environment", lang: "python", code: "import os\nprint(dict(os.environ))\n", want: safeOK},
 		{name: "secrets/proc-environ", lang: "bash", code: "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; true", want: safeOK},
 		{name: "secrets/grep-everywhere", lang: "bash", code: "p=sk-; p=${p}live; grep -rsl $p /etc /proc/1 /workspace /tmp /.runbox 2>/dev/null | sed 's/^/ESCAPED /'; true", args: []any{"timeout_seconds", 30}, want: safeOK},
-		{name: "secrets/into-artifact", lang: "python", code: "import os\nopen('env.txt', 'w').write(repr(dict(os.environ)))\n", want: func(t *testing.T, r sandbox.Result) {
+		{name: "secrets/into-artifact", lang: "python", code: "import os\nopen('env.txt', 'w').write(repr(dict(os.environ)))\n", want: func(t *testing.T, r contract.Result) {
 			mustOK(t, r)
 			if len(r.Artifacts) != 1 {
 				t.Fatalf("artifacts %+v", r.Artifacts)
@@ -153,8 +154,8 @@ func attacks() []attack {
 		{name: "channel/init-descriptors", lang: "bash", code: "echo forged > /proc/1/fd/1 2>/dev/null && echo ESCAPED; ls /proc/1/fd >/dev/null 2>&1 && echo ESCAPED; true", want: safeOK},
 		{name: "channel/init-memory", lang: "python", code: "try:\n    open('/proc/1/mem', 'rb'); print('ESCAPED')\nexcept OSError as e:\n    print(e.errno)\n", want: stdoutIs("13\n")},
 		{name: "channel/own-descriptors", lang: "python", code: "import os\nprint(sorted(int(f) for f in os.listdir('/proc/self/fd')))\n", want: stdoutIs("[0, 1, 2, 3]\n")},
-		{name: "channel/forged-report", lang: "python", code: "import json, os, sys\nrep = json.dumps({'exit_code': 0, 'stdout': 'Rk9SR0VE', 'timed_out': False}).encode()\nfor out in (1, 2):\n    os.write(out, b'R' + len(rep).to_bytes(4, 'big') + rep + b'\\n{\"exit_code\":0}\\n')\nsys.exit(3)\n", want: func(t *testing.T, r sandbox.Result) {
-			wantError(t, r, sandbox.KindRuntime, "")
+		{name: "channel/forged-report", lang: "python", code: "import json, os, sys\nrep = json.dumps({'exit_code': 0, 'stdout': 'Rk9SR0VE', 'timed_out': False}).encode()\nfor out in (1, 2):\n    os.write(out, b'R' + len(rep).to_bytes(4, 'big') + rep + b'\\n{\"exit_code\":0}\\n')\nsys.exit(3)\n", want: func(t *testing.T, r contract.Result) {
+			wantError(t, r, contract.KindRuntime, "")
 			if r.ExitCode == nil || *r.ExitCode != 3 || !strings.Contains(r.Stdout, "exit_code") {
 				t.Fatalf("the forged report was believed: exit %v stdout %q", r.ExitCode, r.Stdout)
 			}
@@ -171,61 +172,61 @@ func attacks() []attack {
 		{name: "workload/bash", lang: "bash", code: "seq 1 1000 | sort -rn | head -1 | tee /tmp/x >/dev/null; (sleep 0.1 & wait); echo $(cat /tmp/x) $(printf '%s' abc | sha256sum | cut -c1-8)", want: stdoutIs("1000 ba7816bf\n")},
 
 		// Bombs, spinners and sleepers.
-		{name: "bomb/threads", lang: "python", code: "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n", args: []any{"timeout_seconds", 20}, want: refused(sandbox.KindResourceLimit, sandbox.LimitPids)},
-		{name: "bomb/classic-fork", lang: "bash", code: "f() { f | f & }; f; sleep 10", args: []any{"timeout_seconds", 5}, want: oneOf(sandbox.KindResourceLimit, sandbox.KindTimeout)},
-		{name: "spin/ignores-signals", lang: "python", code: "import signal\nfor s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):\n    signal.signal(s, signal.SIG_IGN)\nwhile True:\n    pass\n", args: []any{"timeout_seconds", 2}, want: refused(sandbox.KindTimeout, sandbox.LimitWallTime)},
-		{name: "sleep/ignores-signals", lang: "bash", code: "trap '' TERM INT HUP; sleep 600", args: []any{"timeout_seconds", 2}, want: refused(sandbox.KindTimeout, sandbox.LimitWallTime)},
+		{name: "bomb/threads", lang: "python", code: "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n", args: []any{"timeout_seconds", 20}, want: refused(contract.KindResourceLimit, contract.LimitPids)},
+		{name: "bomb/classic-fork", lang: "bash", code: "f() { f | f & }; f; sleep 10", args: []any{"timeout_seconds", 5}, want: oneOf(contract.KindResourceLimit, contract.KindTimeout)},
+		{name: "spin/ignores-signals", lang: "python", code: "import signal\nfor s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):\n    signal.signal(s, signal.SIG_IGN)\nwhile True:\n    pass\n", args: []any{"timeout_seconds", 2}, want: refused(contract.KindTimeout, contract.LimitWallTime)},
+		{name: "sleep/ignores-signals", lang: "bash", code: "trap '' TERM INT HUP; sleep 600", args: []any{"timeout_seconds", 2}, want: refused(contract.KindTimeout, contract.LimitWallTime)},
 		{name: "sleep/detached-daemon", lang: "bash", code: "setsid bash -c 'trap \"\" TERM HUP; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 &\necho started", want: stdoutIs("started\n")},
-		{name: "memory/numpy", lang: "python", code: "import numpy as np\na = np.ones(100_000_000)\nprint('ESCAPED', a.sum())\n", args: []any{"timeout_seconds", 60}, want: refused(sandbox.KindOOM, sandbox.LimitMemory)},
-		{name: "memory/javascript-arrays", lang: "javascript", code: "const a = [];\nwhile (true) a.push(new Float64Array(1 << 20).fill(1));\n", args: []any{"timeout_seconds", 60}, want: refused(sandbox.KindOOM, sandbox.LimitMemory)},
+		{name: "memory/numpy", lang: "python", code: "import numpy as np\na = np.ones(100_000_000)\nprint('ESCAPED', a.sum())\n", args: []any{"timeout_seconds", 60}, want: refused(contract.KindOOM, contract.LimitMemory)},
+		{name: "memory/javascript-arrays", lang: "javascript", code: "const a = [];\nwhile (true) a.push(new Float64Array(1 << 20).fill(1));\n", args: []any{"timeout_seconds", 60}, want: refused(contract.KindOOM, contract.LimitMemory)},
 
 		// Disk.
-		{name: "disk/workspace-dd", lang: "bash", code: "dd if=/dev/zero of=/workspace/fill bs=1M count=500 2>&1", want: refused(sandbox.KindResourceLimit, sandbox.LimitDisk)},
-		{name: "disk/tmp-python", lang: "python", code: "with open('/tmp/fill', 'wb') as f:\n    while True:\n        f.write(b'\\0' * (1 << 20))\n", want: refused(sandbox.KindResourceLimit, sandbox.LimitDisk)},
-		{name: "disk/inodes-python", lang: "python", code: "import os\nos.mkdir('/tmp/d')\nfor i in range(100000):\n    open(f'/tmp/d/{i}', 'w').close()\n", args: []any{"timeout_seconds", 60}, want: refused(sandbox.KindResourceLimit, sandbox.LimitDisk)},
+		{name: "disk/workspace-dd", lang: "bash", code: "dd if=/dev/zero of=/workspace/fill bs=1M count=500 2>&1", want: refused(contract.KindResourceLimit, contract.LimitDisk)},
+		{name: "disk/tmp-python", lang: "python", code: "with open('/tmp/fill', 'wb') as f:\n    while True:\n        f.write(b'\\0' * (1 << 20))\n", want: refused(contract.KindResourceLimit, contract.LimitDisk)},
+		{name: "disk/inodes-python", lang: "python", code: "import os\nos.mkdir('/tmp/d')\nfor i in range(100000):\n    open(f'/tmp/d/{i}', 'w').close()\n", args: []any{"timeout_seconds", 60}, want: refused(contract.KindResourceLimit, contract.LimitDisk)},
 
 		// Output.
-		{name: "output/stderr-flood", lang: "python", code: "import sys\nfor _ in range(10000):\n    sys.stderr.write('e' * 1000 + '\\n')\n", want: func(t *testing.T, r sandbox.Result) {
-			wantError(t, r, sandbox.KindOutputLimit, "")
+		{name: "output/stderr-flood", lang: "python", code: "import sys\nfor _ in range(10000):\n    sys.stderr.write('e' * 1000 + '\\n')\n", want: func(t *testing.T, r contract.Result) {
+			wantError(t, r, contract.KindOutputLimit, "")
 			if !r.StderrTruncated || len(r.Stderr) > int(lim.OutputBytes)+200 {
 				t.Fatalf("stderr truncated %v, %d bytes", r.StderrTruncated, len(r.Stderr))
 			}
 		}},
-		{name: "output/binary", lang: "python", code: "import os\nos.write(1, bytes(range(256)) * 200)\n", want: func(t *testing.T, r sandbox.Result) {
+		{name: "output/binary", lang: "python", code: "import os\nos.write(1, bytes(range(256)) * 200)\n", want: func(t *testing.T, r contract.Result) {
 			mustOK(t, r)
 			if !strings.Contains(r.Stdout, "\uFFFD") {
 				t.Fatal("invalid UTF-8 was not replaced")
 			}
 		}},
-		{name: "output/one-long-line", lang: "javascript", code: "process.stdout.write('y'.repeat(5e6));\n", want: refused(sandbox.KindOutputLimit, "")},
+		{name: "output/one-long-line", lang: "javascript", code: "process.stdout.write('y'.repeat(5e6));\n", want: refused(contract.KindOutputLimit, "")},
 
 		// Artifacts.
-		{name: "artifacts/symlinks-out", lang: "bash", code: "ln -s /etc/shadow shadow; ln -s /proc/self/root root; ln -s . loop; ln -s /proc/1/environ env; echo ok", want: func(t *testing.T, r sandbox.Result) {
+		{name: "artifacts/symlinks-out", lang: "bash", code: "ln -s /etc/shadow shadow; ln -s /proc/self/root root; ln -s . loop; ln -s /proc/1/environ env; echo ok", want: func(t *testing.T, r contract.Result) {
 			mustOK(t, r)
 			if len(r.Artifacts) != 0 {
 				t.Fatalf("symlinks became artifacts: %+v", r.Artifacts)
 			}
 		}},
 		{name: "artifacts/hardlink-out", lang: "bash", code: "ln /etc/passwd passwd 2>/dev/null && echo ESCAPED; true", want: safeOK},
-		{name: "artifacts/fifo", lang: "bash", code: "mkfifo pipe; mkfifo out.txt 2>/dev/null; echo made", want: func(t *testing.T, r sandbox.Result) {
+		{name: "artifacts/fifo", lang: "bash", code: "mkfifo pipe; mkfifo out.txt 2>/dev/null; echo made", want: func(t *testing.T, r contract.Result) {
 			mustOK(t, r)
 			if len(r.Artifacts) != 0 {
 				t.Fatalf("fifos became artifacts: %+v", r.Artifacts)
 			}
 		}},
-		{name: "artifacts/thousands", lang: "python", code: "import os\nos.mkdir('many')\nfor i in range(5000):\n    open(f'many/{i}.txt', 'w').write(str(i))\n", want: func(t *testing.T, r sandbox.Result) {
+		{name: "artifacts/thousands", lang: "python", code: "import os\nos.mkdir('many')\nfor i in range(5000):\n    open(f'many/{i}.txt', 'w').write(str(i))\n", want: func(t *testing.T, r contract.Result) {
 			mustOK(t, r)
 			if len(r.Artifacts) != lim.Artifacts || r.ArtifactsOmitted != 5000-lim.Artifacts {
 				t.Fatalf("%d artifacts, %d omitted", len(r.Artifacts), r.ArtifactsOmitted)
 			}
 		}},
-		{name: "artifacts/sparse-huge", lang: "python", code: "with open('sparse.bin', 'wb') as f:\n    f.truncate(60 * 1024 * 1024)\n", want: func(t *testing.T, r sandbox.Result) {
+		{name: "artifacts/sparse-huge", lang: "python", code: "with open('sparse.bin', 'wb') as f:\n    f.truncate(60 * 1024 * 1024)\n", want: func(t *testing.T, r contract.Result) {
 			mustOK(t, r)
 			if len(r.Artifacts) != 1 || !r.Artifacts[0].ContentOmitted {
 				t.Fatalf("artifacts %+v", r.Artifacts)
 			}
 		}},
-		{name: "artifacts/odd-names", lang: "bash", code: "touch $'new\\nline.txt' $'tab\\tname.txt' 'ünï cödé.txt' -- '-rf'; echo ok", want: func(t *testing.T, r sandbox.Result) {
+		{name: "artifacts/odd-names", lang: "bash", code: "touch $'new\\nline.txt' $'tab\\tname.txt' 'ünï cödé.txt' -- '-rf'; echo ok", want: func(t *testing.T, r contract.Result) {
 			mustOK(t, r)
 			if len(r.Artifacts) != 4 {
 				t.Fatalf("artifacts %+v", r.Artifacts)

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/runbox-mcp/runbox/contract"
 
-	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 func TestOKPerLanguage(t *testing.T) {
@@ -46,7 +46,7 @@ func TestSyntaxErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.lang+"/"+c.typ, func(t *testing.T) {
 			r := run(t, c.lang, c.code)
-			e := wantError(t, r, sandbox.KindSyntax, "")
+			e := wantError(t, r, contract.KindSyntax, "")
 			if e.Type != c.typ || e.Line != c.line || (c.column > 0 && e.Column != c.column) {
 				t.Fatalf("got %+v, want %s at %d:%d\nstderr: %s", e, c.typ, c.line, c.column, r.Stderr)
 			}
@@ -71,7 +71,7 @@ func TestRuntimeErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.lang+"/"+c.typ, func(t *testing.T) {
 			r := run(t, c.lang, c.code)
-			e := wantError(t, r, sandbox.KindRuntime, "")
+			e := wantError(t, r, contract.KindRuntime, "")
 			if e.Type != c.typ || !strings.Contains(e.Message, c.msg) || e.Line != c.line {
 				t.Fatalf("got %+v, want %s %q on line %d\nstderr: %s", e, c.typ, c.msg, c.line, r.Stderr)
 			}
@@ -81,7 +81,7 @@ func TestRuntimeErrors(t *testing.T) {
 		})
 	}
 	r := run(t, "bash", "echo partial; exit 7")
-	e := wantError(t, r, sandbox.KindRuntime, "")
+	e := wantError(t, r, contract.KindRuntime, "")
 	if *r.ExitCode != 7 || r.Stdout != "partial\n" || !strings.Contains(e.Message, "status 7") {
 		t.Fatalf("plain exit: %+v %+v", r, e)
 	}
@@ -95,7 +95,7 @@ func TestTimeouts(t *testing.T) {
 	} {
 		t.Run(lang, func(t *testing.T) {
 			r := run(t, lang, code, "timeout_seconds", 1.5)
-			wantError(t, r, sandbox.KindTimeout, sandbox.LimitWallTime)
+			wantError(t, r, contract.KindTimeout, contract.LimitWallTime)
 			if !strings.HasPrefix(r.Stdout, "started") {
 				t.Errorf("output before the timeout is lost: %q", r.Stdout)
 			}
@@ -114,28 +114,31 @@ func TestOOM(t *testing.T) {
 	} {
 		t.Run(lang, func(t *testing.T) {
 			r := run(t, lang, code, "timeout_seconds", 60)
-			wantError(t, r, sandbox.KindOOM, sandbox.LimitMemory)
+			wantError(t, r, contract.KindOOM, contract.LimitMemory)
 		})
 	}
 }
 
 func TestResourceLimits(t *testing.T) {
-	cases := []struct{ name, lang, code, limit string }{
-		{"pids/bash", "bash", "for i in $(seq 1 400); do sleep 5 & done; wait", sandbox.LimitPids},
-		{"pids/python", "python", "import os, time\nkids = []\nfor i in range(400):\n    pid = os.fork()\n    if pid == 0:\n        time.sleep(5); os._exit(0)\n    kids.append(pid)\n", sandbox.LimitPids},
-		{"pids/javascript", "javascript", "const { spawn } = require('child_process');\nfor (let i = 0; i < 400; i++) spawn('sleep', ['5']);\n", sandbox.LimitPids},
-		{"disk/javascript", "javascript", "const fs = require('fs');\nconst mb = Buffer.alloc(1 << 20, 120);\nfor (let i = 0; i < 200; i++) fs.appendFileSync('big.bin', mb);\n", sandbox.LimitDisk},
-		{"open_files/bash", "bash", "for i in $(seq 1 5000); do exec {fd}</dev/null || exit 1; done", sandbox.LimitOpenFiles},
-		{"disk/python", "python", "with open('big.bin', 'wb') as f:\n    for _ in range(200):\n        f.write(b'x' * (1 << 20))\n", sandbox.LimitDisk},
-		{"disk/tmp", "bash", "head -c 200000000 /dev/zero > /tmp/fill", sandbox.LimitDisk},
-		{"inodes/bash", "bash", "mkdir many && cd many && for i in $(seq 1 20000); do : > f$i || exit 1; done", sandbox.LimitDisk},
-		{"open_files/python", "python", "fs = [open('/dev/null') for _ in range(5000)]\n", sandbox.LimitOpenFiles},
-		{"open_files/javascript", "javascript", "const fs = require('fs');\nconst fds = [];\nfor (let i = 0; i < 5000; i++) fds.push(fs.openSync('/dev/null', 'r'));\n", sandbox.LimitOpenFiles},
+	cases := []struct {
+		name, lang, code string
+		limit            contract.Limit
+	}{
+		{"pids/bash", "bash", "for i in $(seq 1 400); do sleep 5 & done; wait", contract.LimitPids},
+		{"pids/python", "python", "import os, time\nkids = []\nfor i in range(400):\n    pid = os.fork()\n    if pid == 0:\n        time.sleep(5); os._exit(0)\n    kids.append(pid)\n", contract.LimitPids},
+		{"pids/javascript", "javascript", "const { spawn } = require('child_process');\nfor (let i = 0; i < 400; i++) spawn('sleep', ['5']);\n", contract.LimitPids},
+		{"disk/javascript", "javascript", "const fs = require('fs');\nconst mb = Buffer.alloc(1 << 20, 120);\nfor (let i = 0; i < 200; i++) fs.appendFileSync('big.bin', mb);\n", contract.LimitDisk},
+		{"open_files/bash", "bash", "for i in $(seq 1 5000); do exec {fd}</dev/null || exit 1; done", contract.LimitOpenFiles},
+		{"disk/python", "python", "with open('big.bin', 'wb') as f:\n    for _ in range(200):\n        f.write(b'x' * (1 << 20))\n", contract.LimitDisk},
+		{"disk/tmp", "bash", "head -c 200000000 /dev/zero > /tmp/fill", contract.LimitDisk},
+		{"inodes/bash", "bash", "mkdir many && cd many && for i in $(seq 1 20000); do : > f$i || exit 1; done", contract.LimitDisk},
+		{"open_files/python", "python", "fs = [open('/dev/null') for _ in range(5000)]\n", contract.LimitOpenFiles},
+		{"open_files/javascript", "javascript", "const fs = require('fs');\nconst fds = [];\nfor (let i = 0; i < 5000; i++) fds.push(fs.openSync('/dev/null', 'r'));\n", contract.LimitOpenFiles},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := run(t, c.lang, c.code, "timeout_seconds", 60)
-			wantError(t, r, sandbox.KindResourceLimit, c.limit)
+			wantError(t, r, contract.KindResourceLimit, c.limit)
 		})
 	}
 }
@@ -148,14 +151,14 @@ func TestOutputLimit(t *testing.T) {
 	} {
 		t.Run(lang, func(t *testing.T) {
 			r := run(t, lang, code)
-			wantError(t, r, sandbox.KindOutputLimit, "")
+			wantError(t, r, contract.KindOutputLimit, "")
 			if !r.StdoutTruncated || !strings.HasPrefix(r.Stdout, "head\n") || !strings.HasSuffix(r.Stdout, "\ntail\n") || len(r.Stdout) > int(lim.OutputBytes)+200 {
 				t.Fatalf("truncated %v, %d bytes kept, head %q tail %q", r.StdoutTruncated, len(r.Stdout), r.Stdout[:min(10, len(r.Stdout))], r.Stdout[max(0, len(r.Stdout)-10):])
 			}
 		})
 	}
 	r := run(t, "bash", "head -c 100000 /dev/urandom")
-	if !strings.Contains(r.Stdout, "\uFFFD") || r.Status != sandbox.StatusOK {
+	if !strings.Contains(r.Stdout, "\uFFFD") || r.Status != contract.StatusOK {
 		t.Fatalf("binary output is not turned into valid text: status %s", r.Status)
 	}
 }
@@ -183,7 +186,7 @@ func TestInvalidRequests(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r, res := shared(t).call(t, c.args)
-			e := wantError(t, r, sandbox.KindInvalidRequest, "")
+			e := wantError(t, r, contract.KindInvalidRequest, "")
 			if !strings.Contains(e.Message, c.want) || r.ExitCode != nil || !res.IsError {
 				t.Fatalf("got %+v, want %q", e, c.want)
 			}
@@ -217,7 +220,7 @@ os.symlink("/proc/self/environ", "env")
 	var got []string
 	for _, a := range r.Artifacts {
 		got = append(got, a.Path+":"+a.MimeType)
-		if len(a.SHA256) != 64 || a.SizeBytes <= 0 || a.URI != sandbox.ArtifactURI(r.RunID, a.Path) {
+		if len(a.SHA256) != 64 || a.SizeBytes <= 0 || a.URI != contract.ArtifactURI(r.RunID, a.Path) {
 			t.Errorf("artifact %+v", a)
 		}
 	}
@@ -256,6 +259,6 @@ func TestForkBombsNeverKillInit(t *testing.T) {
 	code := "import os, threading, time\nfor i in range(400):\n    try:\n        threading.Thread(target=time.sleep, args=(5,), daemon=True).start()\n    except RuntimeError:\n        pass\n    if os.fork() == 0:\n        time.sleep(5); os._exit(0)\n"
 	for i := 0; i < 15; i++ {
 		r := run(t, "python", code, "timeout_seconds", 30)
-		wantError(t, r, sandbox.KindResourceLimit, sandbox.LimitPids)
+		wantError(t, r, contract.KindResourceLimit, contract.LimitPids)
 	}
 }

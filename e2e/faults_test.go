@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -115,7 +117,7 @@ func TestEngineStoppedMidRun(t *testing.T) {
 	defer s.close()
 	owner := "label=" + sandbox.LabelOwnerPID + "=" + strconv.Itoa(s.cmd.Process.Pid)
 
-	done := make(chan sandbox.Result, 1)
+	done := make(chan contract.Result, 1)
 	go func() {
 		r, _ := s.call(t, map[string]any{"language": "bash", "code": "echo started; sleep 3", "timeout_seconds": 30})
 		done <- r
@@ -123,19 +125,19 @@ func TestEngineStoppedMidRun(t *testing.T) {
 	waitBox(t, owner)
 	time.Sleep(300 * time.Millisecond)
 	p.down()
-	var r sandbox.Result
+	var r contract.Result
 	select {
 	case r = <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the call did not return after the engine went away")
 	}
-	e := wantError(t, r, sandbox.KindSandbox, "")
+	e := wantError(t, r, contract.KindSandbox, "")
 	if !strings.Contains(e.Hint, "runbox recovers by itself") && !strings.Contains(e.Hint, "retry") {
 		t.Errorf("hint %q", e.Hint)
 	}
 
 	r, _ = s.call(t, map[string]any{"language": "python", "code": "print(1)"})
-	if e := wantError(t, r, sandbox.KindSandbox, ""); !strings.Contains(e.Message, "not reachable") {
+	if e := wantError(t, r, contract.KindSandbox, ""); !strings.Contains(e.Message, "not reachable") {
 		t.Errorf("while the engine is away: %+v", e)
 	}
 
@@ -159,7 +161,7 @@ func TestHungEngineIsBounded(t *testing.T) {
 	}()
 	start := time.Now()
 	r, _ := s.call(t, map[string]any{"language": "python", "code": "print(1)"})
-	wantError(t, r, sandbox.KindSandbox, "")
+	wantError(t, r, contract.KindSandbox, "")
 	if took := time.Since(start); took > 40*time.Second {
 		t.Fatalf("a hung engine held the call %s", took)
 	}

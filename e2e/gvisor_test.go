@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/runbox-mcp/runbox/contract"
 )
 
 // TestGVisorLevel runs the error kinds under isolation: gvisor (runsc): the
@@ -20,22 +20,23 @@ func TestGVisorLevel(t *testing.T) {
 	cases := []struct {
 		name, lang, code string
 		timeout          int
-		kind, limit      string
+		kind             contract.Kind
+		limit            contract.Limit
 		stdout           string
 	}{
 		{"ok/python", "python", "import numpy\nprint(numpy.arange(4).sum())", 30, "", "", "6\n"},
 		{"ok/javascript", "javascript", "console.log([1, 2, 3].map(x => x * 2).join(','))", 30, "", "", "2,4,6\n"},
 		{"ok/bash", "bash", "echo $(( 6 * 7 ))", 30, "", "", "42\n"},
 		{"no-network", "python", "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 443), timeout=3); print('ESCAPED')\nexcept OSError:\n    print('refused')\n", 30, "", "", "refused\n"},
-		{"syntax", "python", "print(1", 30, sandbox.KindSyntax, "", ""},
-		{"runtime", "javascript", "null.x", 30, sandbox.KindRuntime, "", ""},
-		{"forbidden_syscall", "python", pySyscall(101), 30, sandbox.KindForbiddenSyscall, "", ""},
-		{"forbidden_syscall/bash", "bash", "unshare -U true", 30, sandbox.KindForbiddenSyscall, "", ""},
-		{"timeout", "python", "while True: pass", 2, sandbox.KindTimeout, sandbox.LimitWallTime, ""},
-		{"oom", "python", "b = []\nwhile True:\n    b.append(bytearray(32 << 20))\n", 60, sandbox.KindOOM, sandbox.LimitMemory, ""},
-		{"pids", "python", "import os, time\nfor i in range(400):\n    if os.fork() == 0:\n        time.sleep(5); os._exit(0)\n", 60, sandbox.KindResourceLimit, sandbox.LimitPids, ""},
-		{"disk", "bash", "head -c 200000000 /dev/zero > /workspace/fill", 60, sandbox.KindResourceLimit, sandbox.LimitDisk, ""},
-		{"output", "bash", "head -c 3000000 /dev/zero | tr '\\0' x", 30, sandbox.KindOutputLimit, "", ""},
+		{"syntax", "python", "print(1", 30, contract.KindSyntax, "", ""},
+		{"runtime", "javascript", "null.x", 30, contract.KindRuntime, "", ""},
+		{"forbidden_syscall", "python", pySyscall(101), 30, contract.KindForbiddenSyscall, "", ""},
+		{"forbidden_syscall/bash", "bash", "unshare -U true", 30, contract.KindForbiddenSyscall, "", ""},
+		{"timeout", "python", "while True: pass", 2, contract.KindTimeout, contract.LimitWallTime, ""},
+		{"oom", "python", "b = []\nwhile True:\n    b.append(bytearray(32 << 20))\n", 60, contract.KindOOM, contract.LimitMemory, ""},
+		{"pids", "python", "import os, time\nfor i in range(400):\n    if os.fork() == 0:\n        time.sleep(5); os._exit(0)\n", 60, contract.KindResourceLimit, contract.LimitPids, ""},
+		{"disk", "bash", "head -c 200000000 /dev/zero > /workspace/fill", 60, contract.KindResourceLimit, contract.LimitDisk, ""},
+		{"output", "bash", "head -c 3000000 /dev/zero | tr '\\0' x", 30, contract.KindOutputLimit, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -230,14 +232,14 @@ func shared(t testing.TB) *server {
 }
 
 // call runs run_code and decodes the structured result.
-func (s *server) call(t testing.TB, args map[string]any) (sandbox.Result, *mcp.CallToolResult) {
+func (s *server) call(t testing.TB, args map[string]any) (contract.Result, *mcp.CallToolResult) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	return s.callCtx(ctx, t, args)
 }
 
-func (s *server) callCtx(ctx context.Context, t testing.TB, args map[string]any) (sandbox.Result, *mcp.CallToolResult) {
+func (s *server) callCtx(ctx context.Context, t testing.TB, args map[string]any) (contract.Result, *mcp.CallToolResult) {
 	t.Helper()
 	res, err := s.c.CallTool(ctx, newCall(args))
 	if err != nil {
@@ -247,14 +249,14 @@ func (s *server) callCtx(ctx context.Context, t testing.TB, args map[string]any)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.IsError != (r.Status == sandbox.StatusError) {
+	if res.IsError != (r.Status == contract.StatusError) {
 		t.Fatalf("isError %v but status %q", res.IsError, r.Status)
 	}
 	return r, res
 }
 
 // run is call on the shared server with language and code.
-func run(t testing.TB, language, code string, extra ...any) sandbox.Result {
+func run(t testing.TB, language, code string, extra ...any) contract.Result {
 	t.Helper()
 	args := map[string]any{"language": language, "code": code}
 	for i := 0; i+1 < len(extra); i += 2 {
@@ -264,16 +266,18 @@ func run(t testing.TB, language, code string, extra ...any) sandbox.Result {
 	return r
 }
 
-func mustOK(t testing.TB, r sandbox.Result) {
+func mustOK(t testing.TB, r contract.Result) {
 	t.Helper()
-	if r.Status != sandbox.StatusOK {
+	if r.Status != contract.StatusOK {
 		t.Fatalf("status %s, error %+v\nstdout: %s\nstderr: %s", r.Status, r.Error, r.Stdout, r.Stderr)
 	}
 }
 
-func wantError(t testing.TB, r sandbox.Result, kind, limit string) *sandbox.ErrorInfo {
+// wantError fails unless r is an error of kind and limit; the tables give
+// them as contract constants or as plain strings.
+func wantError[K, L ~string](t testing.TB, r contract.Result, kind K, limit L) *contract.ErrorInfo {
 	t.Helper()
-	if r.Status != sandbox.StatusError || r.Error == nil || r.Error.Kind != kind || r.Error.Limit != limit {
+	if r.Status != contract.StatusError || r.Error == nil || string(r.Error.Kind) != string(kind) || string(r.Error.Limit) != string(limit) {
 		t.Fatalf("want error %s/%s, got status %s error %+v\nstdout: %.2000s\nstderr: %.2000s", kind, limit, r.Status, r.Error, r.Stdout, r.Stderr)
 	}
 	if r.Error.Hint == "" || strings.Count(strings.TrimSpace(r.Error.Hint), "\n") > 0 {
@@ -283,8 +287,8 @@ func wantError(t testing.TB, r sandbox.Result, kind, limit string) *sandbox.Erro
 }
 
 // decodeResult reads run_code's structured result.
-func decodeResult(res *mcp.CallToolResult) (sandbox.Result, error) {
-	var r sandbox.Result
+func decodeResult(res *mcp.CallToolResult) (contract.Result, error) {
+	var r contract.Result
 	raw, _ := json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return r, fmt.Errorf("structured content: %v: %s", err, raw)

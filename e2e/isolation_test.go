@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
@@ -153,7 +155,7 @@ func TestIsolationOwnInitNotDockerInit(t *testing.T) {
 
 func TestIsolationLabelledAndRemoved(t *testing.T) {
 	s := shared(t)
-	done := make(chan sandbox.Result, 1)
+	done := make(chan contract.Result, 1)
 	go func() {
 		r, _ := s.call(t, map[string]any{"language": "bash", "code": "sleep 3; echo slept"})
 		done <- r

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -176,12 +178,12 @@ func TestKubeLanguages(t *testing.T) {
 	}
 	t.Run("errors", func(t *testing.T) {
 		r, _ := s.call(t, map[string]any{"language": "python", "code": "x = 1\n1/0\n"})
-		e := wantError(t, r, sandbox.KindRuntime, "")
+		e := wantError(t, r, contract.KindRuntime, "")
 		if e.Type != "ZeroDivisionError" || e.Line != 2 {
 			t.Errorf("error %+v", e)
 		}
 		r, _ = s.call(t, map[string]any{"language": "bash", "code": "if then fi"})
-		wantError(t, r, sandbox.KindSyntax, "")
+		wantError(t, r, contract.KindSyntax, "")
 	})
 }
 
@@ -189,7 +191,7 @@ func TestKubeTimeout(t *testing.T) {
 	s := kubeServer(t, "")
 	t0 := time.Now()
 	r, _ := s.call(t, map[string]any{"language": "python", "code": "import time\nprint('start', flush=True)\ntime.sleep(60)", "timeout_seconds": 2})
-	wantError(t, r, sandbox.KindTimeout, sandbox.LimitWallTime)
+	wantError(t, r, contract.KindTimeout, contract.LimitWallTime)
 	if r.Stdout != "start\n" {
 		t.Errorf("stdout before the timeout lost: %q", r.Stdout)
 	}
@@ -201,9 +203,9 @@ func TestKubeTimeout(t *testing.T) {
 func TestKubeOOM(t *testing.T) {
 	s := kubeServer(t, "")
 	r, _ := s.call(t, map[string]any{"language": "python", "code": "x = bytearray(2 * 1024**3)\nprint(len(x))"})
-	wantError(t, r, sandbox.KindOOM, sandbox.LimitMemory)
+	wantError(t, r, contract.KindOOM, contract.LimitMemory)
 	r, _ = s.call(t, map[string]any{"language": "javascript", "code": "const a = []; for (;;) a.push(Buffer.alloc(1 << 20, 1));"})
-	wantError(t, r, sandbox.KindOOM, sandbox.LimitMemory)
+	wantError(t, r, contract.KindOOM, contract.LimitMemory)
 }
 
 func TestKubeNoNetwork(t *testing.T) {
@@ -265,7 +267,7 @@ print(open("input.txt").read())
 // run answers sandbox with the hint that says so.
 func TestKubePodDeletedMidRun(t *testing.T) {
 	s := kubeServer(t, "")
-	done := make(chan sandbox.Result, 1)
+	done := make(chan contract.Result, 1)
 	go func() {
 		r, _ := s.call(t, map[string]any{"language": "bash", "code": "echo started; sleep 60", "timeout_seconds": 90})
 		done <- r
@@ -279,7 +281,7 @@ func TestKubePodDeletedMidRun(t *testing.T) {
 	}
 	select {
 	case r := <-done:
-		e := wantError(t, r, sandbox.KindSandbox, "")
+		e := wantError(t, r, contract.KindSandbox, "")
 		if !strings.Contains(e.Message, "deleted") || !strings.Contains(e.Hint, "deleted or evicted") {
 			t.Errorf("error %+v", e)
 		}
@@ -358,7 +360,7 @@ func TestKubeReapsKilledServer(t *testing.T) {
 // starts (and reaps) while the other runs leaves the other's pod alone.
 func TestKubeTwoInstances(t *testing.T) {
 	a := kubeServer(t, "")
-	done := make(chan sandbox.Result, 1)
+	done := make(chan contract.Result, 1)
 	go func() {
 		r, _ := a.call(t, map[string]any{"language": "bash", "code": "sleep 6; echo a-done", "timeout_seconds": 60})
 		done <- r
@@ -437,7 +439,7 @@ func TestKubeAPIUnreachable(t *testing.T) {
 	defer s.close()
 	for range 2 {
 		r, _ := s.call(t, map[string]any{"language": "python", "code": "print(1)"})
-		e := wantError(t, r, sandbox.KindSandbox, "")
+		e := wantError(t, r, contract.KindSandbox, "")
 		if !strings.Contains(e.Message, "not reachable") {
 			t.Errorf("error %+v", e)
 		}
@@ -489,7 +491,7 @@ func TestKubeForbiddenSyscall(t *testing.T) {
 		{"bash", "echo trying\nunshare -U true"},
 	} {
 		r, _ := s.call(t, map[string]any{"language": c.lang, "code": c.code})
-		wantError(t, r, sandbox.KindForbiddenSyscall, "")
+		wantError(t, r, contract.KindForbiddenSyscall, "")
 	}
 }
 
@@ -498,20 +500,23 @@ func TestKubeForbiddenSyscall(t *testing.T) {
 // cluster sets limits.pids + 1).
 func TestKubeResourceLimits(t *testing.T) {
 	s := kubeServer(t, "")
-	for _, c := range []struct{ name, lang, code, limit string }{
-		{"pids/bash", "bash", "for i in $(seq 1 400); do sleep 5 & done; wait", sandbox.LimitPids},
-		{"pids/python", "python", "import os, time\nkids = []\nfor i in range(400):\n    pid = os.fork()\n    if pid == 0:\n        time.sleep(5); os._exit(0)\n    kids.append(pid)\n", sandbox.LimitPids},
-		{"disk/python", "python", "with open('big.bin', 'wb') as f:\n    for _ in range(200):\n        f.write(b'x' * (1 << 20))\n", sandbox.LimitDisk},
-		{"disk/tmp", "bash", "head -c 200000000 /dev/zero > /tmp/fill", sandbox.LimitDisk},
-		{"open_files/python", "python", "fs = [open('/dev/null') for _ in range(5000)]\n", sandbox.LimitOpenFiles},
-		{"open_files/bash", "bash", "for i in $(seq 1 5000); do exec {fd}</dev/null || exit 1; done", sandbox.LimitOpenFiles},
-		{"fsize/python", "python", "with open('/tmp/big', 'wb') as f:\n    f.truncate(1 << 40)\n", sandbox.LimitDisk},
+	for _, c := range []struct {
+		name, lang, code string
+		limit            contract.Limit
+	}{
+		{"pids/bash", "bash", "for i in $(seq 1 400); do sleep 5 & done; wait", contract.LimitPids},
+		{"pids/python", "python", "import os, time\nkids = []\nfor i in range(400):\n    pid = os.fork()\n    if pid == 0:\n        time.sleep(5); os._exit(0)\n    kids.append(pid)\n", contract.LimitPids},
+		{"disk/python", "python", "with open('big.bin', 'wb') as f:\n    for _ in range(200):\n        f.write(b'x' * (1 << 20))\n", contract.LimitDisk},
+		{"disk/tmp", "bash", "head -c 200000000 /dev/zero > /tmp/fill", contract.LimitDisk},
+		{"open_files/python", "python", "fs = [open('/dev/null') for _ in range(5000)]\n", contract.LimitOpenFiles},
+		{"open_files/bash", "bash", "for i in $(seq 1 5000); do exec {fd}</dev/null || exit 1; done", contract.LimitOpenFiles},
+		{"fsize/python", "python", "with open('/tmp/big', 'wb') as f:\n    f.truncate(1 << 40)\n", contract.LimitDisk},
 		// Not here: inodes. A memory emptyDir has no nr_inodes; empty
 		// files are bounded only by the memory limit.
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, _ := s.call(t, map[string]any{"language": c.lang, "code": c.code, "timeout_seconds": 60})
-			wantError(t, r, sandbox.KindResourceLimit, c.limit)
+			wantError(t, r, contract.KindResourceLimit, c.limit)
 		})
 	}
 }
@@ -660,7 +665,7 @@ func TestKubeAPIServerAway(t *testing.T) {
 	p.cut()
 	for range 2 {
 		r, _ = s.call(t, code)
-		e := wantError(t, r, sandbox.KindSandbox, "")
+		e := wantError(t, r, contract.KindSandbox, "")
 		if !strings.Contains(e.Message, "not reachable") {
 			t.Errorf("error %+v", e)
 		}
@@ -670,7 +675,7 @@ func TestKubeAPIServerAway(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r, _ = s.call(t, code)
-		if r.Status == sandbox.StatusOK {
+		if r.Status == contract.StatusOK {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -79,7 +81,7 @@ func TestEngineDownIsASandboxResult(t *testing.T) {
 	s := startServer(t, []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"})
 	defer s.close()
 	r, _ := s.call(t, map[string]any{"language": "python", "code": "print(1)"})
-	e := wantError(t, r, sandbox.KindSandbox, "")
+	e := wantError(t, r, contract.KindSandbox, "")
 	if !strings.Contains(e.Message, "not reachable") || !strings.Contains(e.Hint, "Start the Docker engine") {
 		t.Fatalf("got %+v", e)
 	}
@@ -97,7 +99,7 @@ func TestMissingImageIsASandboxResult(t *testing.T) {
 	s := startServer(t, nil, "--manifest", p)
 	defer s.close()
 	r, _ := s.call(t, map[string]any{"language": "python", "code": "print(1)"})
-	e := wantError(t, r, sandbox.KindSandbox, "")
+	e := wantError(t, r, contract.KindSandbox, "")
 	if !strings.Contains(e.Message, "runbox/no-such-image:1 is missing") || !strings.Contains(e.Hint, "make setup") {
 		t.Fatalf("got %+v", e)
 	}
@@ -120,7 +122,7 @@ func TestRunCommand(t *testing.T) {
 	cmd = exec.Command(runboxBin, "run", "--json", "--language", "javascript", "-")
 	cmd.Stdin = strings.NewReader("console.log(6*7)")
 	out, err = cmd.Output()
-	var r sandbox.Result
+	var r contract.Result
 	if err != nil || json.Unmarshal(out, &r) != nil || r.Stdout != "42\n" || r.Status != "ok" {
 		t.Fatalf("runbox run --json: %v %s", err, out)
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/mark3labs/mcp-go/client"
 
 	"github.com/runbox-mcp/runbox/sandbox"
@@ -61,7 +63,7 @@ func loadOn(t *testing.T, n, pid int, clients []*client.Client) {
 		if err != nil {
 			return err
 		}
-		if r.Status != sandbox.StatusOK || r.Stdout != strconv.Itoa(i*2)+"\n" {
+		if r.Status != contract.StatusOK || r.Stdout != strconv.Itoa(i*2)+"\n" {
 			return fmt.Errorf("call %d: status %s stdout %q error %+v", i, r.Status, r.Stdout, r.Error)
 		}
 		return nil

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/runbox-mcp/runbox/contract"
 )
 
 // runbox runs a runbox command and returns its stdout and exit code.
@@ -76,7 +76,7 @@ func TestAuditRunsReplay(t *testing.T) {
 	if arts := first["artifacts"].([]any); len(arts) != 1 || arts[0].(map[string]any)["path"] != "out.txt" {
 		t.Errorf("artifacts: %v", arts)
 	}
-	if e := entries[2]["error"].(map[string]any); e["kind"] != sandbox.KindInvalidRequest || entries[2]["run_id"] != bad.RunID {
+	if e := entries[2]["error"].(map[string]any); e["kind"] != contract.KindInvalidRequest || entries[2]["run_id"] != bad.RunID {
 		t.Errorf("invalid request entry: %v", entries[2])
 	}
 	table, _ := runbox(t, "runs", "--manifest", p)

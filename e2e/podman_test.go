@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -47,7 +49,7 @@ func TestPodman(t *testing.T) {
 			s.close()
 		}
 	}()
-	call := func(t *testing.T, lang, code string, extra ...any) sandbox.Result {
+	call := func(t *testing.T, lang, code string, extra ...any) contract.Result {
 		t.Helper()
 		args := map[string]any{"language": lang, "code": code}
 		for i := 0; i+1 < len(extra); i += 2 {
@@ -74,7 +76,7 @@ func TestPodman(t *testing.T) {
 	t.Run("timeout", func(t *testing.T) {
 		start := time.Now()
 		r := call(t, "python", "while True: pass", "timeout_seconds", 2)
-		wantError(t, r, sandbox.KindTimeout, sandbox.LimitWallTime)
+		wantError(t, r, contract.KindTimeout, contract.LimitWallTime)
 		if d := time.Since(start); d > 15*time.Second {
 			t.Errorf("a 2 s timeout took %v", d)
 		}
@@ -84,7 +86,7 @@ func TestPodman(t *testing.T) {
 		// Podman 4.3 does not report OOMKilled on cgroup v1: this is the
 		// box's own memory-cgroup counter at work.
 		r := call(t, "python", "chunks = []\nwhile True:\n    chunks.append(bytearray(32 << 20))\n")
-		wantError(t, r, sandbox.KindOOM, sandbox.LimitMemory)
+		wantError(t, r, contract.KindOOM, contract.LimitMemory)
 	})
 
 	t.Run("no network", func(t *testing.T) {
@@ -98,7 +100,7 @@ if ifs != ["lo"]:
 s = socket.socket(); s.settimeout(3)
 s.connect(("1.1.1.1", 443))
 print("CONNECTED")`)
-		e := wantError(t, r, sandbox.KindRuntime, "")
+		e := wantError(t, r, contract.KindRuntime, "")
 		if strings.Contains(r.Stdout, "CONNECTED") || strings.Contains(r.Stderr, "NETWORK") || !strings.Contains(e.Message, "Network is unreachable") {
 			t.Fatalf("the box has a network: %+v\nstdout: %s\nstderr: %s", e, r.Stdout, r.Stderr)
 		}
@@ -106,7 +108,7 @@ print("CONNECTED")`)
 
 	t.Run("forbidden syscall", func(t *testing.T) {
 		r := call(t, "python", "import ctypes\nprint('before', flush=True)\nctypes.CDLL(None).syscall(101, 0, 0, 0, 0)\nprint('after')\n")
-		e := wantError(t, r, sandbox.KindForbiddenSyscall, "")
+		e := wantError(t, r, contract.KindForbiddenSyscall, "")
 		if r.Stdout != "before\n" || (e.Syscall != "" && e.Syscall != "ptrace") {
 			t.Fatalf("ptrace was not killed by runbox's profile: %+v stdout %q", e, r.Stdout)
 		}
@@ -114,7 +116,7 @@ print("CONNECTED")`)
 
 	t.Run("pids", func(t *testing.T) {
 		r := call(t, "python", "import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(30); os._exit(0)\n")
-		wantError(t, r, sandbox.KindResourceLimit, sandbox.LimitPids)
+		wantError(t, r, contract.KindResourceLimit, contract.LimitPids)
 	})
 
 	t.Run("artifacts", func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/sandbox"
@@ -105,7 +107,7 @@ func TestResultCache(t *testing.T) {
 	}
 	slow := map[string]any{"language": "bash", "code": "sleep 5", "timeout_seconds": 0.5}
 	s.call(t, slow)
-	if again, _ := s.call(t, slow); again.Metrics.Cached || again.Error == nil || again.Error.Kind != sandbox.KindTimeout {
+	if again, _ := s.call(t, slow); again.Metrics.Cached || again.Error == nil || again.Error.Kind != contract.KindTimeout {
 		t.Fatalf("a timeout was cached: %+v", again.Metrics)
 	}
 }

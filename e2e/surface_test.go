@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -114,7 +116,7 @@ func (s *netServer) client(t *testing.T, tr string) *client.Client {
 	return c
 }
 
-func callOn(t *testing.T, c *client.Client, args map[string]any) sandbox.Result {
+func callOn(t *testing.T, c *client.Client, args map[string]any) contract.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -159,7 +161,7 @@ func TestManyClientsOneServerBoundedQueue(t *testing.T) {
 	p := writeManifest(t, "concurrency: 1\nqueue_size: 1\n")
 	s := startNetServer(t, "http", "--manifest", p)
 	var wg sync.WaitGroup
-	results := make([]sandbox.Result, 3)
+	results := make([]contract.Result, 3)
 	for i := range results {
 		c := s.client(t, "http")
 		wg.Add(1)
@@ -173,12 +175,12 @@ func TestManyClientsOneServerBoundedQueue(t *testing.T) {
 	var ok, busy, queued int
 	for _, r := range results {
 		switch {
-		case r.Status == sandbox.StatusOK:
+		case r.Status == contract.StatusOK:
 			ok++
 			if r.Metrics.QueueMs > 500 {
 				queued++
 			}
-		case r.Error != nil && r.Error.Limit == sandbox.LimitBusy:
+		case r.Error != nil && r.Error.Limit == contract.LimitBusy:
 			busy++
 		}
 	}
@@ -196,7 +198,7 @@ func TestSessionBudgets(t *testing.T) {
 		mustOK(t, r)
 	}
 	r, _ := s.call(t, map[string]any{"language": "bash", "code": "echo hi"})
-	e := wantError(t, r, sandbox.KindResourceLimit, sandbox.LimitBudget)
+	e := wantError(t, r, contract.KindResourceLimit, contract.LimitBudget)
 	if !strings.Contains(e.Hint, "Wait") {
 		t.Fatalf("hint %q", e.Hint)
 	}
@@ -258,14 +260,14 @@ func TestResourcesAndPrompts(t *testing.T) {
 	if tc, ok := text.Contents[0].(mcp.TextResourceContents); !ok || tc.Text != "hello" {
 		t.Fatalf("text artifact: %+v", text.Contents)
 	}
-	bin, err := read(sandbox.ArtifactURI(r.RunID, "raw.bin"))
+	bin, err := read(contract.ArtifactURI(r.RunID, "raw.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bc, ok := bin.Contents[0].(mcp.BlobResourceContents); !ok || len(bc.Blob) != 344 {
 		t.Fatalf("binary artifact: %+v", bin.Contents)
 	}
-	if _, err := read(sandbox.ArtifactURI("r_nope", "x")); err == nil || !strings.Contains(err.Error(), "unknown") {
+	if _, err := read(contract.ArtifactURI("r_nope", "x")); err == nil || !strings.Contains(err.Error(), "unknown") {
 		t.Fatalf("unknown run: %v", err)
 	}
 	man, err := read("runbox://manifest")

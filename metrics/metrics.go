@@ -6,6 +6,8 @@ package metrics
 import (
 	"net/http"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -59,16 +61,16 @@ func New(version, isolation string, src Source) *Metrics {
 }
 
 // Observe counts a run's result.
-func (m *Metrics) Observe(res sandbox.Result) {
+func (m *Metrics) Observe(res contract.Result) {
 	if m == nil {
 		return
 	}
 	kind := ""
 	if res.Error != nil {
-		kind = res.Error.Kind
+		kind = string(res.Error.Kind)
 	}
 	lang := res.Language
-	m.runs.WithLabelValues(lang, res.Status, kind).Inc()
+	m.runs.WithLabelValues(lang, string(res.Status), kind).Inc()
 	pooled := "false"
 	if res.Metrics.Pooled {
 		pooled = "true"

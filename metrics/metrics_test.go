@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -17,10 +19,10 @@ func (fakeSource) Stats() sandbox.Stats {
 
 func TestScrape(t *testing.T) {
 	m := New("v1.2.3", "runc", fakeSource{})
-	m.Observe(sandbox.Result{Language: "python", Status: sandbox.StatusOK, Metrics: sandbox.Metrics{WallMs: 40, Pooled: true}})
-	m.Observe(sandbox.Result{Language: "bash", Status: sandbox.StatusError, Error: &sandbox.ErrorInfo{Kind: sandbox.KindTimeout}, Metrics: sandbox.Metrics{WallMs: 2000, QueueMs: 300}})
+	m.Observe(contract.Result{Language: "python", Status: contract.StatusOK, Metrics: contract.Metrics{WallMs: 40, Pooled: true}})
+	m.Observe(contract.Result{Language: "bash", Status: contract.StatusError, Error: &contract.ErrorInfo{Kind: contract.KindTimeout}, Metrics: contract.Metrics{WallMs: 2000, QueueMs: 300}})
 	var nilM *Metrics
-	nilM.Observe(sandbox.Result{}) // no metrics: no-op
+	nilM.Observe(contract.Result{}) // no metrics: no-op
 
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

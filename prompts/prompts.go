@@ -7,11 +7,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // Prompt names.
@@ -82,7 +83,7 @@ func DebugText(m *manifest.Manifest, resultJSON, maxAttempts string) (string, er
 		}
 		attempts = n
 	}
-	var r sandbox.Result
+	var r contract.Result
 	if err := json.Unmarshal([]byte(resultJSON), &r); err != nil {
 		return "", fmt.Errorf("result is not a run_code result in JSON: %v", err)
 	}
@@ -108,7 +109,7 @@ Then fix and retry, at most %d times:
 	return b.String(), nil
 }
 
-func advice(m *manifest.Manifest, kind, limit string) string {
+func advice(m *manifest.Manifest, kind contract.Kind, limit contract.Limit) string {
 	l := m.Limits
 	switch kind {
 	case "syntax":

@@ -5,17 +5,14 @@ import (
 	"path"
 	"strings"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
-// ArtifactURI is where an artifact of a run can be read back.
-func ArtifactURI(runID, p string) string {
-	return "runbox://runs/" + runID + "/files/" + p
-}
-
 // buildResult turns what came out of a box into the contract's result.
-func buildResult(m *manifest.Manifest, job Job, o boxOutcome, contents [][]byte) Result {
-	res := Result{RunID: job.RunID, Language: job.Language.Name, Status: StatusOK, Artifacts: []Artifact{}}
+func buildResult(m *manifest.Manifest, job contract.Job, o boxOutcome, contents [][]byte) contract.Result {
+	res := contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, Artifacts: []contract.Artifact{}}
 	if rep := o.report; rep != nil && rep.InitError == "" && rep.StartError == "" {
 		code := rep.ExitCode
 		res.ExitCode = &code
@@ -27,7 +24,7 @@ func buildResult(m *manifest.Manifest, job Job, o boxOutcome, contents [][]byte)
 		res.ArtifactsOmitted = rep.ArtifactsOmitted
 		next := 0
 		for _, a := range rep.Artifacts {
-			art := Artifact{Path: a.Path, SizeBytes: a.Size, SHA256: a.SHA256, URI: ArtifactURI(job.RunID, a.Path), ContentOmitted: !a.Sent}
+			art := contract.Artifact{Path: a.Path, SizeBytes: a.Size, SHA256: a.SHA256, URI: contract.ArtifactURI(job.RunID, a.Path), ContentOmitted: !a.Sent}
 			if a.Sent && next < len(contents) {
 				art.Data = contents[next]
 				next++
@@ -37,7 +34,7 @@ func buildResult(m *manifest.Manifest, job Job, o boxOutcome, contents [][]byte)
 		}
 	}
 	if info := classify(job, m.Limits, o.outcome); info != nil {
-		res.Status = StatusError
+		res.Status = contract.StatusError
 		res.Error = info
 	}
 	return res

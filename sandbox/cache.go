@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -34,7 +36,7 @@ type Cache struct {
 }
 
 type cached struct {
-	res     Result
+	res     contract.Result
 	expires time.Time
 	size    int64
 }
@@ -53,7 +55,7 @@ func NewCache(next Runner, m *manifest.Manifest, digest func(context.Context, st
 func (c *Cache) Close() error { return c.next.Close() }
 
 // Run answers from the cache or runs the job and keeps its result.
-func (c *Cache) Run(ctx context.Context, job Job) Result {
+func (c *Cache) Run(ctx context.Context, job contract.Job) contract.Result {
 	key, ok := c.key(ctx, job)
 	if !ok {
 		return c.next.Run(ctx, job)
@@ -68,11 +70,11 @@ func (c *Cache) Run(ctx context.Context, job Job) Result {
 	return res
 }
 
-func cacheable(res Result) bool {
-	return res.Error == nil || res.Error.Kind == KindSyntax || res.Error.Kind == KindRuntime
+func cacheable(res contract.Result) bool {
+	return res.Error == nil || res.Error.Kind == contract.KindSyntax || res.Error.Kind == contract.KindRuntime
 }
 
-func (c *Cache) key(ctx context.Context, job Job) (string, bool) {
+func (c *Cache) key(ctx context.Context, job contract.Job) (string, bool) {
 	digest, err := c.digest(ctx, job.Language.Image)
 	if err != nil {
 		return "", false
@@ -92,7 +94,7 @@ func (c *Cache) key(ctx context.Context, job Job) (string, bool) {
 	field([]byte(job.Code))
 	field([]byte(job.Stdin))
 	files := slices.Clone(job.Files)
-	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(files, func(a, b contract.File) int { return strings.Compare(a.Path, b.Path) })
 	for _, f := range files {
 		field([]byte(f.Path))
 		field(f.Data)
@@ -101,19 +103,19 @@ func (c *Cache) key(ctx context.Context, job Job) (string, bool) {
 }
 
 // get returns a copy of a cached result under the new run's id.
-func (c *Cache) get(key, runID string) (Result, bool) {
+func (c *Cache) get(key, runID string) (contract.Result, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.expire()
 	e, ok := c.entries[key]
 	if !ok {
-		return Result{}, false
+		return contract.Result{}, false
 	}
 	res := e.res
 	res.RunID = runID
-	res.Artifacts = make([]Artifact, len(e.res.Artifacts))
+	res.Artifacts = make([]contract.Artifact, len(e.res.Artifacts))
 	for i, a := range e.res.Artifacts {
-		a.URI = ArtifactURI(runID, a.Path)
+		a.URI = contract.ArtifactURI(runID, a.Path)
 		res.Artifacts[i] = a
 	}
 	res.Metrics.Cached = true
@@ -122,7 +124,7 @@ func (c *Cache) get(key, runID string) (Result, bool) {
 	return res, true
 }
 
-func (c *Cache) put(key string, res Result) {
+func (c *Cache) put(key string, res contract.Result) {
 	size := int64(len(res.Stdout) + len(res.Stderr))
 	for _, a := range res.Artifacts {
 		size += int64(len(a.Data))

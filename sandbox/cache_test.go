@@ -6,16 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
 // countingRunner is a fake runner for the cache's pure logic.
 type countingRunner struct {
 	calls  int
-	result func(Job) Result
+	result func(contract.Job) contract.Result
 }
 
-func (r *countingRunner) Run(_ context.Context, job Job) Result {
+func (r *countingRunner) Run(_ context.Context, job contract.Job) contract.Result {
 	r.calls++
 	res := r.result(job)
 	res.RunID = job.RunID
@@ -28,13 +30,13 @@ func TestCache(t *testing.T) {
 	m := manifest.Default()
 	m.Cache = manifest.Cache{Enabled: true, TTLSeconds: 60, MaxBytes: 1000}
 	py, _ := m.Language("python")
-	inner := &countingRunner{result: func(j Job) Result {
-		res := Result{Status: StatusOK, Stdout: "out:" + j.Code, Artifacts: []Artifact{{Path: "a.txt", Data: []byte("x")}}}
+	inner := &countingRunner{result: func(j contract.Job) contract.Result {
+		res := contract.Result{Status: contract.StatusOK, Stdout: "out:" + j.Code, Artifacts: []contract.Artifact{{Path: "a.txt", Data: []byte("x")}}}
 		switch j.Code {
 		case "timeout":
-			res.Status, res.Error = StatusError, &ErrorInfo{Kind: KindTimeout}
+			res.Status, res.Error = contract.StatusError, &contract.ErrorInfo{Kind: contract.KindTimeout}
 		case "runtime":
-			res.Status, res.Error = StatusError, &ErrorInfo{Kind: KindRuntime, Line: 1}
+			res.Status, res.Error = contract.StatusError, &contract.ErrorInfo{Kind: contract.KindRuntime, Line: 1}
 		}
 		return res
 	}}
@@ -42,17 +44,17 @@ func TestCache(t *testing.T) {
 	c := NewCache(inner, m, func(context.Context, string) (string, error) { return digest, nil })
 	now := time.Unix(0, 0)
 	c.now = func() time.Time { return now }
-	job := func(id, code string) Job {
-		return Job{RunID: id, Language: py, Code: code, Timeout: time.Second, Files: []File{{Path: "b", Data: []byte("1")}, {Path: "a", Data: []byte("2")}}}
+	job := func(id, code string) contract.Job {
+		return contract.Job{RunID: id, Language: py, Code: code, Timeout: time.Second, Files: []contract.File{{Path: "b", Data: []byte("1")}, {Path: "a", Data: []byte("2")}}}
 	}
-	run := func(id, code string) Result { return c.Run(context.Background(), job(id, code)) }
+	run := func(id, code string) contract.Result { return c.Run(context.Background(), job(id, code)) }
 
 	first := run("r1", "print(1)")
 	second := run("r2", "print(1)")
 	if inner.calls != 1 || !second.Metrics.Cached || first.Metrics.Cached || second.RunID != "r2" || second.Stdout != first.Stdout {
 		t.Fatalf("repeat not answered from the cache: calls %d, %+v", inner.calls, second)
 	}
-	if second.Artifacts[0].URI != ArtifactURI("r2", "a.txt") || first.Artifacts[0].URI != "" {
+	if second.Artifacts[0].URI != contract.ArtifactURI("r2", "a.txt") || first.Artifacts[0].URI != "" {
 		t.Fatalf("artifact URIs must name the new run: %+v / %+v", second.Artifacts, first.Artifacts)
 	}
 	reordered := job("r3", "print(1)")
@@ -60,10 +62,10 @@ func TestCache(t *testing.T) {
 	if c.Run(context.Background(), reordered); inner.calls != 1 {
 		t.Fatal("the order of input files changed the key")
 	}
-	for _, change := range []func(*Job){
-		func(j *Job) { j.Stdin = "x" },
-		func(j *Job) { j.Timeout = 2 * time.Second },
-		func(j *Job) { j.Files[0].Data = []byte("other") },
+	for _, change := range []func(*contract.Job){
+		func(j *contract.Job) { j.Stdin = "x" },
+		func(j *contract.Job) { j.Timeout = 2 * time.Second },
+		func(j *contract.Job) { j.Files[0].Data = []byte("other") },
 	} {
 		j := job("r", "print(1)")
 		change(&j)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
 )
@@ -27,11 +29,11 @@ type outcome struct {
 }
 
 // classify turns an outcome into the contract's typed error; nil means ok.
-func classify(job Job, lim manifest.Limits, o outcome) *ErrorInfo {
+func classify(job contract.Job, lim manifest.Limits, o outcome) *contract.ErrorInfo {
 	rep := o.report
 	if o.oomKilled || (rep != nil && rep.OOMKills > 0) {
-		return &ErrorInfo{
-			Kind: KindOOM, Limit: LimitMemory,
+		return &contract.ErrorInfo{
+			Kind: contract.KindOOM, Limit: contract.LimitMemory,
 			Message: fmt.Sprintf("the program was killed for using more than the %s memory limit", lim.Memory),
 			Hint:    fmt.Sprintf("Use less memory than %s: process data in chunks or streams, use smaller dtypes, and free large objects you no longer need.", lim.Memory),
 		}
@@ -44,11 +46,11 @@ func classify(job Job, lim manifest.Limits, o outcome) *ErrorInfo {
 		if rep != nil {
 			msg = "runbox-init: " + rep.InitError
 		}
-		return &ErrorInfo{Kind: KindSandbox, Message: oneLine(msg),
+		return &contract.ErrorInfo{Kind: contract.KindSandbox, Message: oneLine(msg),
 			Hint: "The sandbox failed, not your code: retry once; if it persists, the operator should run `runbox doctor`."}
 	}
 	if rep.StartError != "" {
-		return &ErrorInfo{Kind: KindSandbox, Message: oneLine(rep.StartError),
+		return &contract.ErrorInfo{Kind: contract.KindSandbox, Message: oneLine(rep.StartError),
 			Hint: fmt.Sprintf("The %s interpreter could not start in image %s: the operator should check the manifest's command for it and run `runbox doctor`.", job.Language.Name, job.Language.Image)}
 	}
 	if rep.TimedOut || o.backstop {
@@ -59,12 +61,12 @@ func classify(job Job, lim manifest.Limits, o outcome) *ErrorInfo {
 	le, parsed := ParseLangError(job.Language.ErrorFormat, stderr, codePath, job.Code)
 	if rep.CheckFailed {
 		if !parsed {
-			le = LangError{Kind: KindSyntax, Message: lastLine(stderr)}
+			le = LangError{Kind: contract.KindSyntax, Message: lastLine(stderr)}
 		}
-		return langError(KindSyntax, le)
+		return langError(contract.KindSyntax, le)
 	}
 	if sig := rep.Signal; sig == sigXCPU || (sig == sigKILL && lim.CPUSeconds > 0 && rep.CPUMs >= lim.CPUSeconds*1000) {
-		return &ErrorInfo{Kind: KindResourceLimit, Limit: LimitCPUTime,
+		return &contract.ErrorInfo{Kind: contract.KindResourceLimit, Limit: contract.LimitCPUTime,
 			Message: fmt.Sprintf("the program used more than its %d s of CPU time and was killed", lim.CPUSeconds),
 			Hint:    "Do less work per call: a faster algorithm, less data, or fewer iterations."}
 	}
@@ -72,8 +74,8 @@ func classify(job Job, lim manifest.Limits, o outcome) *ErrorInfo {
 		return forbiddenError(o.syscall)
 	}
 	if rep.ExitCode != 0 {
-		if parsed && le.Kind == KindSyntax {
-			return langError(KindSyntax, le)
+		if parsed && le.Kind == contract.KindSyntax {
+			return langError(contract.KindSyntax, le)
 		}
 		if limit := resourceLimit(rep, stderr); limit != "" {
 			info := resourceError(limit, lim)
@@ -83,20 +85,20 @@ func classify(job Job, lim manifest.Limits, o outcome) *ErrorInfo {
 			return info
 		}
 		if parsed {
-			return langError(KindRuntime, le)
+			return langError(contract.KindRuntime, le)
 		}
 		if rep.Signal != 0 {
 			name := signalName(rep.Signal)
-			return &ErrorInfo{Kind: KindRuntime, Type: name,
+			return &contract.ErrorInfo{Kind: contract.KindRuntime, Type: name,
 				Message: fmt.Sprintf("the program was killed by signal %s", name),
 				Hint:    "The process crashed or was killed by a signal; read stderr and simplify the failing step."}
 		}
-		return &ErrorInfo{Kind: KindRuntime,
+		return &contract.ErrorInfo{Kind: contract.KindRuntime,
 			Message: exitMessage(rep.ExitCode, stderr),
 			Hint:    "The program exited with a non-zero status; read stderr for the cause, fix it, and run again."}
 	}
 	if rep.StdoutTruncated || rep.StderrTruncated {
-		return &ErrorInfo{Kind: KindOutputLimit,
+		return &contract.ErrorInfo{Kind: contract.KindOutputLimit,
 			Message: fmt.Sprintf("the program wrote %d bytes to stdout and %d to stderr; only the first and last %s of each were kept", rep.StdoutBytes, rep.StderrBytes, lim.OutputBytes),
 			Hint:    "Print a summary instead of everything, or write large output to a file in /workspace to get it back as an artifact."}
 	}
@@ -113,8 +115,8 @@ func seccompDeath(rep *initproto.Report) bool {
 	return rep.ExitCode == 128+sigSYS && bytes.Contains(rep.Stderr, []byte("Bad system call"))
 }
 
-func forbiddenError(name string) *ErrorInfo {
-	info := &ErrorInfo{Kind: KindForbiddenSyscall, Syscall: name,
+func forbiddenError(name string) *contract.ErrorInfo {
+	info := &contract.ErrorInfo{Kind: contract.KindForbiddenSyscall, Syscall: name,
 		Message: "the program was killed by the sandbox for a forbidden system call",
 		Hint: "The sandbox kills programs that debug or trace processes (ptrace), mount or unshare namespaces, load kernel modules or BPF, use perf, kernel keyrings, userfaultfd or io_uring, or use the 32-bit ABI. " +
 			"Do the work without it: no debuggers, tracers or container tricks; plain file and socket I/O."}
@@ -124,53 +126,53 @@ func forbiddenError(name string) *ErrorInfo {
 	return info
 }
 
-func timeoutError(job Job, lim manifest.Limits) *ErrorInfo {
+func timeoutError(job contract.Job, lim manifest.Limits) *contract.ErrorInfo {
 	hint := "Make the code faster or do less per call (smaller input, fewer iterations), and avoid waiting on input that never comes."
 	if job.Timeout < lim.MaxTimeout() {
 		hint = fmt.Sprintf("Make the code faster or do less per call, or ask for a longer timeout_seconds (at most %g).", lim.MaxTimeoutSeconds)
 	}
-	return &ErrorInfo{Kind: KindTimeout, Limit: LimitWallTime,
+	return &contract.ErrorInfo{Kind: contract.KindTimeout, Limit: contract.LimitWallTime,
 		Message: fmt.Sprintf("the program did not finish within %s and was killed", job.Timeout),
 		Hint:    hint}
 }
 
 // resourceLimit names the limit a failed run hit, from what the box
 // measured first and the program's own complaint second.
-func resourceLimit(rep *initproto.Report, stderr string) string {
+func resourceLimit(rep *initproto.Report, stderr string) contract.Limit {
 	switch {
 	case rep.PidsLimitHit:
-		return LimitPids
+		return contract.LimitPids
 	case rep.DiskFull != "":
-		return LimitDisk
+		return contract.LimitDisk
 	case rep.Signal == sigXFSZ:
-		return LimitDisk
+		return contract.LimitDisk
 	}
 	return ResourceHint(stderr)
 }
 
-func resourceError(limit string, lim manifest.Limits) *ErrorInfo {
-	info := &ErrorInfo{Kind: KindResourceLimit, Limit: limit}
+func resourceError(limit contract.Limit, lim manifest.Limits) *contract.ErrorInfo {
+	info := &contract.ErrorInfo{Kind: contract.KindResourceLimit, Limit: limit}
 	switch limit {
-	case LimitPids:
+	case contract.LimitPids:
 		info.Message = fmt.Sprintf("the program tried to run more than %d processes or threads", lim.Pids)
 		info.Hint = "Start fewer processes or threads: use a small fixed pool, and never fork in a loop."
-	case LimitDisk:
+	case contract.LimitDisk:
 		info.Message = fmt.Sprintf("the program filled its disk space (/workspace %s, /tmp %s)", lim.WorkspaceBytes, lim.TmpBytes)
 		info.Hint = "Write less: stream or aggregate data instead of storing it, and delete temporary files."
-	case LimitOpenFiles:
+	case contract.LimitOpenFiles:
 		info.Message = fmt.Sprintf("the program opened more than %d files at once", lim.OpenFiles)
 		info.Hint = "Close each file when you are done with it instead of keeping them all open."
 	}
 	return info
 }
 
-func langError(kind string, le LangError) *ErrorInfo {
-	info := &ErrorInfo{Kind: kind, Type: le.Type, Message: oneLine(le.Message), Line: le.Line, Column: le.Column}
+func langError(kind contract.Kind, le LangError) *contract.ErrorInfo {
+	info := &contract.ErrorInfo{Kind: kind, Type: le.Type, Message: oneLine(le.Message), Line: le.Line, Column: le.Column}
 	where := ""
 	if le.Line > 0 {
 		where = fmt.Sprintf(" on line %d", le.Line)
 	}
-	if kind == KindSyntax {
+	if kind == contract.KindSyntax {
 		info.Hint = fmt.Sprintf("Fix the syntax error%s; the code did not run.", where)
 	} else {
 		name := le.Type

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
 )
@@ -14,40 +16,41 @@ func TestClassify(t *testing.T) {
 	m := manifest.Default()
 	py, _ := m.Language("python")
 	sh, _ := m.Language("bash")
-	job := Job{Language: py, Timeout: 30 * time.Second, Code: "x = 1\nprint(1/0)\n"}
+	job := contract.Job{Language: py, Timeout: 30 * time.Second, Code: "x = 1\nprint(1/0)\n"}
 	tb := "Traceback (most recent call last):\n  File \"/workspace/main.py\", line 2, in <module>\n    print(1/0)\n          ~^~\nZeroDivisionError: division by zero\n"
 	cases := []struct {
 		name        string
-		job         Job
+		job         contract.Job
 		o           outcome
-		kind, limit string
+		kind        contract.Kind
+		limit       contract.Limit
 		contains    string
 	}{
 		{"ok", job, outcome{report: &initproto.Report{}}, "", "", ""},
-		{"oom from the engine beats exit 0", job, outcome{report: &initproto.Report{}, oomKilled: true}, KindOOM, LimitMemory, "512MiB"},
-		{"oom from the cgroup counter", job, outcome{report: &initproto.Report{OOMKills: 1, ExitCode: 137, Signal: 9}}, KindOOM, LimitMemory, ""},
-		{"oom without a report", job, outcome{oomKilled: true, lost: "stream cut"}, KindOOM, LimitMemory, ""},
-		{"no report", job, outcome{lost: "the box ended without a report"}, KindSandbox, "", "without a report"},
-		{"init error", job, outcome{report: &initproto.Report{InitError: "writing x: no space"}}, KindSandbox, "", "runbox-init: writing x"},
-		{"interpreter missing", job, outcome{report: &initproto.Report{StartError: "python3: command not found in the box"}}, KindSandbox, "", "command not found"},
-		{"timeout", job, outcome{report: &initproto.Report{TimedOut: true, Signal: 9, ExitCode: 137}}, KindTimeout, LimitWallTime, "30s"},
-		{"backstop", job, outcome{backstop: true}, KindTimeout, LimitWallTime, ""},
-		{"runtime", job, outcome{report: &initproto.Report{ExitCode: 1, Stderr: []byte(tb)}}, KindRuntime, "", "division by zero"},
-		{"pids", job, outcome{report: &initproto.Report{ExitCode: 1, PidsLimitHit: true, Stderr: []byte(tb)}}, KindResourceLimit, LimitPids, "128 processes"},
-		{"disk", job, outcome{report: &initproto.Report{ExitCode: 1, DiskFull: "/workspace"}}, KindResourceLimit, LimitDisk, "64MiB"},
-		{"fsize", job, outcome{report: &initproto.Report{ExitCode: 153, Signal: int(syscall.SIGXFSZ)}}, KindResourceLimit, LimitDisk, ""},
-		{"open files from stderr", job, outcome{report: &initproto.Report{ExitCode: 1, Stderr: []byte("OSError: [Errno 24] Too many open files: 'x'\n")}}, KindResourceLimit, LimitOpenFiles, ""},
-		{"cpu", job, outcome{report: &initproto.Report{ExitCode: 152, Signal: int(syscall.SIGXCPU)}}, KindResourceLimit, LimitCPUTime, ""},
-		{"seccomp kill, named", job, outcome{report: &initproto.Report{ExitCode: 159, Signal: int(syscall.SIGSYS)}, syscall: "ptrace"}, KindForbiddenSyscall, "", "calling ptrace"},
-		{"seccomp kill, unnamed", job, outcome{report: &initproto.Report{ExitCode: 159, Signal: int(syscall.SIGSYS)}}, KindForbiddenSyscall, "", "forbidden system call"},
-		{"a shell's child killed by seccomp", Job{Language: sh, Timeout: time.Second}, outcome{report: &initproto.Report{ExitCode: 159, Stderr: []byte("/workspace/main.sh: line 2:    12 Bad system call         unshare -r true\n")}}, KindForbiddenSyscall, "", ""},
-		{"exit 159 alone is not seccomp", Job{Language: sh, Timeout: time.Second}, outcome{report: &initproto.Report{ExitCode: 159}}, KindRuntime, "", ""},
-		{"signal", job, outcome{report: &initproto.Report{ExitCode: 139, Signal: int(syscall.SIGSEGV)}}, KindRuntime, "", "SIGSEGV"},
-		{"plain exit", job, outcome{report: &initproto.Report{ExitCode: 3, Stderr: []byte("first\nlast words\n")}}, KindRuntime, "", "exited with status 3: last words"},
-		{"output cut on success", job, outcome{report: &initproto.Report{StdoutTruncated: true, StdoutBytes: 1 << 22}}, KindOutputLimit, "", "4194304 bytes"},
-		{"runtime beats output cut", job, outcome{report: &initproto.Report{ExitCode: 1, StdoutTruncated: true, Stderr: []byte(tb)}}, KindRuntime, "", ""},
-		{"bash check failed", Job{Language: sh, Code: "if\n"}, outcome{report: &initproto.Report{CheckFailed: true, ExitCode: 2,
-			Stderr: []byte("/workspace/main.sh: line 2: syntax error: unexpected end of file\n")}}, KindSyntax, "", "unexpected end of file"},
+		{"oom from the engine beats exit 0", job, outcome{report: &initproto.Report{}, oomKilled: true}, contract.KindOOM, contract.LimitMemory, "512MiB"},
+		{"oom from the cgroup counter", job, outcome{report: &initproto.Report{OOMKills: 1, ExitCode: 137, Signal: 9}}, contract.KindOOM, contract.LimitMemory, ""},
+		{"oom without a report", job, outcome{oomKilled: true, lost: "stream cut"}, contract.KindOOM, contract.LimitMemory, ""},
+		{"no report", job, outcome{lost: "the box ended without a report"}, contract.KindSandbox, "", "without a report"},
+		{"init error", job, outcome{report: &initproto.Report{InitError: "writing x: no space"}}, contract.KindSandbox, "", "runbox-init: writing x"},
+		{"interpreter missing", job, outcome{report: &initproto.Report{StartError: "python3: command not found in the box"}}, contract.KindSandbox, "", "command not found"},
+		{"timeout", job, outcome{report: &initproto.Report{TimedOut: true, Signal: 9, ExitCode: 137}}, contract.KindTimeout, contract.LimitWallTime, "30s"},
+		{"backstop", job, outcome{backstop: true}, contract.KindTimeout, contract.LimitWallTime, ""},
+		{"runtime", job, outcome{report: &initproto.Report{ExitCode: 1, Stderr: []byte(tb)}}, contract.KindRuntime, "", "division by zero"},
+		{"pids", job, outcome{report: &initproto.Report{ExitCode: 1, PidsLimitHit: true, Stderr: []byte(tb)}}, contract.KindResourceLimit, contract.LimitPids, "128 processes"},
+		{"disk", job, outcome{report: &initproto.Report{ExitCode: 1, DiskFull: "/workspace"}}, contract.KindResourceLimit, contract.LimitDisk, "64MiB"},
+		{"fsize", job, outcome{report: &initproto.Report{ExitCode: 153, Signal: int(syscall.SIGXFSZ)}}, contract.KindResourceLimit, contract.LimitDisk, ""},
+		{"open files from stderr", job, outcome{report: &initproto.Report{ExitCode: 1, Stderr: []byte("OSError: [Errno 24] Too many open files: 'x'\n")}}, contract.KindResourceLimit, contract.LimitOpenFiles, ""},
+		{"cpu", job, outcome{report: &initproto.Report{ExitCode: 152, Signal: int(syscall.SIGXCPU)}}, contract.KindResourceLimit, contract.LimitCPUTime, ""},
+		{"seccomp kill, named", job, outcome{report: &initproto.Report{ExitCode: 159, Signal: int(syscall.SIGSYS)}, syscall: "ptrace"}, contract.KindForbiddenSyscall, "", "calling ptrace"},
+		{"seccomp kill, unnamed", job, outcome{report: &initproto.Report{ExitCode: 159, Signal: int(syscall.SIGSYS)}}, contract.KindForbiddenSyscall, "", "forbidden system call"},
+		{"a shell's child killed by seccomp", contract.Job{Language: sh, Timeout: time.Second}, outcome{report: &initproto.Report{ExitCode: 159, Stderr: []byte("/workspace/main.sh: line 2:    12 Bad system call         unshare -r true\n")}}, contract.KindForbiddenSyscall, "", ""},
+		{"exit 159 alone is not seccomp", contract.Job{Language: sh, Timeout: time.Second}, outcome{report: &initproto.Report{ExitCode: 159}}, contract.KindRuntime, "", ""},
+		{"signal", job, outcome{report: &initproto.Report{ExitCode: 139, Signal: int(syscall.SIGSEGV)}}, contract.KindRuntime, "", "SIGSEGV"},
+		{"plain exit", job, outcome{report: &initproto.Report{ExitCode: 3, Stderr: []byte("first\nlast words\n")}}, contract.KindRuntime, "", "exited with status 3: last words"},
+		{"output cut on success", job, outcome{report: &initproto.Report{StdoutTruncated: true, StdoutBytes: 1 << 22}}, contract.KindOutputLimit, "", "4194304 bytes"},
+		{"runtime beats output cut", job, outcome{report: &initproto.Report{ExitCode: 1, StdoutTruncated: true, Stderr: []byte(tb)}}, contract.KindRuntime, "", ""},
+		{"bash check failed", contract.Job{Language: sh, Code: "if\n"}, outcome{report: &initproto.Report{CheckFailed: true, ExitCode: 2,
+			Stderr: []byte("/workspace/main.sh: line 2: syntax error: unexpected end of file\n")}}, contract.KindSyntax, "", "unexpected end of file"},
 	}
 	for _, tc := range cases {
 		info := classify(tc.job, m.Limits, tc.o)
@@ -67,7 +70,7 @@ func TestClassifyRuntimeCarriesTheLanguagesWords(t *testing.T) {
 	m := manifest.Default()
 	py, _ := m.Language("python")
 	tb := "Traceback (most recent call last):\n  File \"/workspace/main.py\", line 2, in <module>\n    print(1/0)\n          ~^~\nZeroDivisionError: division by zero\n"
-	info := classify(Job{Language: py, Code: "x = 1\nprint(1/0)\n"}, m.Limits, outcome{report: &initproto.Report{ExitCode: 1, Stderr: []byte(tb)}})
+	info := classify(contract.Job{Language: py, Code: "x = 1\nprint(1/0)\n"}, m.Limits, outcome{report: &initproto.Report{ExitCode: 1, Stderr: []byte(tb)}})
 	if info.Type != "ZeroDivisionError" || info.Message != "division by zero" || info.Line != 2 || !strings.Contains(info.Hint, "line 2") {
 		t.Fatalf("got %+v", info)
 	}
@@ -75,8 +78,8 @@ func TestClassifyRuntimeCarriesTheLanguagesWords(t *testing.T) {
 
 func TestTimeoutHintOffersMoreOnlyBelowMax(t *testing.T) {
 	m := manifest.Default()
-	below := timeoutError(Job{Timeout: time.Second}, m.Limits)
-	atMax := timeoutError(Job{Timeout: m.Limits.MaxTimeout()}, m.Limits)
+	below := timeoutError(contract.Job{Timeout: time.Second}, m.Limits)
+	atMax := timeoutError(contract.Job{Timeout: m.Limits.MaxTimeout()}, m.Limits)
 	if !strings.Contains(below.Hint, "timeout_seconds") || strings.Contains(atMax.Hint, "timeout_seconds") {
 		t.Fatalf("below: %q\nat max: %q", below.Hint, atMax.Hint)
 	}

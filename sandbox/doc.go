@@ -3,5 +3,5 @@
 // and the classification of what happened into the error kinds of the
 // run_code contract.
 //
-// It must not know about MCP: it takes a [Job] and returns a [Result].
+// It must not know about MCP: it takes a [contract.Job] and returns a [contract.Result].
 package sandbox

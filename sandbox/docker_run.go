@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
@@ -20,7 +22,7 @@ import (
 )
 
 // Run runs one job in a fresh box.
-func (d *Docker) Run(ctx context.Context, job Job) Result {
+func (d *Docker) Run(ctx context.Context, job contract.Job) contract.Result {
 	release, queueMs, refused := d.slots.take(ctx, job, d.m)
 	if refused != nil {
 		return *refused
@@ -33,15 +35,15 @@ func (d *Docker) Run(ctx context.Context, job Job) Result {
 	return res
 }
 
-func cancelled() ErrorInfo {
-	return ErrorInfo{Kind: KindSandbox, Message: "the call was cancelled before the run finished",
+func cancelled() contract.ErrorInfo {
+	return contract.ErrorInfo{Kind: contract.KindSandbox, Message: "the call was cancelled before the run finished",
 		Hint: "The client cancelled the call; run it again if you still need the result."}
 }
 
-func (d *Docker) runReady(ctx context.Context, job Job) (Result, string) {
-	fail := func(err error) (Result, string) {
+func (d *Docker) runReady(ctx context.Context, job contract.Job) (contract.Result, string) {
+	fail := func(err error) (contract.Result, string) {
 		ee := engineError(err).(*EngineError)
-		return Fail(job, ErrorInfo{Kind: KindSandbox, Message: ee.Msg, Hint: ee.Hint}), ""
+		return contract.Fail(job, contract.ErrorInfo{Kind: contract.KindSandbox, Message: ee.Msg, Hint: ee.Hint}), ""
 	}
 	if err := d.Ready(ctx); err != nil {
 		return fail(err)
@@ -61,7 +63,7 @@ func (d *Docker) runReady(ctx context.Context, job Job) (Result, string) {
 		}
 	}
 	if o.cancelled {
-		return Fail(job, cancelled()), digest
+		return contract.Fail(job, cancelled()), digest
 	}
 	res := buildResult(d.m, job, o, contents)
 	res.Metrics.StartupMs = startup
@@ -183,7 +185,7 @@ func (b *box) exited() bool {
 // runBox runs a job in a fresh box, taken from the pool when one waits.
 // The box is removed in a deferred call with its own deadline, whatever
 // happened.
-func (d *Docker) runBox(ctx context.Context, job Job) (o boxOutcome, contents [][]byte, startupMs int64, pooled bool) {
+func (d *Docker) runBox(ctx context.Context, job contract.Job) (o boxOutcome, contents [][]byte, startupMs int64, pooled bool) {
 	t0 := time.Now()
 	b := d.pools.take(job.Language.Name)
 	if b == nil {
@@ -205,7 +207,7 @@ func (d *Docker) runBox(ctx context.Context, job Job) (o boxOutcome, contents []
 }
 
 // runOn gives a started box its job and collects the outcome.
-func (d *Docker) runOn(ctx context.Context, b *box, job Job) (o boxOutcome, contents [][]byte) {
+func (d *Docker) runOn(ctx context.Context, b *box, job contract.Job) (o boxOutcome, contents [][]byte) {
 	sent := time.Now()
 	go func() {
 		// A box that dies before reading its job must not block us.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +27,7 @@ import (
 const podGoneHint = "The cluster deleted or evicted the sandbox pod, not because of your code: run it again."
 
 // Run runs one job in a fresh pod.
-func (k *Kube) Run(ctx context.Context, job Job) Result {
+func (k *Kube) Run(ctx context.Context, job contract.Job) contract.Result {
 	release, queueMs, refused := k.slots.take(ctx, job, k.m)
 	if refused != nil {
 		return *refused
@@ -41,10 +43,10 @@ func (k *Kube) Run(ctx context.Context, job Job) Result {
 	return res
 }
 
-func (k *Kube) runReady(ctx context.Context, job Job) Result {
-	fail := func(err error) Result {
+func (k *Kube) runReady(ctx context.Context, job contract.Job) contract.Result {
+	fail := func(err error) contract.Result {
 		ee := kubeError(err).(*EngineError)
-		return Fail(job, ErrorInfo{Kind: KindSandbox, Message: ee.Msg, Hint: ee.Hint})
+		return contract.Fail(job, contract.ErrorInfo{Kind: contract.KindSandbox, Message: ee.Msg, Hint: ee.Hint})
 	}
 	if err := k.Ready(ctx); err != nil {
 		return fail(err)
@@ -58,7 +60,7 @@ func (k *Kube) runReady(ctx context.Context, job Job) Result {
 		p, err = k.startPod(ctx, job.Language, labels, job.Timeout+backstopGrace+startTimeout, nil)
 		if err != nil {
 			if ctx.Err() != nil {
-				return Fail(job, cancelled())
+				return contract.Fail(job, cancelled())
 			}
 			var ee *EngineError
 			if !errors.As(err, &ee) {
@@ -72,10 +74,10 @@ func (k *Kube) runReady(ctx context.Context, job Job) Result {
 	startup := time.Since(t0).Milliseconds()
 	o, contents, gone := k.runOn(ctx, p, job)
 	if o.cancelled {
-		return Fail(job, cancelled())
+		return contract.Fail(job, cancelled())
 	}
 	res := buildResult(k.m, job, o, contents)
-	if gone && res.Error != nil && res.Error.Kind == KindSandbox {
+	if gone && res.Error != nil && res.Error.Kind == contract.KindSandbox {
 		res.Error.Hint = podGoneHint
 	}
 	res.Metrics.StartupMs = startup
@@ -245,7 +247,7 @@ func waitingError(cs corev1.ContainerStatus, image string) error {
 
 // runOn attaches to the pod, gives runbox-init its job and collects the
 // outcome. gone says the cluster deleted or evicted the pod.
-func (k *Kube) runOn(ctx context.Context, p *pod, job Job) (o boxOutcome, contents [][]byte, gone bool) {
+func (k *Kube) runOn(ctx context.Context, p *pod, job contract.Job) (o boxOutcome, contents [][]byte, gone bool) {
 	ij := initJob(k.m, job)
 	if k.gvisor() {
 		// As on Docker: gVisor's own kernel counts the box's processes.

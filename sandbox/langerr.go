@@ -6,15 +6,17 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/runbox-mcp/runbox/contract"
 )
 
 // LangError is what an interpreter's own error report says about a failed
 // run.
 type LangError struct {
-	// Kind is KindSyntax when the submitted code could not be parsed, and
+	// Kind is contract.KindSyntax when the submitted code could not be parsed, and
 	// KindRuntime for everything raised while it ran (a syntax error in
 	// another file it imported or in a string it evaluated is runtime).
-	Kind string
+	Kind contract.Kind
 	// Type is the language's own name for the error, as printed:
 	// ZeroDivisionError, json.decoder.JSONDecodeError, ReferenceError.
 	// Empty for bash, and for a thrown JavaScript value that is no Error.
@@ -190,9 +192,9 @@ func parsePython(lines []string, codePath, code string) (LangError, bool) {
 		return LangError{}, false
 	}
 	r := done
-	le := LangError{Kind: KindRuntime, Type: r.excType, Message: r.message, Line: r.userLine, Column: r.userColumn}
+	le := LangError{Kind: contract.KindRuntime, Type: r.excType, Message: r.message, Line: r.userLine, Column: r.userColumn}
 	if pySyntaxTypes[r.excType] && r.lastIsSyntax && r.lastFile == codePath {
-		le.Kind = KindSyntax
+		le.Kind = contract.KindSyntax
 		le.Line, le.Column = r.lastLine, 0
 		if r.hasSource && r.caret >= 0 {
 			// The compiler's caret is a byte offset into the quoted line
@@ -348,7 +350,7 @@ func parseNode(lines []string, codePath, code string) (LangError, bool) {
 		}
 		rep = nodeReport{errorLine: i}
 	}
-	le := LangError{Kind: KindRuntime}
+	le := LangError{Kind: contract.KindRuntime}
 	if rep.errorLine < 0 {
 		// A thrown string, number, object...: no type, no stack.
 		le.Message = nodeThrownValue(lines[rep.valueStart:])
@@ -381,7 +383,7 @@ func parseNode(lines []string, codePath, code string) (LangError, bool) {
 	// frame of its own in the stack; a SyntaxError thrown while running
 	// (JSON.parse, eval, a require()d file) has a frame in the code.
 	if le.Type == "SyntaxError" && rep.file == codePath && !inCode {
-		le.Kind = KindSyntax
+		le.Kind = contract.KindSyntax
 	}
 	return le, true
 }
@@ -626,7 +628,7 @@ func parseBash(lines []string, codePath string) (LangError, bool) {
 			continue
 		}
 		if d.script == codePath && d.builtin == "" && bashSyntaxMessage(d.message) {
-			return LangError{Kind: KindSyntax, Line: d.line, Message: d.message}, true
+			return LangError{Kind: contract.KindSyntax, Line: d.line, Message: d.message}, true
 		}
 		if d.script == codePath || bashScriptName(d.script) {
 			last = &d
@@ -637,9 +639,9 @@ func parseBash(lines []string, codePath string) (LangError, bool) {
 	}
 	if last.builtin != "" {
 		// eval counts lines in its own text: no line of the script.
-		return LangError{Kind: KindRuntime, Message: last.builtin + ": " + last.message}, true
+		return LangError{Kind: contract.KindRuntime, Message: last.builtin + ": " + last.message}, true
 	}
-	return LangError{Kind: KindRuntime, Line: last.line, Message: last.message}, true
+	return LangError{Kind: contract.KindRuntime, Line: last.line, Message: last.message}, true
 }
 
 // parseBashDiag parses "<script>: line N: message" and
@@ -691,7 +693,7 @@ func bashSyntaxMessage(m string) bool {
 
 // resourceSign is a message that means a limit of the box was hit.
 type resourceSign struct {
-	limit  string
+	limit  contract.Limit
 	needle string
 	// valid, when set, checks the match at stderr[at:]: some messages
 	// mean a limit only in some contexts.
@@ -699,36 +701,36 @@ type resourceSign struct {
 }
 
 var resourceSigns = []resourceSign{
-	{LimitDisk, "No space left on device", nil},
-	{LimitDisk, "ENOSPC", notFileWatchers},
-	{LimitDisk, "Disk quota exceeded", nil},
-	{LimitDisk, "EDQUOT", nil},
-	{LimitDisk, "File too large", nil},
-	{LimitDisk, "EFBIG", nil},
-	{LimitDisk, "File size limit exceeded", nil}, // bash, of a child killed by SIGXFSZ
-	{LimitOpenFiles, "Too many open files", nil}, // "... in system" (ENFILE) too
-	{LimitOpenFiles, "too many open files", nil}, // Node: "EMFILE: too many open files, open 'x'"
-	{LimitOpenFiles, "EMFILE", nil},
-	{LimitOpenFiles, "ENFILE", nil},
+	{contract.LimitDisk, "No space left on device", nil},
+	{contract.LimitDisk, "ENOSPC", notFileWatchers},
+	{contract.LimitDisk, "Disk quota exceeded", nil},
+	{contract.LimitDisk, "EDQUOT", nil},
+	{contract.LimitDisk, "File too large", nil},
+	{contract.LimitDisk, "EFBIG", nil},
+	{contract.LimitDisk, "File size limit exceeded", nil}, // bash, of a child killed by SIGXFSZ
+	{contract.LimitOpenFiles, "Too many open files", nil}, // "... in system" (ENFILE) too
+	{contract.LimitOpenFiles, "too many open files", nil}, // Node: "EMFILE: too many open files, open 'x'"
+	{contract.LimitOpenFiles, "EMFILE", nil},
+	{contract.LimitOpenFiles, "ENFILE", nil},
 	// bash: "main.sh: fork: retry: Resource temporarily unavailable",
 	// then "main.sh: fork: Resource temporarily unavailable".
-	{LimitPids, "fork: retry: Resource temporarily unavailable", nil},
-	{LimitPids, "fork: Resource temporarily unavailable", nil},
+	{contract.LimitPids, "fork: retry: Resource temporarily unavailable", nil},
+	{contract.LimitPids, "fork: Resource temporarily unavailable", nil},
 	// Python: os.fork, subprocess and multiprocessing raise
 	// BlockingIOError [Errno 11]; so does a non-blocking read, which is
 	// no limit.
-	{LimitPids, "BlockingIOError: [Errno 11]", afterProcessStart},
-	{LimitPids, "can't start new thread", nil},
+	{contract.LimitPids, "BlockingIOError: [Errno 11]", afterProcessStart},
+	{contract.LimitPids, "can't start new thread", nil},
 	// Node: "Error: spawn sleep EAGAIN", "Error: spawnSync /bin/sh EAGAIN".
-	{LimitPids, "EAGAIN", afterSpawn},
+	{contract.LimitPids, "EAGAIN", afterSpawn},
 	// Node's own threads at start: Node 18 "Assertion `(0) ==
 	// (uv_thread_create(...))' failed", Node 20 "Assertion failed: (0) ==
 	// (uv_thread_create(...))".
-	{LimitPids, "uv_thread_create", nil},
+	{contract.LimitPids, "uv_thread_create", nil},
 	// "node[7]: pthread_create: Resource temporarily unavailable", OpenBLAS
 	// "pthread_create failed for thread 1 of 4: Resource temporarily
 	// unavailable".
-	{LimitPids, "pthread_create", beforeEAGAIN},
+	{contract.LimitPids, "pthread_create", beforeEAGAIN},
 }
 
 // ResourceHint recognises messages that mean a resource limit was hit
@@ -736,8 +738,9 @@ var resourceSigns = []resourceSign{
 // (no space left, file too large), "open_files" (too many open files),
 // "pids" (no process or thread could be started), or "" when none. When
 // several appear, the last one wins: it is the one closest to the failure.
-func ResourceHint(stderr string) string {
-	hint, best := "", -1
+func ResourceHint(stderr string) contract.Limit {
+	var hint contract.Limit
+	best := -1
 	for _, s := range resourceSigns {
 		// Look at the last few occurrences only: a sign that does not
 		// count a hundred times over is noise, and stderr can be a MiB

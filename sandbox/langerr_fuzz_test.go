@@ -8,6 +8,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -94,7 +96,7 @@ func FuzzParseLangErrorByFormat(f *testing.F) {
 		if !known {
 			t.Fatalf("format %q is no parser's, yet got %+v", format, le)
 		}
-		if le.Kind != KindSyntax && le.Kind != KindRuntime {
+		if le.Kind != contract.KindSyntax && le.Kind != contract.KindRuntime {
 			t.Fatalf("kind %q", le.Kind)
 		}
 		if len(le.Message) > 500 || !utf8.ValidString(le.Message) || strings.Contains(le.Message, "\n") {
@@ -115,7 +117,7 @@ func FuzzParseLangErrorByFormat(f *testing.F) {
 		}
 		switch format {
 		case "python":
-			if le.Kind == KindSyntax && le.Type != "SyntaxError" && le.Type != "IndentationError" && le.Type != "TabError" {
+			if le.Kind == contract.KindSyntax && le.Type != "SyntaxError" && le.Type != "IndentationError" && le.Type != "TabError" {
 				t.Fatalf("syntax error of type %q", le.Type)
 			}
 			if le.Column > 0 {
@@ -130,7 +132,7 @@ func FuzzParseLangErrorByFormat(f *testing.F) {
 				}
 			}
 		case "node":
-			if le.Kind == KindSyntax && le.Type != "SyntaxError" {
+			if le.Kind == contract.KindSyntax && le.Type != "SyntaxError" {
 				t.Fatalf("syntax error of type %q", le.Type)
 			}
 		case "bash":

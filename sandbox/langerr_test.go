@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/runbox-mcp/runbox/contract"
 )
 
 // The golden cases live in testdata/langerr/<language>/<case>/: the code
@@ -24,11 +26,11 @@ const langErrData = "testdata/langerr"
 var notOK = LangError{Kind: "not ok"}
 
 func runtimeErr(typ, msg string, line, col int) LangError {
-	return LangError{Kind: KindRuntime, Type: typ, Message: msg, Line: line, Column: col}
+	return LangError{Kind: contract.KindRuntime, Type: typ, Message: msg, Line: line, Column: col}
 }
 
 func syntaxErr(typ, msg string, line, col int) LangError {
-	return LangError{Kind: KindSyntax, Type: typ, Message: msg, Line: line, Column: col}
+	return LangError{Kind: contract.KindSyntax, Type: typ, Message: msg, Line: line, Column: col}
 }
 
 const unhandledRejection = "This error originated either by throwing inside of an async function without a catch block, or by rejecting a promise which was not handled with .catch(). The promise rejected with the reason "
@@ -261,25 +263,25 @@ func TestGoldenCasesAllListed(t *testing.T) {
 // is what ParseLangError says of them; the caller reports the limit.
 var resourceCases = []struct {
 	dir   string
-	hint  string
+	hint  contract.Limit
 	parse LangError
 }{
-	{"resource/python_disk_full", LimitDisk, runtimeErr("OSError", "[Errno 28] No space left on device", 2, 0)},
-	{"resource/python_file_too_large", LimitDisk, runtimeErr("OSError", "[Errno 27] File too large", 2, 0)},
-	{"resource/python_too_many_open_files", LimitOpenFiles, runtimeErr("OSError", "[Errno 24] Too many open files: '/dev/null'", 1, 10)},
-	{"resource/python_fork", LimitPids, runtimeErr("BlockingIOError", "[Errno 11] Resource temporarily unavailable", 4, 11)},
-	{"resource/python_subprocess", LimitPids, runtimeErr("BlockingIOError", "[Errno 11] Resource temporarily unavailable", 2, 10)},
-	{"resource/python_thread", LimitPids, runtimeErr("RuntimeError", "can't start new thread", 5, 0)},
-	{"resource/node_disk_full", LimitDisk, runtimeErr("Error", "ENOSPC: no space left on device, write", 2, 4)},
-	{"resource/node_too_many_open_files", LimitOpenFiles, runtimeErr("Error", "EMFILE: too many open files, open '/dev/null'", 3, 43)},
-	{"resource/node_spawn_eagain", LimitPids, runtimeErr("Error", "spawn sleep EAGAIN", 0, 0)},
-	{"resource/node_execsync_eagain", LimitPids, runtimeErr("Error", "spawnSync /bin/sh EAGAIN", 2, 1)}, // "<ref *1> Error: ..."
-	{"resource/node_thread_create", LimitPids, notOK},                                                   // Node's own assertion, no JavaScript error
-	{"resource/bash_disk_full", LimitDisk, runtimeErr("", "echo: write error: No space left on device", 1, 0)},
-	{"resource/bash_file_too_large", LimitDisk, notOK},
-	{"resource/bash_file_size_signal", LimitDisk, runtimeErr("", "12153 File size limit exceededhead -c 100000 /dev/zero > big.bin", 1, 0)},
-	{"resource/bash_too_many_open_files", LimitOpenFiles, runtimeErr("", "/dev/null: Too many open files", 1, 0)},
-	{"resource/bash_fork", LimitPids, notOK},
+	{"resource/python_disk_full", contract.LimitDisk, runtimeErr("OSError", "[Errno 28] No space left on device", 2, 0)},
+	{"resource/python_file_too_large", contract.LimitDisk, runtimeErr("OSError", "[Errno 27] File too large", 2, 0)},
+	{"resource/python_too_many_open_files", contract.LimitOpenFiles, runtimeErr("OSError", "[Errno 24] Too many open files: '/dev/null'", 1, 10)},
+	{"resource/python_fork", contract.LimitPids, runtimeErr("BlockingIOError", "[Errno 11] Resource temporarily unavailable", 4, 11)},
+	{"resource/python_subprocess", contract.LimitPids, runtimeErr("BlockingIOError", "[Errno 11] Resource temporarily unavailable", 2, 10)},
+	{"resource/python_thread", contract.LimitPids, runtimeErr("RuntimeError", "can't start new thread", 5, 0)},
+	{"resource/node_disk_full", contract.LimitDisk, runtimeErr("Error", "ENOSPC: no space left on device, write", 2, 4)},
+	{"resource/node_too_many_open_files", contract.LimitOpenFiles, runtimeErr("Error", "EMFILE: too many open files, open '/dev/null'", 3, 43)},
+	{"resource/node_spawn_eagain", contract.LimitPids, runtimeErr("Error", "spawn sleep EAGAIN", 0, 0)},
+	{"resource/node_execsync_eagain", contract.LimitPids, runtimeErr("Error", "spawnSync /bin/sh EAGAIN", 2, 1)}, // "<ref *1> Error: ..."
+	{"resource/node_thread_create", contract.LimitPids, notOK},                                                   // Node's own assertion, no JavaScript error
+	{"resource/bash_disk_full", contract.LimitDisk, runtimeErr("", "echo: write error: No space left on device", 1, 0)},
+	{"resource/bash_file_too_large", contract.LimitDisk, notOK},
+	{"resource/bash_file_size_signal", contract.LimitDisk, runtimeErr("", "12153 File size limit exceededhead -c 100000 /dev/zero > big.bin", 1, 0)},
+	{"resource/bash_too_many_open_files", contract.LimitOpenFiles, runtimeErr("", "/dev/null: Too many open files", 1, 0)},
+	{"resource/bash_fork", contract.LimitPids, notOK},
 }
 
 func TestResourceHintGolden(t *testing.T) {
@@ -301,15 +303,18 @@ func TestResourceHintGolden(t *testing.T) {
 }
 
 func TestResourceHint(t *testing.T) {
-	cases := []struct{ stderr, want string }{
+	cases := []struct {
+		stderr string
+		want   contract.Limit
+	}{
 		{"", ""},
 		{"ValueError: bad\n", ""},
 		// Real lines seen once, not reliably reproducible.
-		{"node[26394]: pthread_create: Resource temporarily unavailable\n", LimitPids},
-		{"OpenBLAS blas_thread_init: pthread_create failed for thread 1 of 4: Resource temporarily unavailable\n", LimitPids},
-		{"bash: fork: Resource temporarily unavailable\n", LimitPids},
-		{"OSError: [Errno 122] Disk quota exceeded\n", LimitDisk},
-		{"OSError: [Errno 23] Too many open files in system\n", LimitOpenFiles},
+		{"node[26394]: pthread_create: Resource temporarily unavailable\n", contract.LimitPids},
+		{"OpenBLAS blas_thread_init: pthread_create failed for thread 1 of 4: Resource temporarily unavailable\n", contract.LimitPids},
+		{"bash: fork: Resource temporarily unavailable\n", contract.LimitPids},
+		{"OSError: [Errno 122] Disk quota exceeded\n", contract.LimitDisk},
+		{"OSError: [Errno 23] Too many open files in system\n", contract.LimitOpenFiles},
 		// A non-blocking read says EAGAIN too: no limit.
 		{"Traceback (most recent call last):\n  File \"/workspace/main.py\", line 3, in <module>\n    data = sock.recv(10)\nBlockingIOError: [Errno 11] Resource temporarily unavailable\n", ""},
 		// A process failing before a later traceback does not count.
@@ -317,8 +322,8 @@ func TestResourceHint(t *testing.T) {
 		// inotify's ENOSPC is about watchers, not disk space.
 		{"Error: ENOSPC: System limit for number of file watchers reached, watch '/workspace'\n", ""},
 		// The last sign wins: it is nearest to the failure.
-		{"OSError: [Errno 24] Too many open files\n/workspace/main.sh: fork: retry: Resource temporarily unavailable\n", LimitPids},
-		{"/workspace/main.sh: fork: retry: Resource temporarily unavailable\nOSError: [Errno 28] No space left on device\n", LimitDisk},
+		{"OSError: [Errno 24] Too many open files\n/workspace/main.sh: fork: retry: Resource temporarily unavailable\n", contract.LimitPids},
+		{"/workspace/main.sh: fork: retry: Resource temporarily unavailable\nOSError: [Errno 28] No space left on device\n", contract.LimitDisk},
 	}
 	for _, tc := range cases {
 		if got := ResourceHint(tc.stderr); got != tc.want {
@@ -542,7 +547,7 @@ func FuzzParseLangError(f *testing.F) {
 				}
 				continue
 			}
-			if le.Kind != KindSyntax && le.Kind != KindRuntime {
+			if le.Kind != contract.KindSyntax && le.Kind != contract.KindRuntime {
 				t.Fatalf("%s: kind %q", parser, le.Kind)
 			}
 			if le.Line < 0 || le.Column < 0 || le.Column > 0 && le.Line == 0 {
@@ -552,7 +557,7 @@ func FuzzParseLangError(f *testing.F) {
 				t.Fatalf("%s: message %q", parser, le.Message)
 			}
 		}
-		if h := ResourceHint(stderr); !slices.Contains([]string{"", LimitDisk, LimitOpenFiles, LimitPids}, h) {
+		if h := ResourceHint(stderr); !slices.Contains([]contract.Limit{"", contract.LimitDisk, contract.LimitOpenFiles, contract.LimitPids}, h) {
 			t.Fatalf("hint %q", h)
 		}
 	})

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
 )
@@ -104,7 +106,7 @@ func prestartArgs(m *manifest.Manifest, lang manifest.Language) []string {
 		return nil
 	}
 	mods, _ := json.Marshal(lang.Preload)
-	job := initJob(m, Job{Language: lang})
+	job := initJob(m, contract.Job{Language: lang})
 	loader := strings.Replace(pythonLoader, "%s", string(mods), 1)
 	pre := initproto.Prestart{
 		Argv: []string{job.Argv[0], "-c", loader},

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -61,8 +63,8 @@ func Probe(ctx context.Context, r Runner, digest func(context.Context, string) (
 			}
 		}
 	}
-	res := r.Run(ctx, Job{RunID: "probe-" + lang.Name, Language: lang, Code: code, Timeout: timeout})
-	if res.Status != StatusOK {
+	res := r.Run(ctx, contract.Job{RunID: "probe-" + lang.Name, Language: lang, Code: code, Timeout: timeout})
+	if res.Status != contract.StatusOK {
 		msg := res.Stderr
 		if res.Error != nil {
 			msg = res.Error.Message

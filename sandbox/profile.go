@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 
@@ -111,7 +113,7 @@ func tmpfsOpts(size, inodes int64, user, mode string) string {
 }
 
 // initJob is what runbox-init receives for a job.
-func initJob(m *manifest.Manifest, job Job) *initproto.Job {
+func initJob(m *manifest.Manifest, job contract.Job) *initproto.Job {
 	lang := job.Language
 	codePath := manifest.Workspace + "/" + lang.File
 	expand := func(argv []string) []string {

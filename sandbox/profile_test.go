@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -57,7 +59,7 @@ func TestBoxSpecHasEveryProfileItem(t *testing.T) {
 	m.Isolation = manifest.IsolationGVisor
 	_, host = boxSpec(m, lang, nil, "v", nil)
 	check("gvisor runs runsc without a pids cgroup limit", host.Runtime == "runsc" && host.PidsLimit == nil)
-	job := initJob(m, Job{Language: lang, Timeout: time.Second})
+	job := initJob(m, contract.Job{Language: lang, Timeout: time.Second})
 	check("gvisor limits processes with RLIMIT_NPROC", job.NProc == lim.Pids)
 	check("no prestarted interpreter under gVisor (yet)", prestartArgs(m, lang) == nil)
 	m.Isolation = manifest.IsolationRunc
@@ -67,7 +69,7 @@ func TestBoxSpecHasEveryProfileItem(t *testing.T) {
 func TestInitJob(t *testing.T) {
 	m := manifest.Default()
 	sh, _ := m.Language("bash")
-	j := initJob(m, Job{Language: sh, Code: "echo", Stdin: "in", Timeout: 1500 * time.Millisecond, Files: []File{{Path: "a", Data: []byte("x")}}})
+	j := initJob(m, contract.Job{Language: sh, Code: "echo", Stdin: "in", Timeout: 1500 * time.Millisecond, Files: []contract.File{{Path: "a", Data: []byte("x")}}})
 	if strings.Join(j.Argv, " ") != "bash /workspace/main.sh" || strings.Join(j.Check, " ") != "bash -n /workspace/main.sh" {
 		t.Errorf("argv %v check %v", j.Argv, j.Check)
 	}

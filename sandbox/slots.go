@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -52,15 +54,15 @@ func (s *slots) busy() bool {
 // take waits for a slot for job and says how long it waited (the run's
 // queue_ms); when none comes, the result says why (busy past the queue,
 // or cancelled while waiting).
-func (s *slots) take(ctx context.Context, job Job, m *manifest.Manifest) (release func(), queueMs int64, refused *Result) {
+func (s *slots) take(ctx context.Context, job contract.Job, m *manifest.Manifest) (release func(), queueMs int64, refused *contract.Result) {
 	queued := time.Now()
 	release, err := s.acquire(ctx)
 	if err == nil {
 		return release, time.Since(queued).Milliseconds(), nil
 	}
-	r := Fail(job, cancelled())
+	r := contract.Fail(job, cancelled())
 	if errors.Is(err, errBusy) {
-		r = Fail(job, ErrorInfo{Kind: KindResourceLimit, Limit: LimitBusy,
+		r = contract.Fail(job, contract.ErrorInfo{Kind: contract.KindResourceLimit, Limit: contract.LimitBusy,
 			Message: fmt.Sprintf("the server is busy: %d runs are in progress and %d waiting", m.Concurrency, m.QueueSize),
 			Hint:    "Wait a few seconds and retry; do not start many runs at once."})
 	}

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // RunCodeArgs are the arguments of run_code; the published input schema is
@@ -41,15 +42,15 @@ const (
 // MinTimeoutSeconds is the shortest timeout a call may ask for.
 const MinTimeoutSeconds = 0.1
 
-func invalid(format string, a ...any) *sandbox.ErrorInfo {
+func invalid(format string, a ...any) *contract.ErrorInfo {
 	msg := fmt.Sprintf(format, a...)
-	return &sandbox.ErrorInfo{Kind: sandbox.KindInvalidRequest, Message: msg,
+	return &contract.ErrorInfo{Kind: contract.KindInvalidRequest, Message: msg,
 		Hint: "Fix the arguments as the message says and call run_code again; nothing was run."}
 }
 
 // DecodeArgs reads arguments strictly: wrong types and unknown fields are
 // errors the agent sees, not silently dropped.
-func DecodeArgs(raw []byte) (RunCodeArgs, *sandbox.ErrorInfo) {
+func DecodeArgs(raw []byte) (RunCodeArgs, *contract.ErrorInfo) {
 	var args RunCodeArgs
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return args, invalid("arguments are missing: language and code are required")
@@ -82,16 +83,16 @@ func jsonKind(goKind string) string {
 
 // Validate checks arguments against the manifest and returns the job to run.
 // A request that fails here never reaches a box.
-func Validate(m *manifest.Manifest, args RunCodeArgs, runID string) (sandbox.Job, *sandbox.ErrorInfo) {
+func Validate(m *manifest.Manifest, args RunCodeArgs, runID string) (contract.Job, *contract.ErrorInfo) {
 	lim := m.Limits
 	lang, ok := m.Language(args.Language)
 	if !ok {
 		if args.Language == "" {
-			return sandbox.Job{}, invalid("language is required: one of %s", strings.Join(m.LanguageNames(), ", "))
+			return contract.Job{}, invalid("language is required: one of %s", strings.Join(m.LanguageNames(), ", "))
 		}
-		return sandbox.Job{}, invalid("unknown language %q: use one of %s", args.Language, strings.Join(m.LanguageNames(), ", "))
+		return contract.Job{}, invalid("unknown language %q: use one of %s", args.Language, strings.Join(m.LanguageNames(), ", "))
 	}
-	job := sandbox.Job{RunID: runID, Language: lang, Code: args.Code, Stdin: args.Stdin, Timeout: lim.Timeout()}
+	job := contract.Job{RunID: runID, Language: lang, Code: args.Code, Stdin: args.Stdin, Timeout: lim.Timeout()}
 	switch {
 	case strings.TrimSpace(args.Code) == "":
 		return job, invalid("code is empty")
@@ -142,7 +143,7 @@ func Validate(m *manifest.Manifest, args RunCodeArgs, runID string) (sandbox.Job
 		if total > int64(lim.InputBytes) {
 			return job, invalid("input files and stdin exceed the %s limit", lim.InputBytes)
 		}
-		job.Files = append(job.Files, sandbox.File{Path: p, Data: data})
+		job.Files = append(job.Files, contract.File{Path: p, Data: data})
 	}
 	for p := range seen {
 		for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {

@@ -9,24 +9,25 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // checkInvalid asserts the shape of every refusal: an invalid_request the
 // agent can read.
-func checkInvalid(t *testing.T, step string, bad *sandbox.ErrorInfo) {
+func checkInvalid(t *testing.T, step string, bad *contract.ErrorInfo) {
 	t.Helper()
 	if bad == nil {
 		t.Fatalf("%s: nil error", step)
 	}
-	if bad.Kind != sandbox.KindInvalidRequest || strings.TrimSpace(bad.Message) == "" || bad.Hint == "" {
+	if bad.Kind != contract.KindInvalidRequest || strings.TrimSpace(bad.Message) == "" || bad.Hint == "" {
 		t.Fatalf("%s: malformed error %+v", step, *bad)
 	}
 }
 
 // checkJob asserts what Validate promises about a job it accepted.
-func checkJob(t *testing.T, m *manifest.Manifest, args RunCodeArgs, job sandbox.Job) {
+func checkJob(t *testing.T, m *manifest.Manifest, args RunCodeArgs, job contract.Job) {
 	t.Helper()
 	lim := m.Limits
 	lang, ok := m.Language(args.Language)

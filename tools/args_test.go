@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 func TestDecodeAndValidate(t *testing.T) {
@@ -44,7 +45,7 @@ func TestDecodeAndValidate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		args, bad := DecodeArgs([]byte(tc.args))
-		var job sandbox.Job
+		var job contract.Job
 		if bad == nil {
 			job, bad = Validate(m, args, "r_test")
 		}
@@ -53,7 +54,7 @@ func TestDecodeAndValidate(t *testing.T) {
 			t.Errorf("%s: unexpected error %+v", tc.name, bad)
 		case tc.want != "" && (bad == nil || !strings.Contains(bad.Message, tc.want)):
 			t.Errorf("%s: got %+v, want %q", tc.name, bad, tc.want)
-		case bad != nil && (bad.Kind != sandbox.KindInvalidRequest || bad.Hint == ""):
+		case bad != nil && (bad.Kind != contract.KindInvalidRequest || bad.Hint == ""):
 			t.Errorf("%s: kind %s hint %q", tc.name, bad.Kind, bad.Hint)
 		case tc.name == "ok with everything" && (job.Timeout != 2500*time.Millisecond || string(job.Files[0].Data) != "hi" || job.Files[0].Path != "a/b.txt"):
 			t.Errorf("%s: job %+v", tc.name, job)

@@ -9,11 +9,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // ClientOf says who is calling, from the MCP session in ctx.
@@ -32,7 +33,7 @@ func ClientOf(ctx context.Context) audit.Client {
 }
 
 // AuditEntry is the audit line of one call: its raw arguments and result.
-func AuditEntry(m *manifest.Manifest, transport string, client audit.Client, raw []byte, res sandbox.Result) audit.Entry {
+func AuditEntry(m *manifest.Manifest, transport string, client audit.Client, raw []byte, res contract.Result) audit.Entry {
 	args, _ := DecodeArgs(raw)
 	code := sha256.Sum256([]byte(args.Code))
 	timeout := m.Limits.TimeoutSeconds

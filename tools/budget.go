@@ -5,8 +5,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // Budgets bound what each client session may spend: total run seconds and
@@ -34,7 +35,7 @@ func NewBudgets(limits manifest.Budgets) *Budgets {
 
 // Admit records a run's start, or refuses it when the session has spent a
 // budget.
-func (b *Budgets) Admit(session string) *sandbox.ErrorInfo {
+func (b *Budgets) Admit(session string) *contract.ErrorInfo {
 	if b.limits.RunSeconds <= 0 && b.limits.RunsPerMinute <= 0 {
 		return nil
 	}
@@ -83,6 +84,6 @@ func (b *Budgets) Charge(session string, wall time.Duration) {
 	}
 }
 
-func budgetError(msg, hint string) *sandbox.ErrorInfo {
-	return &sandbox.ErrorInfo{Kind: sandbox.KindResourceLimit, Limit: sandbox.LimitBudget, Message: msg, Hint: hint}
+func budgetError(msg, hint string) *contract.ErrorInfo {
+	return &contract.ErrorInfo{Kind: contract.KindResourceLimit, Limit: contract.LimitBudget, Message: msg, Hint: hint}
 }

@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 func TestBudgets(t *testing.T) {
@@ -17,7 +18,7 @@ func TestBudgets(t *testing.T) {
 			t.Fatalf("run %d refused: %+v", i, e)
 		}
 	}
-	if e := b.Admit("s1"); e == nil || e.Limit != sandbox.LimitBudget || e.Kind != sandbox.KindResourceLimit {
+	if e := b.Admit("s1"); e == nil || e.Limit != contract.LimitBudget || e.Kind != contract.KindResourceLimit {
 		t.Fatalf("third run in a minute admitted: %+v", e)
 	}
 	if e := b.Admit("s2"); e != nil {

@@ -3,7 +3,7 @@
 // the manifest, explicit annotations) and its handler.
 //
 // Handlers validate arguments against the manifest and turn a
-// sandbox.Result into a CallToolResult. Every failure an agent can fix,
+// contract.Result into a CallToolResult. Every failure an agent can fix,
 // bad arguments included, is a result with isError and a typed error.kind,
 // never a protocol error. The package knows nothing of Docker.
 package tools

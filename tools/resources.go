@@ -11,14 +11,12 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
 // ManifestURI is the resource holding the effective manifest.
 const ManifestURI = "runbox://manifest"
-
-// artifactPrefix starts every artifact URI: runbox://runs/{run_id}/files/{path}.
-const artifactPrefix = "runbox://runs/"
 
 // ManifestResource publishes the effective manifest as JSON.
 func ManifestResource(m *manifest.Manifest) server.ServerResource {
@@ -36,11 +34,11 @@ func ManifestResource(m *manifest.Manifest) server.ServerResource {
 
 // ArtifactTemplate serves the files of recent runs.
 func ArtifactTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerResourceTemplate {
-	tmpl := mcp.NewResourceTemplate(artifactPrefix+"{run_id}/files/{+path}", "run artifact",
+	tmpl := mcp.NewResourceTemplate(contract.ArtifactURITemplate, "run artifact",
 		mcp.WithTemplateDescription(fmt.Sprintf("A file a run created or changed in /workspace, readable for %s after the run.", m.Artifacts.TTL())))
 	return server.ServerResourceTemplate{Template: tmpl, Handler: func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 		uri := req.Params.URI
-		runID, path, ok := parseArtifactURI(uri)
+		runID, path, ok := contract.ParseArtifactURI(uri)
 		if !ok {
 			return nil, fmt.Errorf("%w: %s is not runbox://runs/{run_id}/files/{path}", server.ErrResourceNotFound, uri)
 		}
@@ -53,15 +51,6 @@ func ArtifactTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerR
 		}
 		return []mcp.ResourceContents{mcp.BlobResourceContents{URI: uri, MIMEType: a.MimeType, Blob: base64.StdEncoding.EncodeToString(a.Data)}}, nil
 	}}
-}
-
-func parseArtifactURI(uri string) (runID, path string, ok bool) {
-	rest, ok := strings.CutPrefix(uri, artifactPrefix)
-	if !ok {
-		return "", "", false
-	}
-	runID, path, ok = strings.Cut(rest, "/files/")
-	return runID, path, ok && runID != "" && path != ""
 }
 
 func isText(mime string) bool {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -34,7 +36,7 @@ type Deps struct {
 	// Logger reports what cannot be logged.
 	Logger *slog.Logger
 	// Metrics counts every answered call; nil counts none.
-	Metrics interface{ Observe(sandbox.Result) }
+	Metrics interface{ Observe(contract.Result) }
 }
 
 // progressEvery is how often a long run reports progress to a client that
@@ -66,7 +68,7 @@ func RunCode(d Deps) server.ServerTool {
 		}
 		if d.Budgets != nil {
 			if bad := d.Budgets.Admit(session); bad != nil {
-				res := sandbox.Fail(sandbox.Job{RunID: NewRunID()}, *bad)
+				res := contract.Fail(contract.Job{RunID: NewRunID()}, *bad)
 				res.Isolation = m.Isolation
 				return ToCallToolResult(m, res), nil
 			}
@@ -127,17 +129,17 @@ func reportProgress(ctx context.Context, token mcp.ProgressToken) (stop func()) 
 
 // Execute decodes, validates and runs one call: the path shared by the
 // MCP handler and `runbox run`.
-func Execute(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, rawArgs []byte) sandbox.Result {
+func Execute(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, rawArgs []byte) contract.Result {
 	runID := NewRunID()
 	args, bad := DecodeArgs(rawArgs)
 	if bad == nil {
-		var job sandbox.Job
+		var job contract.Job
 		job, bad = Validate(m, args, runID)
 		if bad == nil {
 			return r.Run(ctx, job)
 		}
 	}
-	res := sandbox.Fail(sandbox.Job{RunID: runID}, *bad)
+	res := contract.Fail(contract.Job{RunID: runID}, *bad)
 	res.Language = args.Language
 	res.Isolation = m.Isolation
 	return res
@@ -146,10 +148,10 @@ func Execute(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, rawArg
 // ToCallToolResult renders a result: the structured content, a text
 // summary for clients that ignore it, and an image block per image
 // artifact under the cap.
-func ToCallToolResult(m *manifest.Manifest, res sandbox.Result) *mcp.CallToolResult {
+func ToCallToolResult(m *manifest.Manifest, res contract.Result) *mcp.CallToolResult {
 	out := &mcp.CallToolResult{
 		StructuredContent: res,
-		IsError:           res.Status == sandbox.StatusError,
+		IsError:           res.Status == contract.StatusError,
 		Content:           []mcp.Content{mcp.NewTextContent(Summary(res))},
 	}
 	for _, a := range res.Artifacts {
@@ -175,7 +177,7 @@ func isInlineImage(mime string) bool {
 
 // Summary is the result as text, complete enough for an agent that sees
 // only the content blocks.
-func Summary(res sandbox.Result) string {
+func Summary(res contract.Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", res.Status)
 	if res.Language != "" {

@@ -4,10 +4,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/invopop/jsonschema"
 
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // reflectSchema reflects a Go type inline: no $ref, no $defs, no $id, so
@@ -40,7 +41,7 @@ func InputSchema(m *manifest.Manifest) json.RawMessage {
 // OutputSchema is the schema of the structured result. Fields that are
 // null in some results say so.
 func OutputSchema() json.RawMessage {
-	s := reflectSchema(&sandbox.Result{})
+	s := reflectSchema(&contract.Result{})
 	for _, name := range []string{"error", "exit_code"} {
 		if p, ok := s.Properties.Get(name); ok {
 			inner := *p

@@ -7,10 +7,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // TestToolSnapshots compares the published definition of every tool with
@@ -90,10 +91,10 @@ func walk(v any, f func(map[string]any)) {
 func TestToCallToolResult(t *testing.T) {
 	m := manifest.Default()
 	code := 1
-	res := sandbox.Result{RunID: "r_x", Language: "python", Status: sandbox.StatusError, ExitCode: &code,
+	res := contract.Result{RunID: "r_x", Language: "python", Status: contract.StatusError, ExitCode: &code,
 		Stdout: "out\n", Stderr: "Traceback...\n",
-		Error: &sandbox.ErrorInfo{Kind: sandbox.KindRuntime, Type: "ValueError", Message: "bad", Line: 3, Hint: "Fix it."},
-		Artifacts: []sandbox.Artifact{
+		Error: &contract.ErrorInfo{Kind: contract.KindRuntime, Type: "ValueError", Message: "bad", Line: 3, Hint: "Fix it."},
+		Artifacts: []contract.Artifact{
 			{Path: "plot.png", MimeType: "image/png", SizeBytes: 3, Data: []byte{1, 2, 3}},
 			{Path: "big.png", MimeType: "image/png", SizeBytes: int64(m.Limits.ImageBytes) + 1, Data: []byte{1}},
 			{Path: "data.csv", MimeType: "text/csv", SizeBytes: 3, Data: []byte("a,b")},
@@ -122,7 +123,7 @@ func TestToCallToolResult(t *testing.T) {
 	if bytes.Contains(raw, []byte(`"Data"`)) || !bytes.Contains(raw, []byte(`"error":{"kind":"runtime"`)) {
 		t.Errorf("structured content: %s", raw)
 	}
-	ok := sandbox.Result{Status: sandbox.StatusOK, Artifacts: []sandbox.Artifact{}}
+	ok := contract.Result{Status: contract.StatusOK, Artifacts: []contract.Artifact{}}
 	raw, _ = json.Marshal(ToCallToolResult(m, ok).StructuredContent)
 	if !bytes.Contains(raw, []byte(`"error":null`)) || !bytes.Contains(raw, []byte(`"exit_code":null`)) || !bytes.Contains(raw, []byte(`"artifacts":[]`)) {
 		t.Errorf("ok result: %s", raw)

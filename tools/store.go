@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/runbox-mcp/runbox/contract"
 )
 
 // ArtifactStore keeps the artifacts of recent runs readable as resources,
@@ -26,7 +26,7 @@ type ArtifactStore struct {
 
 type storedRun struct {
 	expires time.Time
-	files   map[string]sandbox.Artifact
+	files   map[string]contract.Artifact
 	bytes   int64
 }
 
@@ -39,8 +39,8 @@ func NewArtifactStore(ttl time.Duration, maxBytes int64) *ArtifactStore {
 }
 
 // Put keeps a result's artifacts whose content is known.
-func (s *ArtifactStore) Put(res sandbox.Result) {
-	run := &storedRun{files: map[string]sandbox.Artifact{}}
+func (s *ArtifactStore) Put(res contract.Result) {
+	run := &storedRun{files: map[string]contract.Artifact{}}
 	for _, a := range res.Artifacts {
 		if a.Data != nil {
 			run.files[a.Path] = a
@@ -67,20 +67,20 @@ func (s *ArtifactStore) Put(res sandbox.Result) {
 }
 
 // Get returns one artifact, or an error that says why it is not there.
-func (s *ArtifactStore) Get(runID, path string) (sandbox.Artifact, error) {
+func (s *ArtifactStore) Get(runID, path string) (contract.Artifact, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expire()
 	run, ok := s.runs[runID]
 	if !ok {
 		if why, ok := s.gone[runID]; ok {
-			return sandbox.Artifact{}, fmt.Errorf("run %s: %s", runID, why)
+			return contract.Artifact{}, fmt.Errorf("run %s: %s", runID, why)
 		}
-		return sandbox.Artifact{}, fmt.Errorf("run %s is unknown to this server, or made no artifacts", runID)
+		return contract.Artifact{}, fmt.Errorf("run %s is unknown to this server, or made no artifacts", runID)
 	}
 	a, ok := run.files[path]
 	if !ok {
-		return sandbox.Artifact{}, fmt.Errorf("run %s has no artifact %q (or its content was over the byte cap)", runID, path)
+		return contract.Artifact{}, fmt.Errorf("run %s has no artifact %q (or its content was over the byte cap)", runID, path)
 	}
 	return a, nil
 }

@@ -5,13 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/runbox-mcp/runbox/contract"
 )
 
-func result(id string, files map[string]string) sandbox.Result {
-	r := sandbox.Result{RunID: id}
+func result(id string, files map[string]string) contract.Result {
+	r := contract.Result{RunID: id}
 	for p, c := range files {
-		r.Artifacts = append(r.Artifacts, sandbox.Artifact{Path: p, Data: []byte(c)})
+		r.Artifacts = append(r.Artifacts, contract.Artifact{Path: p, Data: []byte(c)})
 	}
 	return r
 }

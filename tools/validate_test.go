@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // compile checks a schema against its draft's meta-schema with a strict
@@ -67,10 +68,10 @@ func TestSchemasValidateRealInstances(t *testing.T) {
 	}
 
 	code := 1
-	results := []sandbox.Result{
-		{RunID: "r_1", Language: "python", Status: "ok", ExitCode: new(int), Artifacts: []sandbox.Artifact{{Path: "a.png", SizeBytes: 3, MimeType: "image/png", SHA256: "ab", URI: "runbox://runs/r_1/files/a.png"}}, Isolation: "runc", Image: "sha256:x"},
-		{RunID: "r_2", Language: "python", Status: "error", ExitCode: &code, Error: &sandbox.ErrorInfo{Kind: "runtime", Type: "ValueError", Message: "m", Line: 2, Hint: "h"}, Artifacts: []sandbox.Artifact{}},
-		sandbox.Fail(sandbox.Job{RunID: "r_3"}, sandbox.ErrorInfo{Kind: "invalid_request", Message: "m", Hint: "h"}),
+	results := []contract.Result{
+		{RunID: "r_1", Language: "python", Status: "ok", ExitCode: new(int), Artifacts: []contract.Artifact{{Path: "a.png", SizeBytes: 3, MimeType: "image/png", SHA256: "ab", URI: "runbox://runs/r_1/files/a.png"}}, Isolation: "runc", Image: "sha256:x"},
+		{RunID: "r_2", Language: "python", Status: "error", ExitCode: &code, Error: &contract.ErrorInfo{Kind: "runtime", Type: "ValueError", Message: "m", Line: 2, Hint: "h"}, Artifacts: []contract.Artifact{}},
+		contract.Fail(contract.Job{RunID: "r_3"}, contract.ErrorInfo{Kind: "invalid_request", Message: "m", Hint: "h"}),
 	}
 	for _, r := range results {
 		if err := validate(t, out, r); err != nil {
@@ -78,7 +79,7 @@ func TestSchemasValidateRealInstances(t *testing.T) {
 		}
 	}
 	bad := results[1]
-	bad.Error = &sandbox.ErrorInfo{Kind: "weird", Message: "m", Hint: "h"}
+	bad.Error = &contract.ErrorInfo{Kind: "weird", Message: "m", Hint: "h"}
 	if err := validate(t, out, bad); err == nil {
 		t.Error("an unknown error kind passes the output schema")
 	}

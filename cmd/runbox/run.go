@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/lmittmann/tint"
 
 	"github.com/runbox-mcp/runbox/audit"
@@ -219,7 +221,7 @@ func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Ru
 	switch {
 	case res.ExitCode != nil && *res.ExitCode != 0:
 		return *res.ExitCode, nil
-	case res.Status == sandbox.StatusError:
+	case res.Status == contract.StatusError:
 		return 1, nil
 	}
 	return 0, nil
@@ -227,7 +229,7 @@ func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Ru
 
 // writeArtifacts saves artifacts under dir, refusing any path that would
 // leave it.
-func writeArtifacts(dir string, arts []sandbox.Artifact) error {
+func writeArtifacts(dir string, arts []contract.Artifact) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
@@ -17,7 +19,7 @@ import (
 
 // recordCLI logs a run started from the command line; a log that cannot
 // be written is said on stderr, not fatal.
-func recordCLI(m *manifest.Manifest, transport string, raw []byte, res sandbox.Result) {
+func recordCLI(m *manifest.Manifest, transport string, raw []byte, res contract.Result) {
 	l, err := audit.Open(m.Audit)
 	if err == nil {
 		err = l.Record(tools.AuditEntry(m, transport, audit.Client{Name: "runbox", Version: version}, raw, res))
@@ -53,11 +55,11 @@ func listRuns(cfg config, m *manifest.Manifest) (int, error) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tRUN ID\tCLIENT\tLANGUAGE\tRESULT\tWALL\tCODE\tREPLAY")
 	for _, e := range entries {
-		result := e.Status
+		result := string(e.Status)
 		if e.Error != nil {
-			result = e.Error.Kind
+			result = string(e.Error.Kind)
 			if e.Error.Limit != "" {
-				result += "/" + e.Error.Limit
+				result += "/" + string(e.Error.Limit)
 			}
 		}
 		client := e.Client.Name
@@ -117,7 +119,7 @@ func replay(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Run
 
 func compare(was, now audit.Entry) []string {
 	var d []string
-	kind := func(e audit.Entry) string {
+	kind := func(e audit.Entry) contract.Kind {
 		if e.Error == nil {
 			return ""
 		}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runbox-mcp/runbox/contract"
+
 	"github.com/runbox-mcp/runbox/images"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
@@ -263,7 +265,7 @@ func levelCheck(ctx context.Context, o Options, m *manifest.Manifest, eng sandbo
 	start := time.Now()
 	res := run(ctx, pm, d, bash.Name, selfTest)
 	took := time.Since(start)
-	if res.Status != sandbox.StatusOK {
+	if res.Status != contract.StatusOK {
 		fix := "Run `make setup`, then `runbox doctor` again."
 		if res.Error != nil {
 			return failed(fmt.Sprintf("a probe box did not run: %s: %s", res.Error.Kind, res.Error.Message), fix)
@@ -292,7 +294,7 @@ func levelCheck(ctx context.Context, o Options, m *manifest.Manifest, eng sandbo
 	seccomp := "no python to try ptrace"
 	if _, ok := pm.Language("python"); ok {
 		pr := run(ctx, pm, d, "python", ptraceProbe)
-		if pr.Error != nil && pr.Error.Kind == sandbox.KindForbiddenSyscall {
+		if pr.Error != nil && pr.Error.Kind == contract.KindForbiddenSyscall {
 			seccomp = "ptrace killed (forbidden_syscall)"
 		} else {
 			bad = append(bad, fmt.Sprintf("ptrace was not killed: status %s, stdout %q", pr.Status, pr.Stdout))
@@ -307,7 +309,7 @@ func levelCheck(ctx context.Context, o Options, m *manifest.Manifest, eng sandbo
 	return c
 }
 
-func run(ctx context.Context, m *manifest.Manifest, d *sandbox.Docker, lang, code string) sandbox.Result {
+func run(ctx context.Context, m *manifest.Manifest, d *sandbox.Docker, lang, code string) contract.Result {
 	timeout := 60.0
 	raw, _ := json.Marshal(tools.RunCodeArgs{Language: lang, Code: code, TimeoutSeconds: &timeout})
 	return tools.Execute(ctx, m, d, raw)

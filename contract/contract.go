@@ -1,0 +1,169 @@
+package contract
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// Status is a run's overall outcome.
+type Status string
+
+// Status values.
+const (
+	StatusOK    Status = "ok"
+	StatusError Status = "error"
+)
+
+// Kind is the contract's type of failure.
+type Kind string
+
+// Error kinds of the run_code contract.
+const (
+	KindSyntax           Kind = "syntax"
+	KindRuntime          Kind = "runtime"
+	KindTimeout          Kind = "timeout"
+	KindOOM              Kind = "oom"
+	KindForbiddenSyscall Kind = "forbidden_syscall"
+	KindResourceLimit    Kind = "resource_limit"
+	KindOutputLimit      Kind = "output_limit"
+	KindInvalidRequest   Kind = "invalid_request"
+	KindSandbox          Kind = "sandbox"
+)
+
+// Kinds lists every kind, in the order the contract names them.
+var Kinds = []Kind{KindSyntax, KindRuntime, KindTimeout, KindOOM, KindForbiddenSyscall,
+	KindResourceLimit, KindOutputLimit, KindInvalidRequest, KindSandbox}
+
+// Limit names the limit a timeout, resource_limit or oom hit.
+type Limit string
+
+// Limit names for ErrorInfo.Limit.
+const (
+	LimitWallTime  Limit = "wall_time"
+	LimitCPUTime   Limit = "cpu_time"
+	LimitMemory    Limit = "memory"
+	LimitPids      Limit = "pids"
+	LimitDisk      Limit = "disk"
+	LimitOpenFiles Limit = "open_files"
+	LimitBusy      Limit = "busy"
+	LimitBudget    Limit = "budget"
+)
+
+// Limits lists every limit name, in the order the contract names them.
+var Limits = []Limit{LimitWallTime, LimitCPUTime, LimitMemory, LimitPids, LimitDisk, LimitOpenFiles, LimitBusy, LimitBudget}
+
+// Job is one validated request to run code.
+type Job struct {
+	RunID    string
+	Language manifest.Language
+	Code     string
+	Stdin    string
+	Files    []File
+	Timeout  time.Duration
+}
+
+// File is an input file, Path relative to the workspace.
+type File struct {
+	Path string
+	Data []byte
+}
+
+// Result is the outcome of a run, exactly as the run_code contract shows it.
+type Result struct {
+	RunID           string     `json:"run_id" jsonschema:"description=Identifier of this run; artifacts are addressed under it."`
+	Language        string     `json:"language"`
+	Status          Status     `json:"status" jsonschema:"enum=ok,enum=error"`
+	ExitCode        *int       `json:"exit_code" jsonschema:"description=The program's exit status (128+N when killed by signal N); null when it never ran."`
+	Stdout          string     `json:"stdout"`
+	Stderr          string     `json:"stderr"`
+	StdoutTruncated bool       `json:"stdout_truncated"`
+	StderrTruncated bool       `json:"stderr_truncated"`
+	Error           *ErrorInfo `json:"error" jsonschema:"description=Why the run failed; null when status is ok."`
+	Artifacts       []Artifact `json:"artifacts" jsonschema:"description=Files the run created or changed in the workspace."`
+	// ArtifactsOmitted counts files left out by the artifact count cap.
+	ArtifactsOmitted int     `json:"artifacts_omitted,omitempty" jsonschema:"description=Files left out because the artifact count cap was reached."`
+	Metrics          Metrics `json:"metrics"`
+	Isolation        string  `json:"isolation" jsonschema:"description=The isolation level the run had: runc or gvisor."`
+	Image            string  `json:"image" jsonschema:"description=Digest of the image the run used."`
+}
+
+// ErrorInfo is a typed failure an agent can act on.
+type ErrorInfo struct {
+	Kind    Kind   `json:"kind" jsonschema:"enum=syntax,enum=runtime,enum=timeout,enum=oom,enum=forbidden_syscall,enum=resource_limit,enum=output_limit,enum=invalid_request,enum=sandbox"`
+	Type    string `json:"type,omitempty" jsonschema:"description=The language's own name for the error, e.g. ZeroDivisionError."`
+	Message string `json:"message"`
+	Line    int    `json:"line,omitempty" jsonschema:"description=1-based line in the submitted code."`
+	Column  int    `json:"column,omitempty" jsonschema:"description=1-based column in the submitted code."`
+	Syscall string `json:"syscall,omitempty" jsonschema:"description=For forbidden_syscall: the system call the sandbox killed the program for, when known."`
+	Limit   Limit  `json:"limit,omitempty" jsonschema:"enum=wall_time,enum=cpu_time,enum=memory,enum=pids,enum=disk,enum=open_files,enum=busy,enum=budget"`
+	Hint    string `json:"hint"`
+}
+
+// Where says where in the code the error is: " at line 3, column 5", or "".
+func (e *ErrorInfo) Where() string {
+	switch {
+	case e.Line <= 0:
+		return ""
+	case e.Column > 0:
+		return fmt.Sprintf(" at line %d, column %d", e.Line, e.Column)
+	}
+	return fmt.Sprintf(" at line %d", e.Line)
+}
+
+// Artifact is a file the run created or changed.
+type Artifact struct {
+	Path      string `json:"path"`
+	SizeBytes int64  `json:"size_bytes"`
+	MimeType  string `json:"mime_type"`
+	SHA256    string `json:"sha256"`
+	URI       string `json:"uri"`
+	// ContentOmitted: the byte cap stopped the content; only the
+	// metadata is known.
+	ContentOmitted bool `json:"content_omitted,omitempty"`
+	// Data is the content, kept out of the structured result.
+	Data []byte `json:"-"`
+}
+
+// Metrics measure a run.
+type Metrics struct {
+	WallMs          int64 `json:"wall_ms"`
+	CPUMs           int64 `json:"cpu_ms"`
+	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
+	QueueMs         int64 `json:"queue_ms"`
+	// StartupMs is the time from taking a slot to the program starting
+	// (box creation and start).
+	StartupMs int64 `json:"startup_ms"`
+	Pooled    bool  `json:"pooled"`
+	Cached    bool  `json:"cached"`
+}
+
+// Fail returns a result that carries only an error, for runs that never
+// reached a box.
+func Fail(job Job, info ErrorInfo) Result {
+	return Result{RunID: job.RunID, Language: job.Language.Name, Status: StatusError, Error: &info, Artifacts: []Artifact{}}
+}
+
+// ArtifactURIPrefix starts every artifact URI; ArtifactURITemplate is the
+// resource template that serves them.
+const (
+	ArtifactURIPrefix   = "runbox://runs/"
+	ArtifactURITemplate = ArtifactURIPrefix + "{run_id}/files/{+path}"
+)
+
+// ArtifactURI is where an artifact of a run can be read back.
+func ArtifactURI(runID, p string) string {
+	return ArtifactURIPrefix + runID + "/files/" + p
+}
+
+// ParseArtifactURI splits an artifact URI into its run and path.
+func ParseArtifactURI(uri string) (runID, p string, ok bool) {
+	rest, ok := strings.CutPrefix(uri, ArtifactURIPrefix)
+	if !ok {
+		return "", "", false
+	}
+	runID, p, ok = strings.Cut(rest, "/files/")
+	return runID, p, ok && runID != "" && p != ""
+}
