@@ -1,9 +1,11 @@
 package sandbox
 
 import (
+	"bytes"
 	"net/http"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/runbox-mcp/runbox/contract"
 
@@ -11,12 +13,12 @@ import (
 )
 
 // buildResult turns what came out of a box into the contract's result.
-func buildResult(m *manifest.Manifest, job contract.Job, o boxOutcome, contents [][]byte) contract.Result {
+func buildResult(m *manifest.Manifest, job contract.Job, o outcome) contract.Result {
 	res := contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, Artifacts: []contract.Artifact{}}
 	if rep := o.report; rep != nil && rep.InitError == "" && rep.StartError == "" {
 		code := rep.ExitCode
 		res.ExitCode = &code
-		res.Stdout, res.Stderr = text(rep.Stdout), text(rep.Stderr)
+		res.Stdout, res.Stderr = validText(rep.Stdout), validText(rep.Stderr)
 		res.StdoutTruncated, res.StderrTruncated = rep.StdoutTruncated, rep.StderrTruncated
 		res.Metrics.WallMs = rep.WallMs
 		res.Metrics.CPUMs = rep.CPUMs
@@ -25,15 +27,15 @@ func buildResult(m *manifest.Manifest, job contract.Job, o boxOutcome, contents 
 		next := 0
 		for _, a := range rep.Artifacts {
 			art := contract.Artifact{Path: a.Path, SizeBytes: a.Size, SHA256: a.SHA256, URI: contract.ArtifactURI(job.RunID, a.Path), ContentOmitted: !a.Sent}
-			if a.Sent && next < len(contents) {
-				art.Data = contents[next]
+			if a.Sent && next < len(o.contents) {
+				art.Data = o.contents[next]
 				next++
 			}
 			art.MimeType = mimeType(a.Path, art.Data)
 			res.Artifacts = append(res.Artifacts, art)
 		}
 	}
-	if info := classify(job, m.Limits, o.outcome); info != nil {
+	if info := classify(job, m.Limits, o); info != nil {
 		res.Status = contract.StatusError
 		res.Error = info
 	}
@@ -65,4 +67,12 @@ func mimeType(p string, data []byte) string {
 		t = t[:i]
 	}
 	return t
+}
+
+// validText turns captured bytes into valid UTF-8 for the result.
+func validText(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return string(bytes.ToValidUTF8(b, []byte("\uFFFD")))
 }

@@ -1,28 +1,27 @@
 package sandbox
 
 import (
-	"bytes"
-	"fmt"
-	"strings"
-	"unicode/utf8"
-
 	"github.com/runbox-mcp/runbox/contract"
-
 	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
 // outcome is everything known once a box has ended.
 type outcome struct {
-	report *initproto.Report // nil when none arrived
-	// oomKilled is the engine's word that the box's memory cgroup killed
+	report   *initproto.Report // nil when none arrived
+	contents [][]byte          // the sent artifacts' content, in the report's order
+	// oomKilled is the platform's word that the box's memory cgroup killed
 	// a process; exit codes never decide OOM.
 	oomKilled bool
 	// backstop: the server killed the box because runbox-init did not
 	// end the run by its deadline.
 	backstop bool
-	// lost explains why no report arrived (engine error, stream cut).
+	// cancelled: the call was cancelled and the box killed.
+	cancelled bool
+	// lost explains why no report arrived (platform error, stream cut).
 	lost string
+	// gone: the platform took the box away.
+	gone bool
 	// syscall names the call the seccomp filter killed the program for,
 	// when the kernel log told.
 	syscall string
@@ -30,13 +29,22 @@ type outcome struct {
 
 // classify turns an outcome into the contract's typed error; nil means ok.
 func classify(job contract.Job, lim manifest.Limits, o outcome) *contract.ErrorInfo {
+	info := classifyKind(job, lim, o)
+	if info != nil && info.Kind == contract.KindSandbox && o.gone {
+		gone := contract.BoxTakenAway(info.Message)
+		info = &gone
+	}
+	return info
+}
+
+func classifyKind(job contract.Job, lim manifest.Limits, o outcome) *contract.ErrorInfo {
 	rep := o.report
-	if o.oomKilled || (rep != nil && rep.OOMKills > 0) {
-		return &contract.ErrorInfo{
-			Kind: contract.KindOOM, Limit: contract.LimitMemory,
-			Message: fmt.Sprintf("the program was killed for using more than the %s memory limit", lim.Memory),
-			Hint:    fmt.Sprintf("Use less memory than %s: process data in chunks or streams, use smaller dtypes, and free large objects you no longer need.", lim.Memory),
-		}
+	stderr := ""
+	if rep != nil {
+		stderr = string(rep.Stderr)
+	}
+	if o.oomKilled || (rep != nil && rep.OOMKills > 0) || (rep != nil && rep.ExitCode != 0 && HeapExhausted(job.Language.ErrorFormat, stderr)) {
+		return ptr(contract.OOM(lim.Memory))
 	}
 	if rep == nil || rep.InitError != "" {
 		if o.backstop {
@@ -46,94 +54,61 @@ func classify(job contract.Job, lim manifest.Limits, o outcome) *contract.ErrorI
 		if rep != nil {
 			msg = "runbox-init: " + rep.InitError
 		}
-		return &contract.ErrorInfo{Kind: contract.KindSandbox, Message: oneLine(msg),
-			Hint: "The sandbox failed, not your code: retry once; if it persists, the operator should run `runbox doctor`."}
+		return ptr(contract.SandboxFailed(msg))
 	}
 	if rep.StartError != "" {
-		return &contract.ErrorInfo{Kind: contract.KindSandbox, Message: oneLine(rep.StartError),
-			Hint: fmt.Sprintf("The %s interpreter could not start in image %s: the operator should check the manifest's command for it and run `runbox doctor`.", job.Language.Name, job.Language.Image)}
+		return ptr(contract.InterpreterMissing(rep.StartError, job.Language.Name, job.Language.Image))
 	}
 	if rep.TimedOut || o.backstop {
 		return timeoutError(job, lim)
 	}
-	stderr := string(rep.Stderr)
 	codePath := manifest.Workspace + "/" + job.Language.File
 	le, parsed := ParseLangError(job.Language.ErrorFormat, stderr, codePath, job.Code)
 	if rep.CheckFailed {
 		if !parsed {
-			le = LangError{Kind: contract.KindSyntax, Message: lastLine(stderr)}
+			le = LangError{Kind: contract.KindSyntax, Message: contract.LastLine(stderr)}
 		}
 		return langError(contract.KindSyntax, le)
 	}
 	if sig := rep.Signal; sig == sigXCPU || (sig == sigKILL && lim.CPUSeconds > 0 && rep.CPUMs >= lim.CPUSeconds*1000) {
-		return &contract.ErrorInfo{Kind: contract.KindResourceLimit, Limit: contract.LimitCPUTime,
-			Message: fmt.Sprintf("the program used more than its %d s of CPU time and was killed", lim.CPUSeconds),
-			Hint:    "Do less work per call: a faster algorithm, less data, or fewer iterations."}
+		return ptr(contract.CPUTime(lim.CPUSeconds))
 	}
 	if seccompDeath(rep) {
-		return forbiddenError(o.syscall)
+		return ptr(contract.Forbidden(o.syscall))
 	}
 	if rep.ExitCode != 0 {
 		if parsed && le.Kind == contract.KindSyntax {
 			return langError(contract.KindSyntax, le)
 		}
 		if limit := resourceLimit(rep, stderr); limit != "" {
-			info := resourceError(limit, lim)
+			info := contract.Resource(limit, lim)
 			if parsed {
 				info.Type, info.Line, info.Column = le.Type, le.Line, le.Column
 			}
-			return info
+			return &info
 		}
 		if parsed {
 			return langError(contract.KindRuntime, le)
 		}
 		if rep.Signal != 0 {
-			name := signalName(rep.Signal)
-			return &contract.ErrorInfo{Kind: contract.KindRuntime, Type: name,
-				Message: fmt.Sprintf("the program was killed by signal %s", name),
-				Hint:    "The process crashed or was killed by a signal; read stderr and simplify the failing step."}
+			return ptr(contract.KilledBySignal(signalName(rep.Signal)))
 		}
-		return &contract.ErrorInfo{Kind: contract.KindRuntime,
-			Message: exitMessage(rep.ExitCode, stderr),
-			Hint:    "The program exited with a non-zero status; read stderr for the cause, fix it, and run again."}
+		return ptr(contract.Exited(rep.ExitCode, contract.LastLine(stderr)))
 	}
 	if rep.StdoutTruncated || rep.StderrTruncated {
-		return &contract.ErrorInfo{Kind: contract.KindOutputLimit,
-			Message: fmt.Sprintf("the program wrote %d bytes to stdout and %d to stderr; only the first and last %s of each were kept", rep.StdoutBytes, rep.StderrBytes, lim.OutputBytes),
-			Hint:    "Print a summary instead of everything, or write large output to a file in /workspace to get it back as an artifact."}
+		return ptr(contract.OutputCut(rep.StdoutBytes, rep.StderrBytes, lim.OutputBytes))
 	}
 	return nil
 }
 
-// seccompDeath says whether the program, or a command a shell script ran,
-// was killed by the seccomp filter (SIGSYS). A shell reports its child's
-// death as "Bad system call" and status 128+31.
-func seccompDeath(rep *initproto.Report) bool {
-	if rep.Signal == sigSYS {
-		return true
-	}
-	return rep.ExitCode == 128+sigSYS && bytes.Contains(rep.Stderr, []byte("Bad system call"))
-}
-
-func forbiddenError(name string) *contract.ErrorInfo {
-	info := &contract.ErrorInfo{Kind: contract.KindForbiddenSyscall, Syscall: name,
-		Message: "the program was killed by the sandbox for a forbidden system call",
-		Hint: "The sandbox kills programs that debug or trace processes (ptrace), mount or unshare namespaces, load kernel modules or BPF, use perf, kernel keyrings, userfaultfd or io_uring, or use the 32-bit ABI. " +
-			"Do the work without it: no debuggers, tracers or container tricks; plain file and socket I/O."}
-	if name != "" {
-		info.Message = fmt.Sprintf("the program was killed by the sandbox for calling %s, which is forbidden", name)
-	}
-	return info
-}
+func ptr(info contract.ErrorInfo) *contract.ErrorInfo { return &info }
 
 func timeoutError(job contract.Job, lim manifest.Limits) *contract.ErrorInfo {
-	hint := "Make the code faster or do less per call (smaller input, fewer iterations), and avoid waiting on input that never comes."
+	more := 0.0
 	if job.Timeout < lim.MaxTimeout() {
-		hint = fmt.Sprintf("Make the code faster or do less per call, or ask for a longer timeout_seconds (at most %g).", lim.MaxTimeoutSeconds)
+		more = lim.MaxTimeoutSeconds
 	}
-	return &contract.ErrorInfo{Kind: contract.KindTimeout, Limit: contract.LimitWallTime,
-		Message: fmt.Sprintf("the program did not finish within %s and was killed", job.Timeout),
-		Hint:    hint}
+	return ptr(contract.Timeout(job.Timeout, more))
 }
 
 // resourceLimit names the limit a failed run hit, from what the box
@@ -150,78 +125,6 @@ func resourceLimit(rep *initproto.Report, stderr string) contract.Limit {
 	return ResourceHint(stderr)
 }
 
-func resourceError(limit contract.Limit, lim manifest.Limits) *contract.ErrorInfo {
-	info := &contract.ErrorInfo{Kind: contract.KindResourceLimit, Limit: limit}
-	switch limit {
-	case contract.LimitPids:
-		info.Message = fmt.Sprintf("the program tried to run more than %d processes or threads", lim.Pids)
-		info.Hint = "Start fewer processes or threads: use a small fixed pool, and never fork in a loop."
-	case contract.LimitDisk:
-		info.Message = fmt.Sprintf("the program filled its disk space (/workspace %s, /tmp %s)", lim.WorkspaceBytes, lim.TmpBytes)
-		info.Hint = "Write less: stream or aggregate data instead of storing it, and delete temporary files."
-	case contract.LimitOpenFiles:
-		info.Message = fmt.Sprintf("the program opened more than %d files at once", lim.OpenFiles)
-		info.Hint = "Close each file when you are done with it instead of keeping them all open."
-	}
-	return info
-}
-
 func langError(kind contract.Kind, le LangError) *contract.ErrorInfo {
-	info := &contract.ErrorInfo{Kind: kind, Type: le.Type, Message: oneLine(le.Message), Line: le.Line, Column: le.Column}
-	where := ""
-	if le.Line > 0 {
-		where = fmt.Sprintf(" on line %d", le.Line)
-	}
-	if kind == contract.KindSyntax {
-		info.Hint = fmt.Sprintf("Fix the syntax error%s; the code did not run.", where)
-	} else {
-		name := le.Type
-		if name == "" {
-			name = "the error"
-		}
-		info.Hint = fmt.Sprintf("Fix %s raised%s and run again.", name, where)
-	}
-	if info.Message == "" {
-		info.Message = strings.TrimSpace(le.Type)
-	}
-	return info
-}
-
-func exitMessage(code int, stderr string) string {
-	if l := lastLine(stderr); l != "" {
-		return fmt.Sprintf("exited with status %d: %s", code, l)
-	}
-	return fmt.Sprintf("exited with status %d", code)
-}
-
-func lastLine(s string) string {
-	s = strings.TrimRight(s, "\n\r\t ")
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	return oneLine(s)
-}
-
-// oneLine keeps the first line, valid UTF-8, at most 500 bytes.
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = strings.TrimSpace(s[:i])
-	}
-	if len(s) > 500 {
-		s = s[:500]
-		for !utf8.ValidString(s) {
-			s = s[:len(s)-1]
-		}
-		s += "…"
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
-}
-
-// text turns captured bytes into valid UTF-8 for the result.
-func text(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return string(bytes.ToValidUTF8(b, []byte("\uFFFD")))
+	return ptr(contract.Language(kind, le.Type, le.Message, le.Line, le.Column))
 }

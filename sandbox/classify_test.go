@@ -19,12 +19,12 @@ func TestClassify(t *testing.T) {
 	job := contract.Job{Language: py, Timeout: 30 * time.Second, Code: "x = 1\nprint(1/0)\n"}
 	tb := "Traceback (most recent call last):\n  File \"/workspace/main.py\", line 2, in <module>\n    print(1/0)\n          ~^~\nZeroDivisionError: division by zero\n"
 	cases := []struct {
-		name        string
-		job         contract.Job
-		o           outcome
-		kind        contract.Kind
-		limit       contract.Limit
-		contains    string
+		name     string
+		job      contract.Job
+		o        outcome
+		kind     contract.Kind
+		limit    contract.Limit
+		contains string
 	}{
 		{"ok", job, outcome{report: &initproto.Report{}}, "", "", ""},
 		{"oom from the engine beats exit 0", job, outcome{report: &initproto.Report{}, oomKilled: true}, contract.KindOOM, contract.LimitMemory, "512MiB"},
@@ -85,35 +85,21 @@ func TestTimeoutHintOffersMoreOnlyBelowMax(t *testing.T) {
 	}
 }
 
-func TestOneLine(t *testing.T) {
-	if got := oneLine("  first\nsecond"); got != "first" {
-		t.Errorf("%q", got)
-	}
-	long := oneLine(strings.Repeat("é", 400))
-	if len(long) > 504 || !strings.HasSuffix(long, "…") {
-		t.Errorf("%d bytes", len(long))
-	}
-	if got := oneLine("a\xffb"); got != "a\uFFFDb" {
-		t.Errorf("%q", got)
-	}
-}
-
-func TestNeedsEngineVerdict(t *testing.T) {
+func TestNeedsVerdict(t *testing.T) {
 	clean := &initproto.Report{OOMKills: 0}
 	for name, tc := range map[string]struct {
-		o    boxOutcome
+		o    outcome
 		want bool
 	}{
-		"clean run: the box's counter says no OOM": {boxOutcome{outcome: outcome{report: clean}}, false},
-		"timeout kill is explained":                {boxOutcome{outcome: outcome{report: &initproto.Report{TimedOut: true, Signal: 9}}}, false},
-		"no report":                                {boxOutcome{}, true},
-		"counter unreadable (gVisor)":              {boxOutcome{outcome: outcome{report: &initproto.Report{OOMKills: -1}}}, true},
-		"counter says OOM":                         {boxOutcome{outcome: outcome{report: &initproto.Report{OOMKills: 1}}}, true},
-		"an unexplained SIGKILL":                   {boxOutcome{outcome: outcome{report: &initproto.Report{Signal: 9}}}, true},
-		"backstop":                                 {boxOutcome{outcome: outcome{report: clean, backstop: true}}, true},
-		"cancelled":                                {boxOutcome{outcome: outcome{report: clean}, cancelled: true}, true},
+		"clean run: the box's counter says no OOM": {outcome{report: clean}, false},
+		"timeout kill is explained":                {outcome{report: &initproto.Report{TimedOut: true, Signal: 9}}, false},
+		"no report":                                {outcome{}, true},
+		"counter unreadable (gVisor)":              {outcome{report: &initproto.Report{OOMKills: -1}}, true},
+		"counter says OOM":                         {outcome{report: &initproto.Report{OOMKills: 1}}, true},
+		"an unexplained SIGKILL":                   {outcome{report: &initproto.Report{Signal: 9}}, true},
+		"backstop":                                 {outcome{report: clean, backstop: true}, true},
 	} {
-		if got := needsEngineVerdict(tc.o); got != tc.want {
+		if got := needsVerdict(tc.o); got != tc.want {
 			t.Errorf("%s: got %v", name, got)
 		}
 	}

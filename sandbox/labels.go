@@ -1,5 +1,12 @@
 package sandbox
 
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
 // Label keys on every container and volume runbox creates, so a restarted
 // server can tell its own leftovers and reap them.
 const (
@@ -23,3 +30,20 @@ const (
 	InitDir  = "/.runbox"
 	InitPath = InitDir + "/runbox-init"
 )
+
+// ReadInitBinary finds runbox-init for a platform's architecture ("amd64",
+// "x86_64", "arm64", "aarch64") in dir: runbox-init-linux-<arch>, or
+// runbox-init when the server itself is that linux build.
+func ReadInitBinary(dir, arch string) ([]byte, error) {
+	arch = map[string]string{"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "amd64": "amd64"}[arch]
+	candidates := []string{filepath.Join(dir, "runbox-init-linux-"+arch)}
+	if runtime.GOOS == "linux" && runtime.GOARCH == arch {
+		candidates = append(candidates, filepath.Join(dir, "runbox-init"))
+	}
+	for _, p := range candidates {
+		if b, err := os.ReadFile(p); err == nil {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("runbox-init for linux/%s not found (looked for %v)", arch, candidates)
+}

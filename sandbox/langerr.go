@@ -810,3 +810,8 @@ func afterProcessStart(stderr string, at int) bool {
 	}
 	return false
 }
+
+// HeapExhausted says whether a Node program died of V8's heap limit.
+func HeapExhausted(format, stderr string) bool {
+	return format == "node" && strings.Contains(stderr, "JavaScript heap out of memory")
+}

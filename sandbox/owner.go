@@ -44,9 +44,9 @@ func processStart(pid int) string {
 	return procstat.Field(pid, 22)
 }
 
-// ownerAlive says whether the process that labelled a box still runs. Only
+// OwnerAlive says whether the process that labelled a box still runs. Only
 // a box from this host can be judged; others are judged by age.
-func ownerAlive(labels map[string]string, self Owner) (alive, known bool) {
+func OwnerAlive(labels map[string]string, self Owner) (alive, known bool) {
 	if labels[LabelOwnerHost] != self.Host {
 		return false, false
 	}

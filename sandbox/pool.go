@@ -11,168 +11,188 @@ import (
 // LabelPooled marks a box started ahead of a job.
 const LabelPooled = "io.runbox.pooled"
 
-// refillBackoff keeps a failing engine from being asked again at once.
-const refillBackoff = 5 * time.Second
+const (
+	// refillBackoff keeps a failing platform from being asked again at once.
+	refillBackoff = 5 * time.Second
+	// quietPeriod is how long the runner must have been idle before the
+	// pool starts a box: a refill (a box start, a preload such as pandas)
+	// takes CPU, and on a small host it would make the very next call
+	// slower than a cold one. Back-to-back calls leave no such gap; an
+	// agent that thinks between calls does.
+	quietPeriod = 200 * time.Millisecond
+)
 
-// pools keep, per language, boxes started and waiting in runbox-init for
-// their one job. A box is taken by one call and removed after it; the
-// pool starts another in the background.
-type pools struct {
-	d    *Docker
-	sem  chan struct{} // bounds concurrent starts
-	mu   sync.Mutex
-	lang map[string]*langPool
-	// closed stops refills; boxes started after it are removed.
-	closed bool
-	wg     sync.WaitGroup
+// pool keeps, per language, boxes started and waiting in runbox-init for
+// their one job, on every platform alike. A box is taken by one call and
+// removed after it; the pool starts another once the runner is quiet.
+type pool struct {
+	r      *BoxRunner
+	ctx    context.Context // ends with drain: starts under way are given up
+	cancel context.CancelFunc
+	wake   chan struct{}
+
+	mu       sync.Mutex
+	langs    map[string]*langPool
+	starting int
+	closed   bool
+	wg       sync.WaitGroup
 }
 
 type langPool struct {
 	lang     manifest.Language
-	ready    []*box // oldest first
+	ready    []Box // oldest first
 	starting int
 	failedAt time.Time
 }
 
-func newPools(d *Docker) *pools {
-	p := &pools{d: d, sem: make(chan struct{}, max(1, d.m.Pool.RefillConcurrency)), lang: map[string]*langPool{}}
-	if d.m.Pool.Size > 0 {
-		for _, l := range d.m.Languages {
-			p.lang[l.Name] = &langPool{lang: l}
+func newPool(ctx context.Context, r *BoxRunner) *pool {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &pool{r: r, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), langs: map[string]*langPool{}}
+	if r.m.Pool.Size > 0 {
+		for _, l := range r.m.Languages {
+			p.langs[l.Name] = &langPool{lang: l}
 		}
+		p.wg.Add(1)
+		go p.loop()
 	}
 	return p
 }
 
-// take returns a live waiting box, or nil.
-func (p *pools) take(name string) *box {
+// take returns a live waiting box younger than the idle limit, or nil.
+func (p *pool) take(name string) Box {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	lp := p.lang[name]
+	lp := p.langs[name]
 	if lp == nil {
 		return nil
 	}
 	for len(lp.ready) > 0 {
 		b := lp.ready[0]
 		lp.ready = lp.ready[1:]
-		if !b.exited() && time.Since(b.started) < p.d.m.Pool.Idle() {
+		if b.Alive() && time.Since(b.Started()) < p.r.m.Pool.Idle() {
 			return b
 		}
-		p.discard(b)
+		p.r.remove(b)
 	}
 	return nil
 }
 
-// refill starts boxes until the language's pool is full again.
-func (p *pools) refill(name string) {
+// kick asks the pool to look at what is missing.
+func (p *pool) kick() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop starts missing boxes whenever the runner is quiet, until drain.
+func (p *pool) loop() {
+	defer p.wg.Done()
+	tick := time.NewTicker(quietPeriod / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.wake:
+		case <-tick.C:
+		}
+		if p.r.quiet(quietPeriod) {
+			p.fill()
+		}
+	}
+}
+
+// fill starts boxes for the languages short of the pool's size, within
+// the refill concurrency.
+func (p *pool) fill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	lp := p.lang[name]
-	if lp == nil || p.closed || time.Since(lp.failedAt) < refillBackoff {
-		return
-	}
-	if !p.d.busy() {
-		// The load has passed: lean boxes make way for preloaded ones.
-		keep := lp.ready[:0]
-		for _, b := range lp.ready {
-			if b.lean {
-				p.discard(b)
-				continue
-			}
-			keep = append(keep, b)
+	for _, lp := range p.langs {
+		if p.closed || time.Since(lp.failedAt) < refillBackoff {
+			continue
 		}
-		lp.ready = keep
-	}
-	for len(lp.ready)+lp.starting < p.d.m.Pool.Size {
-		lp.starting++
-		p.wg.Add(1)
-		go p.startOne(lp)
-	}
-}
-
-func (p *pools) refillAll() {
-	for name := range p.lang {
-		p.refill(name)
+		for len(lp.ready)+lp.starting < p.r.m.Pool.Size && p.starting < max(1, p.r.m.Pool.RefillConcurrency) {
+			lp.starting++
+			p.starting++
+			p.wg.Add(1)
+			go p.startOne(lp)
+		}
 	}
 }
 
-func (p *pools) startOne(lp *langPool) {
+func (p *pool) startOne(lp *langPool) {
 	defer p.wg.Done()
-	p.sem <- struct{}{}
-	defer func() { <-p.sem }()
-	labels := p.d.owner.Labels(map[string]string{LabelLanguage: lp.lang.Name, LabelPooled: "true"})
-	args := prestartArgs(p.d.m, lp.lang)
-	// While calls wait for a slot, a preload (pandas: ~0.7 CPU-seconds)
-	// would take CPU from the runs in progress for a box the next call
-	// takes at once, maybe without importing anything: start it lean.
-	lean := args != nil && p.d.busy()
-	if lean {
-		args = nil
+	m := p.r.m
+	var b Box
+	err := p.r.d.Ready(p.ctx)
+	if err == nil {
+		b, err = p.r.start(p.ctx, BoxSpec{Language: lp.lang,
+			Labels:   p.r.owner.Labels(map[string]string{LabelLanguage: lp.lang.Name, LabelPooled: "true"}),
+			InitArgs: prestartArgs(m, lp.lang, p.r.d.Isolation()),
+			Lifetime: m.Pool.Idle() + m.Limits.MaxTimeout() + backstopGrace})
 	}
-	b, err := p.d.startBox(context.Background(), lp.lang, labels, args)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	lp.starting--
+	p.starting--
 	switch {
 	case err != nil:
 		lp.failedAt = time.Now()
-		p.d.log.Warn("could not start a pooled box", "language", lp.lang.Name, "err", err)
+		if p.ctx.Err() == nil {
+			p.r.log.Warn("could not start a pooled box", "language", lp.lang.Name, "err", err)
+		}
 	case p.closed:
-		p.discard(b)
+		p.r.remove(b)
 	default:
-		b.lean = lean
 		lp.ready = append(lp.ready, b)
 	}
+	p.kick()
 }
 
-// expire replaces boxes that waited too long or died while waiting.
-func (p *pools) expire() {
+// expire removes boxes that waited too long or died while waiting; the
+// loop replaces them.
+func (p *pool) expire() {
 	p.mu.Lock()
-	for _, lp := range p.lang {
+	defer p.mu.Unlock()
+	for _, lp := range p.langs {
 		keep := lp.ready[:0]
 		for _, b := range lp.ready {
-			if b.exited() || time.Since(b.started) >= p.d.m.Pool.Idle() {
-				p.discard(b)
+			if !b.Alive() || time.Since(b.Started()) >= p.r.m.Pool.Idle() {
+				p.r.remove(b)
 				continue
 			}
 			keep = append(keep, b)
 		}
 		lp.ready = keep
 	}
-	p.mu.Unlock()
-	p.refillAll()
+	p.kick()
 }
 
-// discard removes a box in the background; called with p.mu held.
-func (p *pools) discard(b *box) {
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		b.close()
-		p.d.remove(b.id)
-	}()
-}
-
-// drain removes every waiting box and stops refills.
-func (p *pools) drain() {
+// drain stops refills, gives up starts under way and removes every
+// waiting box.
+func (p *pool) drain() {
 	p.mu.Lock()
 	p.closed = true
-	for _, lp := range p.lang {
+	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, lp := range p.langs {
 		for _, b := range lp.ready {
-			p.discard(b)
+			p.r.remove(b)
 		}
 		lp.ready = nil
 	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }
 
 // idle reports how many boxes wait, per language.
-func (p *pools) idle() map[string]int {
+func (p *pool) idle() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[string]int{}
-	for name, lp := range p.lang {
+	for name, lp := range p.langs {
 		out[name] = len(lp.ready)
 	}
 	return out

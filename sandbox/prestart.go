@@ -99,14 +99,14 @@ _exit(_run(_path, _main), _main)
 // prestartArgs returns runbox-init's arguments for a pooled box of lang:
 // a prestarted interpreter when the language preloads modules and runbox
 // knows how to start it early, none otherwise.
-func prestartArgs(m *manifest.Manifest, lang manifest.Language) []string {
+func prestartArgs(m *manifest.Manifest, lang manifest.Language, isolation string) []string {
 	// Under gVisor the handover was seen to fail (an empty path): until
 	// that is understood, gVisor boxes start their interpreter with the job.
-	if len(lang.Preload) == 0 || lang.ErrorFormat != "python" || len(lang.Check) > 0 || m.Isolation == manifest.IsolationGVisor {
+	if len(lang.Preload) == 0 || lang.ErrorFormat != "python" || len(lang.Check) > 0 || isolation == manifest.IsolationGVisor {
 		return nil
 	}
 	mods, _ := json.Marshal(lang.Preload)
-	job := initJob(m, contract.Job{Language: lang})
+	job := initJob(m, contract.Job{Language: lang}, isolation)
 	loader := strings.Replace(pythonLoader, "%s", string(mods), 1)
 	pre := initproto.Prestart{
 		Argv: []string{job.Argv[0], "-c", loader},

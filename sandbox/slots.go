@@ -3,18 +3,16 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
-
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
 var errBusy = errors.New("busy")
 
-// slots bounds how many boxes run at once and how many calls may wait.
+// slots bound how many boxes run at once and how many calls may wait.
 type slots struct {
 	run     chan struct{}
 	waiting atomic.Int64
@@ -46,9 +44,9 @@ func (s *slots) acquire(ctx context.Context) (release func(), err error) {
 	}
 }
 
-// busy says whether every slot is taken or calls wait for one.
-func (s *slots) busy() bool {
-	return len(s.run) >= cap(s.run) || s.waiting.Load() > 0
+// inUse says whether a run holds a slot or a call waits for one.
+func (s *slots) inUse() bool {
+	return len(s.run) > 0 || s.waiting.Load() > 0
 }
 
 // take waits for a slot for job and says how long it waited (the run's
@@ -60,11 +58,9 @@ func (s *slots) take(ctx context.Context, job contract.Job, m *manifest.Manifest
 	if err == nil {
 		return release, time.Since(queued).Milliseconds(), nil
 	}
-	r := contract.Fail(job, cancelled())
+	r := contract.Fail(job, contract.Cancelled())
 	if errors.Is(err, errBusy) {
-		r = contract.Fail(job, contract.ErrorInfo{Kind: contract.KindResourceLimit, Limit: contract.LimitBusy,
-			Message: fmt.Sprintf("the server is busy: %d runs are in progress and %d waiting", m.Concurrency, m.QueueSize),
-			Hint:    "Wait a few seconds and retry; do not start many runs at once."})
+		r = contract.Fail(job, contract.Busy(m.Concurrency, m.QueueSize))
 	}
 	return nil, 0, &r
 }

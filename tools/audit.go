@@ -32,9 +32,9 @@ func ClientOf(ctx context.Context) audit.Client {
 	return c
 }
 
-// AuditEntry is the audit line of one call: its raw arguments and result.
-func AuditEntry(m *manifest.Manifest, transport string, client audit.Client, raw []byte, res contract.Result) audit.Entry {
-	args, _ := DecodeArgs(raw)
+// AuditEntry is the audit line of one call: its arguments and result.
+func AuditEntry(m *manifest.Manifest, transport string, client audit.Client, call Call, res contract.Result) audit.Entry {
+	args, raw := call.Args, call.Raw
 	code := sha256.Sum256([]byte(args.Code))
 	timeout := m.Limits.TimeoutSeconds
 	if args.TimeoutSeconds != nil {

@@ -77,7 +77,8 @@ func RunCode(d Deps) server.ServerTool {
 			stop := reportProgress(ctx, req.Params.Meta.ProgressToken)
 			defer stop()
 		}
-		res := Execute(ctx, m, d.Runner, raw)
+		call := DecodeCall(raw)
+		res := call.Run(ctx, m, d.Runner)
 		if d.Budgets != nil {
 			d.Budgets.Charge(session, time.Duration(res.Metrics.WallMs)*time.Millisecond)
 		}
@@ -88,7 +89,7 @@ func RunCode(d Deps) server.ServerTool {
 			d.Metrics.Observe(res)
 		}
 		if d.Audit != nil {
-			if err := d.Audit.Record(AuditEntry(m, d.Transport, ClientOf(ctx), raw, res)); err != nil && d.Logger != nil {
+			if err := d.Audit.Record(AuditEntry(m, d.Transport, ClientOf(ctx), call, res)); err != nil && d.Logger != nil {
 				d.Logger.Warn("audit log", "run_id", res.RunID, "err", err)
 			}
 		}
@@ -127,22 +128,47 @@ func reportProgress(ctx context.Context, token mcp.ProgressToken) (stop func()) 
 	return func() { close(done) }
 }
 
-// Execute decodes, validates and runs one call: the path shared by the
-// MCP handler and `runbox run`.
-func Execute(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, rawArgs []byte) contract.Result {
+// Call is one run_code call, decoded once: the arguments as they came
+// (kept verbatim by the audit log's store_code) and as read, or why they
+// could not be read.
+type Call struct {
+	Raw  []byte
+	Args RunCodeArgs
+	Bad  *contract.ErrorInfo
+}
+
+// DecodeCall reads a call's raw arguments, strictly (see DecodeArgs).
+func DecodeCall(raw []byte) Call {
+	args, bad := DecodeArgs(raw)
+	return Call{Raw: raw, Args: args, Bad: bad}
+}
+
+// Run validates and runs the call: the path shared by the MCP handler,
+// `runbox run`, `runbox replay` and doctor.
+func (c Call) Run(ctx context.Context, m *manifest.Manifest, r sandbox.Runner) contract.Result {
 	runID := NewRunID()
-	args, bad := DecodeArgs(rawArgs)
+	bad := c.Bad
 	if bad == nil {
 		var job contract.Job
-		job, bad = Validate(m, args, runID)
+		job, bad = Validate(m, c.Args, runID)
 		if bad == nil {
 			return r.Run(ctx, job)
 		}
 	}
 	res := contract.Fail(contract.Job{RunID: runID}, *bad)
-	res.Language = args.Language
+	res.Language = c.Args.Language
 	res.Isolation = m.Isolation
 	return res
+}
+
+// Execute decodes, validates and runs one call from its raw arguments.
+func Execute(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, raw []byte) contract.Result {
+	return DecodeCall(raw).Run(ctx, m, r)
+}
+
+// ExecuteArgs validates and runs arguments already held as a struct.
+func ExecuteArgs(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, args RunCodeArgs) contract.Result {
+	return Call{Args: args}.Run(ctx, m, r)
 }
 
 // ToCallToolResult renders a result: the structured content, a text

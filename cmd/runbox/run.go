@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/sandbox/docker"
+	"github.com/runbox-mcp/runbox/sandbox/kube"
 
 	"github.com/lmittmann/tint"
 
@@ -70,8 +72,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 		if err := runner.Ready(ctx); err != nil {
 			// Not fatal: calls report it until the engine is back.
 			logger.Warn("engine not ready", "err", err)
-		} else if d, ok := runner.(*sandbox.Docker); ok {
-			describeFromImages(ctx, m, d, logger)
+		} else if m.Backend != manifest.BackendKubernetes {
+			describeFromImages(ctx, m, runner, logger)
 		} else {
 			logger.Info("kubernetes backend: telling agents the manifest's declared versions and packages (images are not probed)")
 		}
@@ -104,12 +106,21 @@ func run(ctx context.Context, cfg config) (int, error) {
 	return 2, fmt.Errorf("unknown command %q", cfg.command)
 }
 
-// newBackend makes the runner the manifest's backend names.
-func newBackend(m *manifest.Manifest, logger *slog.Logger) (sandbox.Backend, error) {
-	if m.Backend == manifest.BackendKubernetes {
-		return sandbox.NewKube(sandbox.KubeOptions{Manifest: m, Logger: logger})
+// newBackend makes the runner over the driver the manifest's backend names.
+func newBackend(m *manifest.Manifest, logger *slog.Logger) (*sandbox.BoxRunner, error) {
+	d, err := newDriver(m, sandbox.CurrentOwner(), logger)
+	if err != nil {
+		return nil, err
 	}
-	return sandbox.NewDocker(sandbox.DockerOptions{Manifest: m, Logger: logger})
+	return sandbox.New(d, sandbox.Options{Manifest: m, Logger: logger}), nil
+}
+
+// newDriver connects to the platform the manifest's backend names.
+func newDriver(m *manifest.Manifest, owner sandbox.Owner, logger *slog.Logger) (sandbox.Driver, error) {
+	if m.Backend == manifest.BackendKubernetes {
+		return kube.New(kube.Options{Manifest: m, Logger: logger}, owner)
+	}
+	return docker.New(docker.Options{Manifest: m, Logger: logger}, owner)
 }
 
 func runDoctor(ctx context.Context, cfg config, m *manifest.Manifest, source string, loadErr error, logger *slog.Logger) (int, error) {
@@ -141,7 +152,7 @@ func orPath(source, flag string) string {
 // describeFromImages replaces the manifest's declared versions and
 // packages with what each image says, so the agent is told what is really
 // installed. On failure the declared ones stay.
-func describeFromImages(ctx context.Context, m *manifest.Manifest, d *sandbox.Docker, logger *slog.Logger) {
+func describeFromImages(ctx context.Context, m *manifest.Manifest, d *sandbox.BoxRunner, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -191,9 +202,10 @@ func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Ru
 	if cfg.timeout > 0 {
 		args.TimeoutSeconds = &cfg.timeout
 	}
-	raw, _ := json.Marshal(args)
-	res := tools.Execute(ctx, m, r, raw)
-	recordCLI(m, "cli", raw, res)
+	raw, _ := json.Marshal(args) // verbatim for the audit log's store_code
+	call := tools.Call{Raw: raw, Args: args}
+	res := call.Run(ctx, m, r)
+	recordCLI(m, "cli", call, res)
 
 	if cfg.outDir != "" {
 		if err := writeArtifacts(cfg.outDir, res.Artifacts); err != nil {

@@ -19,10 +19,10 @@ import (
 
 // recordCLI logs a run started from the command line; a log that cannot
 // be written is said on stderr, not fatal.
-func recordCLI(m *manifest.Manifest, transport string, raw []byte, res contract.Result) {
+func recordCLI(m *manifest.Manifest, transport string, call tools.Call, res contract.Result) {
 	l, err := audit.Open(m.Audit)
 	if err == nil {
-		err = l.Record(tools.AuditEntry(m, transport, audit.Client{Name: "runbox", Version: version}, raw, res))
+		err = l.Record(tools.AuditEntry(m, transport, audit.Client{Name: "runbox", Version: version}, call, res))
 		l.Close()
 	}
 	if err != nil {
@@ -94,9 +94,10 @@ func replay(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Run
 	if len(e.Args) == 0 {
 		return 1, fmt.Errorf("run %s was logged without its code: set audit.store_code: true in the manifest to replay later runs", cfg.runID)
 	}
-	res := tools.Execute(ctx, m, r, e.Args)
-	recordCLI(m, "replay", e.Args, res)
-	again := tools.AuditEntry(m, "replay", audit.Client{}, e.Args, res)
+	call := tools.DecodeCall(e.Args)
+	res := call.Run(ctx, m, r)
+	recordCLI(m, "replay", call, res)
+	again := tools.AuditEntry(m, "replay", audit.Client{}, call, res)
 	diffs := compare(e, again)
 	if cfg.jsonOut {
 		if err := printJSON(map[string]any{"run_id": e.RunID, "replay_run_id": res.RunID, "match": len(diffs) == 0, "differences": diffs, "result": res}); err != nil {

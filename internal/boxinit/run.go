@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,10 +21,6 @@ import (
 	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/internal/procstat"
 )
-
-// maxJobBytes bounds what is read from stdin; the server enforces smaller
-// limits, this only stops a runaway.
-const maxJobBytes = 512 << 20
 
 // checkTimeout bounds a syntax check (bash -n is instant on sane input).
 const checkTimeout = 10 * time.Second
@@ -86,12 +81,7 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 		}
 	}
 
-	var job initproto.Job
-	if err := json.NewDecoder(io.LimitReader(stdin, maxJobBytes)).Decode(&job); err != nil {
-		return writeReport(stdout, &initproto.Report{InitError: "reading job: " + err.Error()}, nil)
-	}
-	rep, contents := Run(context.Background(), &job, opts)
-	return writeReport(stdout, rep, contents)
+	return serve(stdio{stdin, stdout}, opts)
 }
 
 // spareThreads is how many OS threads runbox-init makes before the program
@@ -117,25 +107,6 @@ func prewarmThreads(n int) {
 	}
 	ready.Wait()
 	close(release)
-}
-
-func writeReport(w io.Writer, rep *initproto.Report, contents [][]byte) int {
-	data, err := json.Marshal(rep)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "runbox-init: encoding report:", err)
-		return 70
-	}
-	if err := initproto.WriteFrame(w, initproto.FrameReport, data); err != nil {
-		fmt.Fprintln(os.Stderr, "runbox-init: writing report:", err)
-		return 71
-	}
-	for _, c := range contents {
-		if err := initproto.WriteFrame(w, initproto.FrameArtifact, c); err != nil {
-			fmt.Fprintln(os.Stderr, "runbox-init: writing artifact:", err)
-			return 71
-		}
-	}
-	return 0
 }
 
 // Run runs one job and returns the report and the content of each sent

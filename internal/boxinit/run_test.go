@@ -2,6 +2,7 @@ package boxinit
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/yamux"
 	"github.com/runbox-mcp/runbox/internal/initproto"
 )
 
@@ -164,21 +166,69 @@ func TestUnpackRefusesEscapes(t *testing.T) {
 	}
 }
 
-func TestMainReadsJobWritesFrames(t *testing.T) {
+// TestServeChannel drives runbox-init's side of the channel as the server
+// does: a job stream answered by its report, then one stream per artifact.
+func TestServeChannel(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}
-	r, w, _ := os.Pipe()
-	defer r.Close()
-	code := Main([]string{"runbox-init"}, strings.NewReader("{not json"), w)
-	w.Close()
-	if code != 0 {
-		t.Fatalf("exit %d", code)
+	dial := func(t *testing.T) (*yamux.Session, chan int) {
+		host, box := net.Pipe()
+		done := make(chan int, 1)
+		go func() { done <- serve(box, Options{Self: os.Args[0], CgroupRoot: t.TempDir(), Scratch: []string{}}) }()
+		sess, err := yamux.Client(host, initproto.MuxConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sess, done
 	}
-	typ, payload, err := initproto.NewReader(r).Next()
-	if err != nil || typ != initproto.FrameReport || !strings.Contains(string(payload), "reading job") {
-		t.Fatalf("frame %q %s %v", typ, payload, err)
-	}
+	t.Run("a job, its report and its artifact", func(t *testing.T) {
+		sess, done := dial(t)
+		st, err := sess.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := bashJob(t, "printf out; printf 'bin\\000ary' > a.bin")
+		if err := initproto.SendJob(st, job); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := initproto.ReceiveReport(st, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(rep.Stdout) != "out" || len(rep.Artifacts) != 1 || !rep.Artifacts[0].Sent {
+			t.Fatalf("report %+v", rep)
+		}
+		art, err := sess.AcceptStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h initproto.Header
+		blobs, err := initproto.Receive(art, &h, 1<<20)
+		if err != nil || h.Kind != initproto.StreamArtifact || h.Index != 0 || len(blobs) != 1 || string(blobs[0]) != "bin\x00ary" {
+			t.Fatalf("artifact %+v %q %v", h, blobs, err)
+		}
+		sess.Close()
+		if code := <-done; code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+	})
+	t.Run("a stream that is not a job", func(t *testing.T) {
+		sess, done := dial(t)
+		st, err := sess.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := initproto.Send(st, initproto.Header{Kind: "nonsense"}); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := initproto.ReceiveReport(st, 1<<20)
+		if err != nil || !strings.Contains(rep.InitError, "reading job") {
+			t.Fatalf("report %+v, %v", rep, err)
+		}
+		sess.Close()
+		<-done
+	})
 }
 
 func TestPrewarmThreadsLeavesSpareThreads(t *testing.T) {

@@ -1,12 +1,13 @@
-// Package doctor checks a runbox set-up end to end: the manifest, the
-// engine, each isolation level started for real with a hardening
-// self-test, the runtimes' versions and the images. Every failing check
-// carries the one command or setting that fixes it.
+// Package doctor checks a runbox set-up end to end, on the backend the
+// manifest names: the manifest; for Docker and Podman the engine, its
+// runtimes' versions, the images and each isolation level; for Kubernetes
+// the cluster, runbox's permissions in its namespace and the isolation
+// level; each level started for real with a hardening self-test. Every
+// failing check carries the one command or setting that fixes it.
 package doctor
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/sandbox/docker"
 
 	"github.com/runbox-mcp/runbox/images"
 	"github.com/runbox-mcp/runbox/manifest"
@@ -43,9 +45,9 @@ type Check struct {
 
 // Report is every check; OK is false when any failed.
 type Report struct {
-	OK     bool            `json:"ok"`
-	Engine *sandbox.Engine `json:"engine,omitempty"`
-	Checks []Check         `json:"checks"`
+	OK     bool           `json:"ok"`
+	Engine *docker.Engine `json:"engine,omitempty"`
+	Checks []Check        `json:"checks"`
 }
 
 func (r *Report) add(c Check) {
@@ -79,16 +81,26 @@ func Run(ctx context.Context, o Options) Report {
 			orDefault(o.ManifestPath, "built-in defaults"), strings.Join(m.LanguageNames(), ", "), m.Isolation, m.Pool.Size, m.Concurrency)})
 	}
 
-	d, err := sandbox.NewDocker(sandbox.DockerOptions{Manifest: probeManifest(m, m.Isolation), Logger: o.Logger})
+	if m.Backend == manifest.BackendKubernetes {
+		kubeChecks(ctx, o, m, &rep)
+		return rep
+	}
+	dockerChecks(ctx, o, m, &rep)
+	return rep
+}
+
+// dockerChecks checks a Docker-API engine (Docker, Podman).
+func dockerChecks(ctx context.Context, o Options, m *manifest.Manifest, rep *Report) {
+	d, err := docker.New(docker.Options{Manifest: probeManifest(m, m.Isolation), Logger: o.Logger}, sandbox.CurrentOwner())
 	if err != nil {
 		rep.add(Check{Name: "engine", Status: Fail, Detail: err.Error(), Fix: "Set DOCKER_HOST to the engine's address, or run `make setup`."})
-		return rep
+		return
 	}
 	defer d.Close()
 	eng, err := d.Engine(ctx)
 	if err != nil {
 		rep.add(Check{Name: "engine", Status: Fail, Detail: err.Error(), Fix: hintOf(err, "Start the Docker engine: `make setup` installs and starts it.")})
-		return rep
+		return
 	}
 	rep.Engine = &eng
 	rep.add(Check{Name: "engine", Status: OK, Detail: fmt.Sprintf("%s %s, API %s, %s, kernel %s, %s", orDefault(eng.Product, "Docker"), eng.Version, eng.APIVersion, eng.OS, eng.Kernel, eng.Arch)})
@@ -102,9 +114,8 @@ func Run(ctx context.Context, o Options) Report {
 		rep.add(imageCheck(ctx, d, lang))
 	}
 	for _, level := range []string{manifest.IsolationRunc, manifest.IsolationGVisor} {
-		rep.add(levelCheck(ctx, o, m, eng, level))
+		rep.add(dockerLevelCheck(ctx, o, m, eng, level))
 	}
-	return rep
 }
 
 func orDefault(s, def string) string {
@@ -121,7 +132,7 @@ func hintOf(err error, def string) string {
 	return def
 }
 
-func cgroupCheck(e sandbox.Engine) Check {
+func cgroupCheck(e docker.Engine) Check {
 	c := Check{Name: "cgroup", Status: OK, Detail: "v" + e.CgroupVersion + " (" + e.CgroupDriver + " driver)"}
 	if e.CgroupVersion == "1" {
 		c.Detail += ": every limit works; OOM and pids events are read from the v1 memory and pids controllers"
@@ -191,7 +202,7 @@ func runscVersion(path string) string {
 	return strings.TrimSpace(first)
 }
 
-func imageCheck(ctx context.Context, d *sandbox.Docker, lang manifest.Language) Check {
+func imageCheck(ctx context.Context, d *docker.Docker, lang manifest.Language) Check {
 	c := Check{Name: "image " + lang.Name}
 	img, err := d.Image(ctx, lang.Image)
 	if err != nil {
@@ -239,34 +250,57 @@ if : > /.runbox-probe 2>/dev/null; then echo root=writable; else echo root=reado
 // ptraceProbe calls ptrace, which the seccomp profile kills.
 const ptraceProbe = "import ctypes\nctypes.CDLL(None).syscall(101, 0, 0, 0, 0)\nprint('ptrace returned')\n"
 
-func levelCheck(ctx context.Context, o Options, m *manifest.Manifest, eng sandbox.Engine, level string) Check {
-	c := Check{Name: "level " + level}
-	required := level == m.Isolation
-	failed := func(detail, fix string) Check {
-		c.Status, c.Detail, c.Fix = Warn, detail, fix
-		if required {
-			c.Status = Fail
-		}
-		return c
-	}
-	if _, ok := eng.Runtimes[sandbox.RuntimeFor(level)]; !ok {
-		return failed("the engine has no "+sandbox.RuntimeFor(level)+" runtime", "Install runsc and register it in /etc/docker/daemon.json: `make setup` does both.")
+// dockerLevelCheck starts boxes at one isolation level on the engine.
+func dockerLevelCheck(ctx context.Context, o Options, m *manifest.Manifest, eng docker.Engine, level string) Check {
+	c := levelResult(level, level == m.Isolation)
+	if _, ok := eng.Runtimes[docker.RuntimeFor(level)]; !ok {
+		return c.failed("the engine has no "+docker.RuntimeFor(level)+" runtime", "Install runsc and register it in /etc/docker/daemon.json: `make setup` does both.")
 	}
 	pm := probeManifest(m, level)
-	d, err := sandbox.NewDocker(sandbox.DockerOptions{Manifest: pm, Logger: o.Logger})
+	d, err := docker.New(docker.Options{Manifest: pm, Logger: o.Logger}, sandbox.CurrentOwner())
 	if err != nil {
-		return failed(err.Error(), "Run `make setup`.")
+		return c.failed(err.Error(), "Run `make setup`.")
 	}
-	defer d.Close()
+	r := sandbox.New(d, sandbox.Options{Manifest: pm, Logger: o.Logger})
+	defer r.Close()
+	return selfTestCheck(ctx, c, pm, r, false, "Run `make setup`, then `runbox doctor` again.",
+		"Do not run boxes on this engine until fixed: check /etc/docker/daemon.json for settings that weaken containers (userns, seccomp, default runtime) and run `make setup`.")
+}
+
+// level is a level check under way: its name and whether the manifest
+// requires that level (then a failure fails the report, else it warns).
+type level struct {
+	Check
+	required bool
+}
+
+func levelResult(name string, required bool) level {
+	return level{Check: Check{Name: "level " + name}, required: required}
+}
+
+func (l level) failed(detail, fix string) Check {
+	c := l.Check
+	c.Status, c.Detail, c.Fix = Warn, detail, fix
+	if l.required {
+		c.Status = Fail
+	}
+	return c
+}
+
+// selfTestCheck runs the hardening self-test and a forbidden call in boxes
+// of r, and says what it saw.
+// podNetwork allows a pod's cluster interface beside lo, with a note.
+func selfTestCheck(ctx context.Context, l level, pm *manifest.Manifest, r sandbox.Runner, podNetwork bool, fix, weakFix string) Check {
+	failed := l.failed
+	level := strings.TrimPrefix(l.Name, "level ")
 	bash, ok := pm.Language("bash")
 	if !ok {
 		bash = pm.Languages[0]
 	}
 	start := time.Now()
-	res := run(ctx, pm, d, bash.Name, selfTest)
+	res := run(ctx, pm, r, bash.Name, selfTest)
 	took := time.Since(start)
 	if res.Status != contract.StatusOK {
-		fix := "Run `make setup`, then `runbox doctor` again."
 		if res.Error != nil {
 			return failed(fmt.Sprintf("a probe box did not run: %s: %s", res.Error.Kind, res.Error.Message), fix)
 		}
@@ -286,14 +320,21 @@ func levelCheck(ctx context.Context, o Options, m *manifest.Manifest, eng sandbo
 	expect("CapEff", "0000000000000000", "capabilities")
 	expect("NoNewPrivs", "1", "no-new-privileges")
 	expect("Seccomp", "2", "seccomp filter")
-	expect("net", "lo", "network")
+	var notes []string
+	if net := facts["net"]; net != "lo" && podNetwork && strings.Contains(" "+net+" ", " lo ") {
+		// A pod has its cluster network's interface: what it reaches is
+		// the NetworkPolicy's to say (deploy/kubernetes).
+		notes = append(notes, "network "+net+" (the namespace's deny-all NetworkPolicy must hold it)")
+	} else {
+		expect("net", "lo", "network")
+	}
 	expect("root", "readonly", "root filesystem")
 	if facts["uid"] == "0" || facts["uid"] == "" {
 		bad = append(bad, "uid: the program runs as "+orDefault(facts["uid"], "nobody knows"))
 	}
 	seccomp := "no python to try ptrace"
 	if _, ok := pm.Language("python"); ok {
-		pr := run(ctx, pm, d, "python", ptraceProbe)
+		pr := run(ctx, pm, r, "python", ptraceProbe)
 		if pr.Error != nil && pr.Error.Kind == contract.KindForbiddenSyscall {
 			seccomp = "ptrace killed (forbidden_syscall)"
 		} else {
@@ -301,18 +342,23 @@ func levelCheck(ctx context.Context, o Options, m *manifest.Manifest, eng sandbo
 		}
 	}
 	if len(bad) > 0 {
-		return failed("hardening self-test: "+strings.Join(bad, "; "), "Do not run boxes on this engine until fixed: check /etc/docker/daemon.json for settings that weaken containers (userns, seccomp, default runtime) and run `make setup`.")
+		return failed("hardening self-test: "+strings.Join(bad, "; "), weakFix)
 	}
+	c := l.Check
 	c.Status = OK
 	c.Detail = fmt.Sprintf("a box ran in %d ms: uid %s, no capabilities, no-new-privileges, seccomp filter, network %s, root read-only; %s",
 		took.Milliseconds(), facts["uid"], facts["net"], seccomp)
+	if len(notes) > 0 {
+		c.Status = Warn
+		c.Detail += "; " + strings.Join(notes, "; ")
+		c.Fix = "Apply deploy/kubernetes/networkpolicy.yaml in the sandbox namespace, with a CNI that enforces NetworkPolicy."
+	}
 	return c
 }
 
-func run(ctx context.Context, m *manifest.Manifest, d *sandbox.Docker, lang, code string) contract.Result {
+func run(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, lang, code string) contract.Result {
 	timeout := 60.0
-	raw, _ := json.Marshal(tools.RunCodeArgs{Language: lang, Code: code, TimeoutSeconds: &timeout})
-	return tools.Execute(ctx, m, d, raw)
+	return tools.ExecuteArgs(ctx, m, r, tools.RunCodeArgs{Language: lang, Code: code, TimeoutSeconds: &timeout})
 }
 
 func parseFacts(out string) map[string]string {

@@ -1,10 +1,19 @@
 // Package initproto is the wire protocol between the runbox server and
 // runbox-init, the PID 1 of every box.
 //
-// The server writes one JSON [Job] to the box's attached stdin. runbox-init
-// answers on its stdout with frames: one [Report] frame, then one artifact
-// frame per artifact whose content is sent, in the report's order. A frame
-// is a type byte, a big-endian uint32 length and the payload.
+// The box's attached stdin and stdout carry one stream multiplexer session
+// (hashicorp/yamux, [MuxConfig]): the server is its client, runbox-init its
+// server. Every stream starts with a message whose [Header] names its kind.
+// A message is one JSON line (its body and the sizes of its blobs) followed
+// by the blobs as raw bytes ([Send], [Receive]).
 //
-// The package owns only the format; it knows nothing of Docker or MCP.
+// A run: the server opens a [StreamJob] stream and sends the [Job] (code,
+// stdin and input files as blobs); runbox-init answers on that stream with
+// the [Report] (stdout and stderr as blobs), then opens one
+// [StreamArtifact] stream per sent artifact with its content as one blob,
+// and waits for the server to end the session. Each side bounds what it
+// reads.
+//
+// The package owns only the format; it knows nothing of Docker, Kubernetes
+// or MCP.
 package initproto

@@ -1,31 +1,13 @@
 package initproto
 
 import (
-	"bufio"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 )
-
-// Frame types.
-const (
-	FrameReport   byte = 'R'
-	FrameArtifact byte = 'A'
-)
-
-// MaxFrame bounds one frame's payload, so a corrupt length cannot make the
-// reader allocate without limit.
-const MaxFrame = 256 << 20
 
 // TruncationMarker is inserted where captured output was cut; %d is the
 // number of bytes dropped.
 const TruncationMarker = "\n…[runbox: %d bytes truncated]…\n"
-
-// ErrFrameTooLarge is returned for a frame whose length exceeds the limit.
-var ErrFrameTooLarge = errors.New("initproto: frame too large")
 
 // Job is everything runbox-init needs to run one program.
 type Job struct {
@@ -37,9 +19,10 @@ type Job struct {
 	// program's working directory; artifacts are collected from it.
 	Dir      string `json:"dir"`
 	CodePath string `json:"code_path"`
-	Code     []byte `json:"code"`
-	Stdin    []byte `json:"stdin,omitempty"`
-	Files    []File `json:"files,omitempty"`
+	// Code and Stdin travel as the job message's blobs.
+	Code  []byte `json:"-"`
+	Stdin []byte `json:"-"`
+	Files []File `json:"files,omitempty"`
 	// Env is the program's whole environment.
 	Env []string `json:"env"`
 
@@ -57,7 +40,8 @@ type Job struct {
 // File is an input file, Path relative to Job.Dir.
 type File struct {
 	Path string `json:"path"`
-	Data []byte `json:"data"`
+	// Data travels as a blob of the job message.
+	Data []byte `json:"-"`
 }
 
 // Report is what happened. Stdout and Stderr are already capped (head and
@@ -76,8 +60,9 @@ type Report struct {
 	Signal   int  `json:"signal,omitempty"`
 	TimedOut bool `json:"timed_out,omitempty"`
 
-	Stdout          []byte `json:"stdout"`
-	Stderr          []byte `json:"stderr"`
+	// Stdout and Stderr travel as the report message's blobs.
+	Stdout          []byte `json:"-"`
+	Stderr          []byte `json:"-"`
 	StdoutBytes     int64  `json:"stdout_bytes"`
 	StderrBytes     int64  `json:"stderr_bytes"`
 	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
@@ -104,59 +89,12 @@ type Report struct {
 }
 
 // Artifact describes a file the run created or changed. Its content follows
-// in an artifact frame only when Sent is true (the byte cap may stop it).
+// on an artifact stream only when Sent is true (the byte cap may stop it).
 type Artifact struct {
 	Path   string `json:"path"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
 	Sent   bool   `json:"sent"`
-}
-
-// WriteFrame writes one frame.
-func WriteFrame(w io.Writer, typ byte, payload []byte) error {
-	if len(payload) > MaxFrame {
-		return ErrFrameTooLarge
-	}
-	var hdr [5]byte
-	hdr[0] = typ
-	binary.BigEndian.PutUint32(hdr[1:], uint32(len(payload)))
-	if _, err := w.Write(hdr[:]); err != nil {
-		return err
-	}
-	_, err := w.Write(payload)
-	return err
-}
-
-// Reader reads frames.
-type Reader struct {
-	r *bufio.Reader
-}
-
-// NewReader returns a frame reader on r.
-func NewReader(r io.Reader) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, 64<<10)}
-}
-
-// Next returns the next frame. It returns io.EOF at a clean end between
-// frames and io.ErrUnexpectedEOF inside one.
-func (fr *Reader) Next() (typ byte, payload []byte, err error) {
-	var hdr [5]byte
-	if _, err := io.ReadFull(fr.r, hdr[:1]); err != nil {
-		return 0, nil, err
-	}
-	if _, err := io.ReadFull(fr.r, hdr[1:]); err != nil {
-		return 0, nil, io.ErrUnexpectedEOF
-	}
-	n := binary.BigEndian.Uint32(hdr[1:])
-	if n > MaxFrame {
-		return 0, nil, fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, n)
-	}
-	// Grow with what arrives rather than trusting the length up front.
-	payload, err = io.ReadAll(io.LimitReader(fr.r, int64(n)))
-	if err != nil || len(payload) != int(n) {
-		return 0, nil, io.ErrUnexpectedEOF
-	}
-	return hdr[0], payload, nil
 }
 
 // PrestartFlag, followed by an encoded Prestart, tells runbox-init to start

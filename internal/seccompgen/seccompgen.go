@@ -4,8 +4,8 @@
 // architecture, minus what an interpreter never needs, with the dangerous
 // system calls killing the process instead of returning EPERM.
 //
-// The rendered profiles are committed in sandbox/seccomp/ and passed to the
-// engine inline; `go generate ./sandbox` writes them and a test fails when
+// The rendered profiles are committed in sandbox/docker/seccomp/ and passed to the
+// engine inline; `go generate ./sandbox/docker` writes them and a test fails when
 // they drift from this code.
 package seccompgen
 

@@ -1,4 +1,4 @@
-package sandbox
+package docker
 
 import (
 	"archive/tar"
@@ -11,12 +11,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/runbox-mcp/runbox/sandbox"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
@@ -27,40 +28,26 @@ import (
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
-// Deadlines. Every Engine API call has one: a hung engine must not hang a
-// call or the server.
-const (
-	apiTimeout = 15 * time.Second
-	// killTimeout bounds a kill; past it the attach stream is cut.
-	killTimeout = 5 * time.Second
-	// backstopGrace is how long past the job's deadline the server waits
-	// for runbox-init before killing the box itself (box start, the
-	// syntax check and the artifact transfer live in it).
-	backstopGrace = 10 * time.Second
-	reapInterval  = time.Minute
-)
+const apiTimeout, killTimeout = sandbox.APITimeout, sandbox.KillTimeout
 
-// DockerOptions configure the Docker backend.
-type DockerOptions struct {
+// Options configure the Docker driver.
+type Options struct {
 	Manifest *manifest.Manifest
-	// InitDir holds runbox-init-linux-<arch> (or runbox-init for the
+	// sandbox.InitDir holds runbox-init-linux-<arch> (or runbox-init for the
 	// host's own arch); default: the directory of the running binary.
 	InitDir string
 	Logger  *slog.Logger
 }
 
-// Docker runs each job in a fresh hardened container.
+// Docker starts boxes as hardened containers on a Docker-API engine
+// (Docker, or Podman's compatible API): the sandbox.Driver for engines.
 type Docker struct {
 	cli   *client.Client
 	m     *manifest.Manifest
 	log   *slog.Logger
-	owner Owner
-	slots *slots
+	owner sandbox.Owner
 
 	initDir string
-	pools   *pools
-	// bg tracks removals of finished boxes.
-	bg sync.WaitGroup
 
 	mu         sync.Mutex
 	readyErr   error // nil once ready
@@ -71,25 +58,19 @@ type Docker struct {
 	// unremoved are this server's boxes whose removal failed (the engine
 	// was away); the reaper retries them.
 	unremoved map[string]bool
-	// live are this server's boxes not yet removed.
-	live map[string]struct{}
 
 	// kernelLog names the system call of a forbidden_syscall; nil when
 	// the kernel log cannot be read.
 	kernelLog *seccompLog
-
-	// reapNow asks the reaper for a pass at once (the engine is back).
-	reapNow    chan struct{}
-	stopReaper context.CancelFunc
-	reaperDone chan struct{}
+	stopLog   context.CancelFunc
 }
 
-var _ Runner = (*Docker)(nil)
+var _ sandbox.Driver = (*Docker)(nil)
 
-// NewDocker connects to the engine named by the environment (DOCKER_HOST,
+// New connects to the engine named by the environment (DOCKER_HOST,
 // else the local socket) with API version negotiation. An engine that is
 // down is not an error here: calls report it until it is back.
-func NewDocker(opts DockerOptions) (*Docker, error) {
+func New(opts Options, owner sandbox.Owner) (*Docker, error) {
 	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
@@ -108,54 +89,26 @@ func NewDocker(opts DockerOptions) (*Docker, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Docker{
-		cli: cli, m: opts.Manifest, log: log, owner: CurrentOwner(),
-		slots:      newSlots(opts.Manifest.Concurrency, opts.Manifest.QueueSize),
-		initDir:    initDir,
-		readyErr:   errors.New("not checked yet"),
-		digests:    map[string]string{},
-		unremoved:  map[string]bool{},
-		live:       map[string]struct{}{},
-		reapNow:    make(chan struct{}, 1),
-		stopReaper: cancel,
-		reaperDone: make(chan struct{}),
+		cli: cli, m: opts.Manifest, log: log, owner: owner,
+		initDir:   initDir,
+		readyErr:  errors.New("not checked yet"),
+		digests:   map[string]string{},
+		unremoved: map[string]bool{},
+		stopLog:   cancel,
 	}
-	d.pools = newPools(d)
 	d.kernelLog = followSeccompLog(ctx)
-	go d.reapLoop(ctx)
 	return d, nil
 }
 
-// Close removes the pooled boxes and stops the reaper. Runs in flight end
-// with their own contexts.
+// Close stops following the kernel log and closes the engine's client.
 func (d *Docker) Close() error {
-	d.stopReaper()
-	<-d.reaperDone
-	d.pools.drain()
-	d.bg.Wait()
+	d.stopLog()
 	return d.cli.Close()
 }
 
-// Stats is what the runner is doing now, for metrics.
-type Stats struct {
-	Running  int            // boxes running a job
-	Waiting  int            // calls waiting for a slot
-	Alive    int            // boxes of this server on the engine (running, pooled, being removed)
-	PoolIdle map[string]int // pooled boxes waiting, per language
-}
-
-// Stats reports the runner's state.
-func (d *Docker) Stats() Stats {
-	d.mu.Lock()
-	alive := len(d.live)
-	d.mu.Unlock()
-	return Stats{Running: len(d.slots.run), Waiting: int(d.slots.waiting.Load()), Alive: alive, PoolIdle: d.pools.idle()}
-}
-
-// busy says whether runs take every slot or calls wait for one.
-func (d *Docker) busy() bool { return d.slots.busy() }
-
-// PoolIdle reports how many pooled boxes wait, per language.
-func (d *Docker) PoolIdle() map[string]int { return d.pools.idle() }
+// Isolation is the manifest's level: the engine runs it as asked (prepare
+// refuses a Podman whose default runtime would not).
+func (d *Docker) Isolation() string { return d.m.Isolation }
 
 // Ready checks the engine and prepares what boxes need (the runbox-init
 // volume), once; after a failure it checks again on the next call.
@@ -185,16 +138,16 @@ func (d *Docker) prepare(ctx context.Context) error {
 	}
 	if d.m.Isolation == manifest.IsolationGVisor {
 		if _, ok := info.Info.Runtimes["runsc"]; !ok {
-			return &EngineError{Msg: "the engine has no runsc runtime for the gvisor isolation level",
+			return &sandbox.EngineError{Msg: "the engine has no runsc runtime for the gvisor isolation level",
 				Hint: "Install runsc and register it in /etc/docker/daemon.json (`make setup` does both), or set isolation: runc."}
 		}
 	}
 	if err := d.checkPodman(actx, info.Info.DefaultRuntime); err != nil {
 		return err
 	}
-	bin, err := readInitBinary(d.initDir, info.Info.Architecture)
+	bin, err := sandbox.ReadInitBinary(d.initDir, info.Info.Architecture)
 	if err != nil {
-		return &EngineError{Msg: err.Error(), Hint: "Build runbox-init beside the runbox binary (`make build`)."}
+		return &sandbox.EngineError{Msg: err.Error(), Hint: "Build runbox-init beside the runbox binary (`make build`)."}
 	}
 	vol, err := d.ensureInitVolume(ctx, bin)
 	if err != nil {
@@ -202,50 +155,23 @@ func (d *Docker) prepare(ctx context.Context) error {
 	}
 	d.initVolume = vol
 	d.pruneInitVolumes(ctx, vol)
-	go d.pools.refillAll()
-	select {
-	case d.reapNow <- struct{}{}:
-	default:
-	}
+	// Boxes left while the engine was away.
+	go func() { _, _ = d.Reap(context.WithoutCancel(ctx)) }()
 	d.log.Debug("engine ready", "server", info.Info.ServerVersion, "arch", info.Info.Architecture, "init_volume", vol)
 	return nil
 }
 
-// EngineError is a failure of the engine or of its set-up, with the one
-// thing that fixes it.
-type EngineError struct {
-	Msg  string
-	Hint string
-}
-
-func (e *EngineError) Error() string { return e.Msg }
-
 func engineError(err error) error {
-	var ee *EngineError
+	var ee *sandbox.EngineError
 	switch {
 	case errors.As(err, &ee):
 		return ee
 	case client.IsErrConnectionFailed(err), errors.Is(err, context.DeadlineExceeded):
-		return &EngineError{Msg: "the Docker engine is not reachable: " + err.Error(),
+		return &sandbox.EngineError{Msg: "the Docker engine is not reachable: " + err.Error(),
 			Hint: "Start the Docker engine (`make setup` installs and starts it) and retry; runbox recovers by itself."}
 	}
-	return &EngineError{Msg: "the Docker engine refused a request: " + err.Error(),
+	return &sandbox.EngineError{Msg: "the Docker engine refused a request: " + err.Error(),
 		Hint: "Retry once; if it persists, the operator should run `runbox doctor`."}
-}
-
-// readInitBinary finds runbox-init for the engine's architecture.
-func readInitBinary(dir, engineArch string) ([]byte, error) {
-	arch := map[string]string{"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "amd64": "amd64"}[engineArch]
-	candidates := []string{filepath.Join(dir, "runbox-init-linux-"+arch)}
-	if runtime.GOOS == "linux" && runtime.GOARCH == arch {
-		candidates = append(candidates, filepath.Join(dir, "runbox-init"))
-	}
-	for _, p := range candidates {
-		if b, err := os.ReadFile(p); err == nil {
-			return b, nil
-		}
-	}
-	return nil, fmt.Errorf("runbox-init for linux/%s not found (looked for %v)", arch, candidates)
 }
 
 // ensureInitVolume makes a read-only-mountable volume that holds
@@ -258,7 +184,7 @@ func (d *Docker) ensureInitVolume(ctx context.Context, bin []byte) (string, erro
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	if v, err := d.cli.VolumeInspect(actx, name, client.VolumeInspectOptions{}); err == nil {
-		if v.Volume.Labels[LabelInitSHA] == sha {
+		if v.Volume.Labels[sandbox.LabelInitSHA] == sha {
 			return name, nil
 		}
 		// Created by the engine on a mount, not by us: empty.
@@ -269,20 +195,20 @@ func (d *Docker) ensureInitVolume(ctx context.Context, bin []byte) (string, erro
 		return "", engineError(err)
 	}
 	if len(d.m.Languages) == 0 {
-		return "", &EngineError{Msg: "no language configured", Hint: "Add a language to the manifest."}
+		return "", &sandbox.EngineError{Msg: "no language configured", Hint: "Add a language to the manifest."}
 	}
 	// The label is what tells a filled volume from one the engine made
 	// empty on a mount. Two servers filling it at once write the same
 	// bytes.
 	if _, err := d.cli.VolumeCreate(actx, client.VolumeCreateOptions{Name: name,
-		Labels: map[string]string{LabelManaged: "true", LabelInitSHA: sha}}); err != nil {
+		Labels: map[string]string{sandbox.LabelManaged: "true", sandbox.LabelInitSHA: sha}}); err != nil {
 		return "", engineError(err)
 	}
 	image := d.m.Languages[0].Image
 	helper, err := d.cli.ContainerCreate(actx, client.ContainerCreateOptions{
-		Config: &container.Config{Image: image, Entrypoint: []string{InitPath}, NetworkDisabled: true,
+		Config: &container.Config{Image: image, Entrypoint: []string{sandbox.InitPath}, NetworkDisabled: true,
 			Labels: d.owner.Labels(nil)},
-		HostConfig: &container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: name, Target: InitDir}}},
+		HostConfig: &container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: name, Target: sandbox.InitDir}}},
 	})
 	if err != nil {
 		_, _ = d.cli.VolumeRemove(actx, name, client.VolumeRemoveOptions{Force: true})
@@ -298,7 +224,7 @@ func (d *Docker) ensureInitVolume(ctx context.Context, bin []byte) (string, erro
 	_ = tw.WriteHeader(&tar.Header{Name: "runbox-init", Mode: 0o555, Size: int64(len(bin)), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0)})
 	_, _ = tw.Write(bin)
 	_ = tw.Close()
-	if _, err := d.cli.CopyToContainer(actx, helper.ID, client.CopyToContainerOptions{DestinationPath: InitDir, Content: &buf}); err != nil {
+	if _, err := d.cli.CopyToContainer(actx, helper.ID, client.CopyToContainerOptions{DestinationPath: sandbox.InitDir, Content: &buf}); err != nil {
 		_ = d.removeContainer(helper.ID)
 		_, _ = d.cli.VolumeRemove(actx, name, client.VolumeRemoveOptions{Force: true})
 		return "", engineError(err)
@@ -315,7 +241,7 @@ const keepInitVolumes = 3
 func (d *Docker) pruneInitVolumes(ctx context.Context, current string) {
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	list, err := d.cli.VolumeList(actx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", LabelInitSHA)})
+	list, err := d.cli.VolumeList(actx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", sandbox.LabelInitSHA)})
 	if err != nil {
 		return
 	}
@@ -329,6 +255,6 @@ func (d *Docker) pruneInitVolumes(ctx context.Context, current string) {
 }
 
 func imageMissing(image string) error {
-	return &EngineError{Msg: fmt.Sprintf("the sandbox image %s is missing", image),
+	return &sandbox.EngineError{Msg: fmt.Sprintf("the sandbox image %s is missing", image),
 		Hint: "Build it with `make setup` (debootstrap + import; no registry needed) and retry."}
 }

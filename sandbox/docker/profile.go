@@ -1,31 +1,17 @@
-package sandbox
+package docker
 
 import (
 	"fmt"
-	"maps"
-	"math"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/runbox-mcp/runbox/contract"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 
-	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
-
-// baseEnv is the whole environment of the program, before the language's
-// additions: nothing of the host's.
-var baseEnv = map[string]string{
-	"PATH":   "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-	"HOME":   manifest.Tmp,
-	"TMPDIR": manifest.Tmp,
-	"LANG":   "C.UTF-8",
-}
 
 // RuntimeFor maps an isolation level to the engine's OCI runtime name.
 func RuntimeFor(isolation string) string {
@@ -46,7 +32,7 @@ func boxSpec(m *manifest.Manifest, lang manifest.Language, labels map[string]str
 		User:       m.User,
 		Hostname:   "sandbox",
 		WorkingDir: manifest.Workspace,
-		Entrypoint: []string{InitPath},
+		Entrypoint: []string{sandbox.InitPath},
 		Cmd:        append([]string{}, initArgs...),
 		// The image's environment is not the program's: runbox-init
 		// gives the program exactly the job's.
@@ -81,7 +67,7 @@ func boxSpec(m *manifest.Manifest, lang manifest.Language, labels map[string]str
 		Mounts: []mount.Mount{{
 			Type:          mount.TypeVolume,
 			Source:        initVolume,
-			Target:        InitDir,
+			Target:        sandbox.InitDir,
 			ReadOnly:      true,
 			VolumeOptions: &mount.VolumeOptions{NoCopy: true},
 		}},
@@ -110,54 +96,6 @@ func boxSpec(m *manifest.Manifest, lang manifest.Language, labels map[string]str
 func tmpfsOpts(size, inodes int64, user, mode string) string {
 	uid, gid, _ := strings.Cut(user, ":")
 	return fmt.Sprintf("rw,nosuid,nodev,size=%d,nr_inodes=%d,uid=%s,gid=%s,mode=%s", size, inodes, uid, gid, mode)
-}
-
-// initJob is what runbox-init receives for a job.
-func initJob(m *manifest.Manifest, job contract.Job) *initproto.Job {
-	lang := job.Language
-	codePath := manifest.Workspace + "/" + lang.File
-	expand := func(argv []string) []string {
-		out := make([]string, len(argv))
-		for i, a := range argv {
-			out[i] = strings.ReplaceAll(a, "{file}", codePath)
-		}
-		return out
-	}
-	env := maps.Clone(baseEnv)
-	// Math libraries start a thread per core they see, and a box sees the
-	// host's: on a large host that alone would hit the pids limit.
-	threads := strconv.Itoa(int(math.Ceil(m.Limits.CPUs)))
-	env["OPENBLAS_NUM_THREADS"], env["OMP_NUM_THREADS"] = threads, threads
-	maps.Copy(env, lang.Env)
-	envList := make([]string, 0, len(env))
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		envList = append(envList, k+"="+env[k])
-	}
-	files := make([]initproto.File, len(job.Files))
-	for i, f := range job.Files {
-		files[i] = initproto.File{Path: f.Path, Data: f.Data}
-	}
-	ij := &initproto.Job{
-		Argv:             expand(lang.Command),
-		Dir:              manifest.Workspace,
-		CodePath:         codePath,
-		Code:             []byte(job.Code),
-		Stdin:            []byte(job.Stdin),
-		Files:            files,
-		Env:              envList,
-		TimeoutMs:        job.Timeout.Milliseconds(),
-		CPUSeconds:       m.Limits.CPUSeconds,
-		MaxOutputBytes:   int(m.Limits.OutputBytes),
-		MaxArtifacts:     m.Limits.Artifacts,
-		MaxArtifactBytes: int64(m.Limits.ArtifactBytes),
-	}
-	if len(lang.Check) > 0 {
-		ij.Check = expand(lang.Check)
-	}
-	if m.Isolation == manifest.IsolationGVisor {
-		ij.NProc = m.Limits.Pids
-	}
-	return ij
 }
 
 // uid is the numeric user the boxes run as (the manifest's "uid:gid").

@@ -1,4 +1,4 @@
-package sandbox
+package docker
 
 import "golang.org/x/sys/unix"
 

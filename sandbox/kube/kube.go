@@ -1,4 +1,4 @@
-package sandbox
+package kube
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runbox-mcp/runbox/sandbox"
+
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,21 +32,11 @@ import (
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
-// Backend is what the server needs of a runner beyond Run: both Docker and
-// Kube are one.
-type Backend interface {
-	Runner
-	// Ready checks the engine or cluster and prepares what boxes need.
-	Ready(ctx context.Context) error
-	// ImageDigest names the image a run used.
-	ImageDigest(ctx context.Context, image string) (string, error)
-	// Stats reports the runner's state, for metrics.
-	Stats() Stats
-}
-
-var (
-	_ Backend = (*Docker)(nil)
-	_ Backend = (*Kube)(nil)
+const (
+	apiTimeout    = sandbox.APITimeout
+	killTimeout   = sandbox.KillTimeout
+	reapInterval  = time.Minute
+	backstopGrace = sandbox.BackstopGrace
 )
 
 // Kubernetes backend constants.
@@ -61,8 +53,8 @@ const (
 	annotationPrefix = "runbox.io/"
 )
 
-// KubeOptions configure the Kubernetes backend.
-type KubeOptions struct {
+// Options configure the Kubernetes driver.
+type Options struct {
 	Manifest *manifest.Manifest
 	// InitDir holds runbox-init-linux-<arch>, whose sha256 names the
 	// default init image; default: the directory of the running binary.
@@ -70,17 +62,16 @@ type KubeOptions struct {
 	Logger  *slog.Logger
 }
 
-// Kube runs each job in a fresh hardened pod, one pod per job.
+// Kube starts boxes as hardened pods in a Kubernetes namespace, one pod
+// per job: the sandbox.Driver for clusters.
 type Kube struct {
 	cs        kubernetes.Interface
 	cfg       *rest.Config
 	m         *manifest.Manifest
 	ns        string
 	log       *slog.Logger
-	owner     Owner
-	slots     *slots
+	owner     sandbox.Owner
 	initImage string
-	pool      *kubePool
 	bg        sync.WaitGroup
 
 	mu       sync.Mutex
@@ -99,7 +90,7 @@ type Kube struct {
 // NewKube connects to the cluster named by the manifest (a kubeconfig, else
 // the in-cluster config). A cluster that does not answer is not an error
 // here: calls report it until it is back.
-func NewKube(opts KubeOptions) (*Kube, error) {
+func New(opts Options, owner sandbox.Owner) (*Kube, error) {
 	m := opts.Manifest
 	cfg, err := kubeConfig(m.Kubernetes.Kubeconfig)
 	if err != nil {
@@ -124,7 +115,7 @@ func NewKube(opts KubeOptions) (*Kube, error) {
 			}
 			dir = filepath.Dir(exe)
 		}
-		bin, err := readInitBinary(dir, runtime.GOARCH)
+		bin, err := sandbox.ReadInitBinary(dir, runtime.GOARCH)
 		if err != nil {
 			return nil, fmt.Errorf("%w: it names the init image (or set kubernetes.init_image)", err)
 		}
@@ -132,8 +123,7 @@ func NewKube(opts KubeOptions) (*Kube, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &Kube{
-		cs: cs, cfg: cfg, m: m, ns: m.Kubernetes.Namespace, log: log, owner: CurrentOwner(),
-		slots:     newSlots(m.Concurrency, m.QueueSize),
+		cs: cs, cfg: cfg, m: m, ns: m.Kubernetes.Namespace, log: log, owner: owner,
 		initImage: img,
 		readyErr:  errors.New("not checked yet"),
 		imageIDs:  map[string]string{},
@@ -142,7 +132,6 @@ func NewKube(opts KubeOptions) (*Kube, error) {
 		stop:      cancel,
 		done:      make(chan struct{}),
 	}
-	k.pool = newKubePool(k)
 	go k.background(ctx)
 	return k, nil
 }
@@ -175,26 +164,17 @@ func kubeConfig(path string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// Close deletes the pooled pods and this instance's Lease. Runs in flight
-// end with their own contexts.
+// Close stops renewing this instance's Lease and deletes it, after
+// retrying the deletions that failed.
 func (k *Kube) Close() error {
 	k.stop()
 	<-k.done
-	k.pool.drain()
 	k.bg.Wait()
 	k.retryDeletes()
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
 	_ = k.cs.CoordinationV1().Leases(k.ns).Delete(ctx, k.leaseName(k.owner.Instance), metav1.DeleteOptions{})
 	return nil
-}
-
-// Stats reports the runner's state.
-func (k *Kube) Stats() Stats {
-	k.mu.Lock()
-	alive := len(k.live)
-	k.mu.Unlock()
-	return Stats{Running: len(k.slots.run), Waiting: int(k.slots.waiting.Load()), Alive: alive, PoolIdle: k.pool.idle()}
 }
 
 // Ready checks that the namespace's pods can be listed, once; after a
@@ -212,7 +192,6 @@ func (k *Kube) Ready(ctx context.Context) error {
 		return k.readyErr
 	}
 	k.readyErr = nil
-	go k.pool.refillAll()
 	// Pods whose deletion failed while the API server was away.
 	go k.retryDeletes()
 	return nil
@@ -237,22 +216,22 @@ func (k *Kube) ImageDigest(_ context.Context, image string) (string, error) {
 
 // kubeError is a failure of the cluster, with the one thing that fixes it.
 func kubeError(err error) error {
-	var ee *EngineError
+	var ee *sandbox.EngineError
 	switch {
 	case errors.As(err, &ee):
 		return ee
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		return &EngineError{Msg: "the Kubernetes API server refused runbox: " + err.Error(),
+		return &sandbox.EngineError{Msg: "the Kubernetes API server refused runbox: " + err.Error(),
 			Hint: "The operator should grant runbox's service account pods, pods/attach and leases in the sandbox namespace (deploy/kubernetes/rbac.yaml)."}
 	case apierrors.IsNotFound(err):
-		return &EngineError{Msg: "the sandbox namespace is missing: " + err.Error(),
+		return &sandbox.EngineError{Msg: "the sandbox namespace is missing: " + err.Error(),
 			Hint: "The operator should create the namespace named in kubernetes.namespace (deploy/kubernetes/namespace.yaml)."}
 	case apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
 		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || errors.Is(err, context.DeadlineExceeded) || isConnErr(err):
-		return &EngineError{Msg: "the Kubernetes API server is not reachable: " + err.Error(),
+		return &sandbox.EngineError{Msg: "the Kubernetes API server is not reachable: " + err.Error(),
 			Hint: "Retry in a few seconds; runbox recovers by itself once the cluster answers."}
 	}
-	return &EngineError{Msg: "the Kubernetes API server refused a request: " + err.Error(),
+	return &sandbox.EngineError{Msg: "the Kubernetes API server refused a request: " + err.Error(),
 		Hint: "Retry once; if it persists, the operator should check the sandbox namespace and runbox's logs."}
 }
 
@@ -363,10 +342,10 @@ func (k *Kube) podSpec(name string, lang manifest.Language, all map[string]strin
 				Name:                     "install",
 				Image:                    k.initImage,
 				ImagePullPolicy:          corev1.PullIfNotPresent,
-				Command:                  []string{"/runbox-init", "__install", InitPath},
+				Command:                  []string{"/runbox-init", "__install", sandbox.InitPath},
 				SecurityContext:          sc,
 				Resources:                reqs,
-				VolumeMounts:             []corev1.VolumeMount{{Name: "runbox", MountPath: InitDir}},
+				VolumeMounts:             []corev1.VolumeMount{{Name: "runbox", MountPath: sandbox.InitDir}},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},
 			Containers: []corev1.Container{{
@@ -380,7 +359,7 @@ func (k *Kube) podSpec(name string, lang manifest.Language, all map[string]strin
 				Command: []string{"prlimit",
 					fmt.Sprintf("--nofile=%d", lim.OpenFiles),
 					fmt.Sprintf("--fsize=%d", int64(lim.WorkspaceBytes)),
-					"--core=0", "--", InitPath},
+					"--core=0", "--", sandbox.InitPath},
 				Args:            append([]string{}, initArgs...),
 				WorkingDir:      manifest.Workspace,
 				Stdin:           true,
@@ -389,7 +368,7 @@ func (k *Kube) podSpec(name string, lang manifest.Language, all map[string]strin
 				SecurityContext: sc,
 				Resources:       reqs,
 				VolumeMounts: []corev1.VolumeMount{
-					{Name: "runbox", MountPath: InitDir, ReadOnly: true},
+					{Name: "runbox", MountPath: sandbox.InitDir, ReadOnly: true},
 					{Name: "workspace", MountPath: manifest.Workspace},
 					{Name: "tmp", MountPath: manifest.Tmp},
 				},
@@ -434,21 +413,13 @@ func (k *Kube) renewLease(ctx context.Context) error {
 	return err
 }
 
-// background renews the Lease, reaps and expires pooled pods, until Close.
+// background renews the Lease until Close; the runner reaps.
 func (k *Kube) background(ctx context.Context) {
 	defer close(k.done)
-	var lastReap time.Time
 	for {
 		if err := k.renewLease(ctx); err != nil && ctx.Err() == nil {
 			k.log.Debug("lease: cluster not reachable", "err", err)
 		}
-		if time.Since(lastReap) >= min(reapInterval, k.m.Pool.Idle()/4) {
-			if _, err := k.Reap(ctx); err != nil && ctx.Err() == nil {
-				k.log.Debug("reaper: cluster not reachable", "err", err)
-			}
-			lastReap = time.Now()
-		}
-		k.pool.expire()
 		select {
 		case <-ctx.Done():
 			return

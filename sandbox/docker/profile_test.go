@@ -1,12 +1,11 @@
-package sandbox
+package docker
 
 import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/sandbox"
 
 	"github.com/runbox-mcp/runbox/manifest"
 )
@@ -16,7 +15,7 @@ import (
 func TestBoxSpecHasEveryProfileItem(t *testing.T) {
 	m := manifest.Default()
 	lang, _ := m.Language("python")
-	cfg, host := boxSpec(m, lang, map[string]string{LabelManaged: "true"}, "runbox-init-x", nil)
+	cfg, host := boxSpec(m, lang, map[string]string{sandbox.LabelManaged: "true"}, "runbox-init-x", nil)
 	lim := m.Limits
 	check := func(item string, ok bool) {
 		t.Helper()
@@ -50,33 +49,13 @@ func TestBoxSpecHasEveryProfileItem(t *testing.T) {
 	}) && !slices.ContainsFunc(host.SecurityOpt, func(s string) bool { return strings.Contains(s, "unconfined") }))
 	check("masked paths explicit", slices.Contains(host.MaskedPaths, "/proc/interrupts") && slices.Contains(host.MaskedPaths, "/proc/kcore"))
 	check("read-only kernel paths", slices.Contains(host.ReadonlyPaths, "/proc/sys"))
-	check("our PID 1, not docker-init", host.Init != nil && !*host.Init && cfg.Entrypoint[0] == InitPath)
+	check("our PID 1, not docker-init", host.Init != nil && !*host.Init && cfg.Entrypoint[0] == sandbox.InitPath)
 	check("only our read-only init volume mounted", len(host.Mounts) == 1 && host.Mounts[0].ReadOnly && host.Mounts[0].Type == "volume" && len(host.Binds) == 0)
-	check("labelled", cfg.Labels[LabelManaged] == "true")
+	check("labelled", cfg.Labels[sandbox.LabelManaged] == "true")
 	check("no logs kept", host.LogConfig.Type == "none")
 	check("runc", host.Runtime == "runc")
 
 	m.Isolation = manifest.IsolationGVisor
 	_, host = boxSpec(m, lang, nil, "v", nil)
 	check("gvisor runs runsc without a pids cgroup limit", host.Runtime == "runsc" && host.PidsLimit == nil)
-	job := initJob(m, contract.Job{Language: lang, Timeout: time.Second})
-	check("gvisor limits processes with RLIMIT_NPROC", job.NProc == lim.Pids)
-	check("no prestarted interpreter under gVisor (yet)", prestartArgs(m, lang) == nil)
-	m.Isolation = manifest.IsolationRunc
-	check("a prestarted python under runc", len(prestartArgs(m, lang)) == 2)
-}
-
-func TestInitJob(t *testing.T) {
-	m := manifest.Default()
-	sh, _ := m.Language("bash")
-	j := initJob(m, contract.Job{Language: sh, Code: "echo", Stdin: "in", Timeout: 1500 * time.Millisecond, Files: []contract.File{{Path: "a", Data: []byte("x")}}})
-	if strings.Join(j.Argv, " ") != "bash /workspace/main.sh" || strings.Join(j.Check, " ") != "bash -n /workspace/main.sh" {
-		t.Errorf("argv %v check %v", j.Argv, j.Check)
-	}
-	if j.TimeoutMs != 1500 || j.CodePath != "/workspace/main.sh" || j.Dir != "/workspace" || string(j.Stdin) != "in" || j.NProc != 0 {
-		t.Errorf("job %+v", j)
-	}
-	if strings.Join(j.Env, " ") != "HOME=/tmp LANG=C.UTF-8 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TMPDIR=/tmp" {
-		t.Errorf("env %v", j.Env)
-	}
 }

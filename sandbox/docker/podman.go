@@ -1,4 +1,4 @@
-package sandbox
+package docker
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/system"
 	"github.com/moby/moby/client"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // Podman's Docker-compatible API (`podman system service`) takes the same
@@ -44,7 +45,7 @@ func (d *Docker) checkPodman(ctx context.Context, defaultRuntime string) error {
 	// HostConfig.Runtime names: under another one the isolation level
 	// would silently not be the one asked for.
 	if want := RuntimeFor(d.m.Isolation); defaultRuntime != want {
-		return &EngineError{Msg: fmt.Sprintf("the engine is Podman, whose default runtime is %s, and isolation %s needs %s", defaultRuntime, d.m.Isolation, want),
+		return &sandbox.EngineError{Msg: fmt.Sprintf("the engine is Podman, whose default runtime is %s, and isolation %s needs %s", defaultRuntime, d.m.Isolation, want),
 			Hint: fmt.Sprintf("Podman ignores the runtime a request names: set runtime = %q under [engine] in containers.conf (`scripts/podman.sh` does it for runc) and restart the service.", want)}
 	}
 	_, err = seccompFile(seccompOpts[d.m.Isolation])
@@ -130,7 +131,7 @@ func seccompFile(opt string) (string, error) {
 	dir := filepath.Join(base, "runbox", "seccomp")
 	path := filepath.Join(dir, hex.EncodeToString(sum[:8])+".json")
 	fail := func(err error) (string, error) {
-		return "", &EngineError{Msg: "storing the seccomp profile for Podman: " + err.Error(),
+		return "", &sandbox.EngineError{Msg: "storing the seccomp profile for Podman: " + err.Error(),
 			Hint: "Podman reads the profile from a file: run runbox on Podman's host, as a user whose cache directory is its own."}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -1,10 +1,12 @@
-package sandbox
+package kube
 
 import (
 	"context"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/runbox-mcp/runbox/sandbox"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,11 +21,11 @@ func (k *Kube) Reap(ctx context.Context) (int, error) {
 	removed := k.retryDeletes()
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	list, err := k.cs.CoreV1().Pods(k.ns).List(actx, metav1.ListOptions{LabelSelector: LabelManaged + "=true"})
+	list, err := k.cs.CoreV1().Pods(k.ns).List(actx, metav1.ListOptions{LabelSelector: sandbox.LabelManaged + "=true"})
 	if err != nil {
 		return removed, err
 	}
-	maxAge := k.m.Limits.MaxTimeout() + k.m.Pool.Idle() + backstopGrace + 2*startTimeout + 2*apiTimeout
+	maxAge := k.m.Limits.MaxTimeout() + k.m.Pool.Idle() + sandbox.BackstopGrace + 2*startTimeout + 2*apiTimeout
 	leases := map[string]bool{} // instance → lease fresh
 	fresh := func(instance string) bool {
 		if f, ok := leases[instance]; ok {
@@ -44,9 +46,9 @@ func (k *Kube) Reap(ctx context.Context) (int, error) {
 		}
 		labels := podOwnerLabels(&p.ObjectMeta)
 		age := time.Since(p.CreationTimestamp.Time)
-		inst := labels[LabelInstance]
+		inst := labels[sandbox.LabelInstance]
 		var reap bool
-		switch alive, known := ownerAlive(labels, k.owner); {
+		switch alive, known := sandbox.OwnerAlive(labels, k.owner); {
 		case age > maxAge:
 			reap = true
 		case inst == k.owner.Instance:
@@ -76,7 +78,7 @@ func (k *Kube) Reap(ctx context.Context) (int, error) {
 			continue
 		}
 		removed++
-		k.log.Info("reaped a leftover pod", "pod", p.Name, "instance", inst, "owner_pid", labels[LabelOwnerPID], "run_id", labels[LabelRunID])
+		k.log.Info("reaped a leftover pod", "pod", p.Name, "instance", inst, "owner_pid", labels[sandbox.LabelOwnerPID], "run_id", labels[sandbox.LabelRunID])
 	}
 	k.reapLeases(ctx)
 	return removed, nil
@@ -87,12 +89,12 @@ func (k *Kube) Reap(ctx context.Context) (int, error) {
 func (k *Kube) reapLeases(ctx context.Context) {
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	list, err := k.cs.CoordinationV1().Leases(k.ns).List(actx, metav1.ListOptions{LabelSelector: LabelManaged + "=true"})
+	list, err := k.cs.CoordinationV1().Leases(k.ns).List(actx, metav1.ListOptions{LabelSelector: sandbox.LabelManaged + "=true"})
 	if err != nil {
 		return
 	}
 	for _, l := range list.Items {
-		alive, known := ownerAlive(podOwnerLabels(&l.ObjectMeta), k.owner)
+		alive, known := sandbox.OwnerAlive(podOwnerLabels(&l.ObjectMeta), k.owner)
 		if (known && !alive) || (l.Spec.RenewTime != nil && time.Since(l.Spec.RenewTime.Time) > 10*leaseDuration) {
 			_ = k.cs.CoordinationV1().Leases(k.ns).Delete(actx, l.Name, metav1.DeleteOptions{})
 		}

@@ -1,8 +1,6 @@
-package sandbox
+package kube
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -14,8 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 func testKube(t *testing.T, edit func(*manifest.Manifest)) *Kube {
@@ -28,13 +26,13 @@ func testKube(t *testing.T, edit func(*manifest.Manifest)) *Kube {
 	if err := m.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return &Kube{m: m, ns: m.Kubernetes.Namespace, owner: CurrentOwner(), initImage: "runbox/init:0123456789abcdef"}
+	return &Kube{m: m, ns: m.Kubernetes.Namespace, owner: sandbox.CurrentOwner(), initImage: "runbox/init:0123456789abcdef"}
 }
 
 func TestKubePodSpecHardened(t *testing.T) {
 	k := testKube(t, nil)
 	lang := k.m.Languages[0]
-	p := k.podSpec("runbox-python-x", lang, k.owner.Labels(map[string]string{LabelRunID: "r_1"}), time.Minute, []string{"a"})
+	p := k.podSpec("runbox-python-x", lang, k.owner.Labels(map[string]string{sandbox.LabelRunID: "r_1"}), time.Minute, []string{"a"})
 	sp := p.Spec
 	if *sp.AutomountServiceAccountToken || *sp.EnableServiceLinks || *sp.ShareProcessNamespace || sp.HostNetwork ||
 		sp.RestartPolicy != corev1.RestartPolicyNever || *sp.ActiveDeadlineSeconds != 61 || sp.RuntimeClassName != nil {
@@ -44,10 +42,10 @@ func TestKubePodSpecHardened(t *testing.T) {
 		t.Fatal("want one init container and one box")
 	}
 	init, box := sp.InitContainers[0], sp.Containers[0]
-	if init.Image != k.initImage || strings.Join(init.Command, " ") != "/runbox-init __install "+InitPath {
+	if init.Image != k.initImage || strings.Join(init.Command, " ") != "/runbox-init __install "+sandbox.InitPath {
 		t.Errorf("init container %s %v", init.Image, init.Command)
 	}
-	if strings.Join(box.Command, " ") != "prlimit --nofile=1024 --fsize=67108864 --core=0 -- "+InitPath || box.Args[0] != "a" || !box.Stdin || !box.StdinOnce || box.TTY || box.Image != lang.Image {
+	if strings.Join(box.Command, " ") != "prlimit --nofile=1024 --fsize=67108864 --core=0 -- "+sandbox.InitPath || box.Args[0] != "a" || !box.Stdin || !box.StdinOnce || box.TTY || box.Image != lang.Image {
 		t.Errorf("box %+v", box)
 	}
 	for _, c := range []corev1.Container{init, box} {
@@ -65,7 +63,7 @@ func TestKubePodSpecHardened(t *testing.T) {
 	for _, m := range box.VolumeMounts {
 		mounts[m.MountPath] = m
 	}
-	if !mounts[InitDir].ReadOnly || mounts[manifest.Workspace].ReadOnly || mounts[manifest.Tmp].ReadOnly {
+	if !mounts[sandbox.InitDir].ReadOnly || mounts[manifest.Workspace].ReadOnly || mounts[manifest.Tmp].ReadOnly {
 		t.Errorf("mounts %+v", mounts)
 	}
 	sizes := map[string]int64{}
@@ -78,7 +76,7 @@ func TestKubePodSpecHardened(t *testing.T) {
 	if sizes["workspace"] != int64(k.m.Limits.WorkspaceBytes) || sizes["tmp"] != int64(k.m.Limits.TmpBytes) {
 		t.Errorf("volume sizes %v", sizes)
 	}
-	if p.Labels[LabelManaged] != "true" || p.Labels[LabelInstance] != k.owner.Instance || p.Labels[LabelRunID] != "r_1" {
+	if p.Labels[sandbox.LabelManaged] != "true" || p.Labels[sandbox.LabelInstance] != k.owner.Instance || p.Labels[sandbox.LabelRunID] != "r_1" {
 		t.Errorf("labels %v", p.Labels)
 	}
 }
@@ -126,9 +124,9 @@ func TestKubeManifestValidation(t *testing.T) {
 }
 
 func TestKubePodMetaRoundTrip(t *testing.T) {
-	all := map[string]string{LabelManaged: "true", LabelOwnerHost: strings.Repeat("h", 70), LabelOwnerPID: "42"}
+	all := map[string]string{sandbox.LabelManaged: "true", sandbox.LabelOwnerHost: strings.Repeat("h", 70), sandbox.LabelOwnerPID: "42"}
 	labels, ann := podMeta(all)
-	if _, ok := labels[LabelOwnerHost]; ok || ann[annotationPrefix+LabelOwnerHost] == "" || labels[LabelOwnerPID] != "42" {
+	if _, ok := labels[sandbox.LabelOwnerHost]; ok || ann[annotationPrefix+sandbox.LabelOwnerHost] == "" || labels[sandbox.LabelOwnerPID] != "42" {
 		t.Fatalf("labels %v annotations %v", labels, ann)
 	}
 	pod := corev1.Pod{}
@@ -150,7 +148,7 @@ func TestKubeErrors(t *testing.T) {
 		{&url.Error{Op: "Post", URL: "https://127.0.0.1:1/api", Err: errors.New("write: broken pipe")}, "not reachable"},
 		{apierrors.NewBadRequest("bad"), "refused a request"},
 	} {
-		ee := kubeError(c.err).(*EngineError)
+		ee := kubeError(c.err).(*sandbox.EngineError)
 		if !strings.Contains(ee.Msg, c.want) || ee.Hint == "" {
 			t.Errorf("%v: %+v", c.err, ee)
 		}
@@ -166,20 +164,3 @@ func TestInitImageFor(t *testing.T) {
 
 // TestParseFramesPlain: the Kubernetes attach stream carries stdout and
 // stderr apart, with no Docker multiplexing in front of the frames.
-func TestParseFramesPlain(t *testing.T) {
-	rep := initproto.Report{ExitCode: 3, Stdout: []byte("hi\n"), Artifacts: []initproto.Artifact{{Path: "a.txt", Size: 2, Sent: true}}}
-	raw, _ := json.Marshal(rep)
-	var buf bytes.Buffer
-	_ = initproto.WriteFrame(&buf, initproto.FrameReport, raw)
-	_ = initproto.WriteFrame(&buf, initproto.FrameArtifact, []byte("ok"))
-	diag := &capped{max: 100}
-	_, _ = diag.Write([]byte("init says hi"))
-	f := parseFrames(&buf, diag, 1<<20)
-	if f.err != nil || f.report == nil || f.report.ExitCode != 3 || len(f.contents) != 1 || string(f.contents[0]) != "ok" || f.diag != "init says hi" {
-		t.Fatalf("frames %+v", f)
-	}
-	f = parseFrames(strings.NewReader("garbage"), &capped{max: 10}, 1<<20)
-	if f.report != nil || f.err == nil {
-		t.Fatalf("garbage gave %+v", f)
-	}
-}

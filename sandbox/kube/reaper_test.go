@@ -1,4 +1,4 @@
-package sandbox
+package kube
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // TestKubeReapDecisions runs the reaper against an in-memory API server
@@ -22,9 +23,9 @@ func TestKubeReapDecisions(t *testing.T) {
 	m := manifest.Default()
 	m.Backend = manifest.BackendKubernetes
 	ns := m.Kubernetes.Namespace
-	self := CurrentOwner()
+	self := sandbox.CurrentOwner()
 	now := time.Now()
-	pod := func(name string, o Owner, age time.Duration) runtime.Object {
+	pod := func(name string, o sandbox.Owner, age time.Duration) runtime.Object {
 		labels, ann := podMeta(o.Labels(nil))
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: ann,
 			CreationTimestamp: metav1.NewTime(now.Add(-age))}}
@@ -32,10 +33,12 @@ func TestKubeReapDecisions(t *testing.T) {
 	lease := func(instance string, renewed time.Duration) runtime.Object {
 		rt := metav1.NewMicroTime(now.Add(-renewed))
 		return &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "runbox-" + instance, Namespace: ns,
-			Labels: map[string]string{LabelManaged: "true"}}, Spec: coordv1.LeaseSpec{RenewTime: &rt}}
+			Labels: map[string]string{sandbox.LabelManaged: "true"}}, Spec: coordv1.LeaseSpec{RenewTime: &rt}}
 	}
-	remote := func(instance string) Owner { return Owner{Instance: instance, Host: "elsewhere", PID: 1, Start: "1"} }
-	deadLocal := Owner{Instance: "deadlocal", Host: self.Host, PID: 1 << 30, Start: "1"}
+	remote := func(instance string) sandbox.Owner {
+		return sandbox.Owner{Instance: instance, Host: "elsewhere", PID: 1, Start: "1"}
+	}
+	deadLocal := sandbox.Owner{Instance: "deadlocal", Host: self.Host, PID: 1 << 30, Start: "1"}
 	objs := []runtime.Object{
 		pod("own", self, time.Minute),
 		pod("own-untracked", self, 10*time.Minute),

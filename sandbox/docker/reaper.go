@@ -1,10 +1,12 @@
-package sandbox
+package docker
 
 import (
 	"context"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/runbox-mcp/runbox/sandbox"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -19,13 +21,13 @@ func (d *Docker) Reap(ctx context.Context) (int, error) {
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	list, err := d.cli.ContainerList(actx, client.ContainerListOptions{All: true,
-		Filters: make(client.Filters).Add("label", LabelManaged+"=true")})
+		Filters: make(client.Filters).Add("label", sandbox.LabelManaged+"=true")})
 	if err != nil {
 		return 0, err
 	}
-	maxAge := d.m.Limits.MaxTimeout() + d.m.Pool.Idle() + backstopGrace + 2*apiTimeout
+	maxAge := d.m.Limits.MaxTimeout() + d.m.Pool.Idle() + sandbox.BackstopGrace + 2*apiTimeout
 	for _, c := range list.Items {
-		alive, known := ownerAlive(c.Labels, d.owner)
+		alive, known := sandbox.OwnerAlive(c.Labels, d.owner)
 		stale := !known && time.Since(time.Unix(c.Created, 0)) > maxAge
 		if alive || (!known && !stale) {
 			continue
@@ -38,7 +40,7 @@ func (d *Docker) Reap(ctx context.Context) (int, error) {
 			continue
 		}
 		removed++
-		d.log.Info("reaped a leftover box", "container", c.ID[:12], "owner_pid", c.Labels[LabelOwnerPID], "run_id", c.Labels[LabelRunID])
+		d.log.Info("reaped a leftover box", "container", c.ID[:12], "owner_pid", c.Labels[sandbox.LabelOwnerPID], "run_id", c.Labels[sandbox.LabelRunID])
 	}
 	return removed, nil
 }
@@ -57,26 +59,9 @@ func (d *Docker) retryRemovals(ctx context.Context) int {
 		}
 		d.mu.Lock()
 		delete(d.unremoved, id)
-		delete(d.live, id)
 		d.mu.Unlock()
 		removed++
 		d.log.Info("removed a box left while the engine was away", "container", id[:min(12, len(id))])
 	}
 	return removed
-}
-
-func (d *Docker) reapLoop(ctx context.Context) {
-	defer close(d.reaperDone)
-	for {
-		if _, err := d.Reap(ctx); err != nil && ctx.Err() == nil {
-			d.log.Debug("reaper: engine not reachable", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-d.reapNow:
-		case <-time.After(min(reapInterval, d.m.Pool.Idle()/4)):
-		}
-		d.pools.expire()
-	}
 }

@@ -1,16 +1,14 @@
-package sandbox
+package kube
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/sandbox"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,73 +21,47 @@ import (
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
-// podGoneHint is the hint of a run whose pod the cluster took away.
-const podGoneHint = "The cluster deleted or evicted the sandbox pod, not because of your code: run it again."
-
-// Run runs one job in a fresh pod.
-func (k *Kube) Run(ctx context.Context, job contract.Job) contract.Result {
-	release, queueMs, refused := k.slots.take(ctx, job, k.m)
-	if refused != nil {
-		return *refused
-	}
-	defer release()
-	res := k.runReady(ctx, job)
-	res.Metrics.QueueMs = queueMs
-	res.Isolation = k.m.Isolation
-	if k.gvisor() {
-		res.Isolation = manifest.IsolationGVisor
-	}
-	res.Image, _ = k.ImageDigest(ctx, job.Language.Image)
-	return res
-}
-
-func (k *Kube) runReady(ctx context.Context, job contract.Job) contract.Result {
-	fail := func(err error) contract.Result {
-		ee := kubeError(err).(*EngineError)
-		return contract.Fail(job, contract.ErrorInfo{Kind: contract.KindSandbox, Message: ee.Msg, Hint: ee.Hint})
-	}
-	if err := k.Ready(ctx); err != nil {
-		return fail(err)
-	}
-	t0 := time.Now()
-	p, pooled := k.pool.take(job.Language.Name), true
-	if p == nil {
-		pooled = false
-		var err error
-		labels := k.owner.Labels(map[string]string{LabelRunID: job.RunID, LabelLanguage: job.Language.Name})
-		p, err = k.startPod(ctx, job.Language, labels, job.Timeout+backstopGrace+startTimeout, nil)
-		if err != nil {
-			if ctx.Err() != nil {
-				return contract.Fail(job, cancelled())
-			}
-			var ee *EngineError
-			if !errors.As(err, &ee) {
-				k.invalidate(err)
-			}
-			return fail(err)
+// Start starts a pod and waits, with a watch, until its box runs.
+func (k *Kube) Start(ctx context.Context, spec sandbox.BoxSpec) (sandbox.Box, error) {
+	p, err := k.startPod(ctx, spec.Language, spec.Labels, spec.Lifetime+startTimeout, spec.InitArgs)
+	if err != nil {
+		var ee *sandbox.EngineError
+		if !errors.As(err, &ee) && ctx.Err() == nil {
+			k.invalidate(err)
 		}
+		return nil, kubeError(err)
 	}
-	k.pool.refill(job.Language.Name)
-	defer k.deleteLater(p.name)
-	startup := time.Since(t0).Milliseconds()
-	o, contents, gone := k.runOn(ctx, p, job)
-	if o.cancelled {
-		return contract.Fail(job, cancelled())
-	}
-	res := buildResult(k.m, job, o, contents)
-	if gone && res.Error != nil && res.Error.Kind == contract.KindSandbox {
-		res.Error.Hint = podGoneHint
-	}
-	res.Metrics.StartupMs = startup
-	res.Metrics.Pooled = pooled
-	return res
+	return p, nil
 }
 
-// pod is a running pod whose runbox-init waits on stdin for its one job.
+// Isolation is gvisor when the manifest says so or the pods run under a
+// RuntimeClass named for it.
+func (k *Kube) Isolation() string {
+	if k.gvisor() {
+		return manifest.IsolationGVisor
+	}
+	return k.m.Isolation
+}
+
+// pod is a running pod whose runbox-init waits on stdin for the server.
 type pod struct {
+	k       *Kube
 	name    string
 	started time.Time
 }
+
+func (p *pod) ID() string         { return p.name }
+func (p *pod) Started() time.Time { return p.started }
+
+// Alive is true: a pod that died while it waited is found out when the
+// channel is opened, and answers sandbox like a deleted one.
+func (p *pod) Alive() bool { return true }
+
+// Kill deletes the pod at once.
+func (p *pod) Kill() { p.k.deletePod(p.name) }
+
+// Remove deletes the pod; what fails, the reaper retries.
+func (p *pod) Remove() { p.k.deletePod(p.name) }
 
 // startPod creates a pod and waits, with a watch, until its box runs.
 func (k *Kube) startPod(ctx context.Context, lang manifest.Language, labels map[string]string, deadline time.Duration, initArgs []string) (*pod, error) {
@@ -119,7 +91,7 @@ func (k *Kube) startPod(ctx context.Context, lang manifest.Language, labels map[
 		k.deleteLater(name)
 		return nil, err
 	}
-	return &pod{name: name, started: time.Now()}, nil
+	return &pod{k: k, name: name, started: time.Now()}, nil
 }
 
 // waitRunning watches the pod until its box container runs, and fails
@@ -143,7 +115,7 @@ func (k *Kube) waitRunning(ctx context.Context, p *corev1.Pod) error {
 			switch ev.Type {
 			case watch.Deleted:
 				w.Stop()
-				return &EngineError{Msg: "the sandbox pod was deleted before it started", Hint: podGoneHint}
+				return &sandbox.EngineError{Msg: "the sandbox pod was deleted before it started", Hint: "The cluster deleted the sandbox pod, not because of your code: run it again."}
 			case watch.Error:
 				// An expired resource version: start again from a Get.
 				rv = ""
@@ -186,7 +158,7 @@ func (k *Kube) startFailed(p *corev1.Pod, err error) error {
 	if why == "" {
 		why = "Pending"
 	}
-	return &EngineError{Msg: fmt.Sprintf("the sandbox pod did not start in %s (%s): %v", startTimeout, why, err),
+	return &sandbox.EngineError{Msg: fmt.Sprintf("the sandbox pod did not start in %s (%s): %v", startTimeout, why, err),
 		Hint: "The cluster has no room or cannot run the pod: retry later; the operator should check the sandbox namespace's events."}
 }
 
@@ -194,12 +166,12 @@ func (k *Kube) startFailed(p *corev1.Pod, err error) error {
 func (k *Kube) podStarted(p *corev1.Pod) (bool, error) {
 	switch p.Status.Phase {
 	case corev1.PodFailed, corev1.PodSucceeded:
-		return true, &EngineError{Msg: fmt.Sprintf("the sandbox pod ended before it ran the job: %s %s", p.Status.Reason, p.Status.Message),
+		return true, &sandbox.EngineError{Msg: fmt.Sprintf("the sandbox pod ended before it ran the job: %s %s", p.Status.Reason, p.Status.Message),
 			Hint: "Retry once; if it persists, the operator should check the init image and the sandbox namespace's events."}
 	}
 	for _, cs := range p.Status.InitContainerStatuses {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-			return true, &EngineError{Msg: fmt.Sprintf("the init container failed (%s, exit %d): %s", t.Reason, t.ExitCode, strings.TrimSpace(t.Message)),
+			return true, &sandbox.EngineError{Msg: fmt.Sprintf("the init container failed (%s, exit %d): %s", t.Reason, t.ExitCode, strings.TrimSpace(t.Message)),
 				Hint: "The operator should check kubernetes.init_image: it must hold the runbox-init of this runbox build."}
 		}
 		if err := waitingError(cs, k.initImage); err != nil {
@@ -222,7 +194,7 @@ func (k *Kube) podStarted(p *corev1.Pod) (bool, error) {
 			return true, nil
 		}
 		if cs.State.Terminated != nil {
-			return true, &EngineError{Msg: "the box ended before it got its job: " + cs.State.Terminated.Reason,
+			return true, &sandbox.EngineError{Msg: "the box ended before it got its job: " + cs.State.Terminated.Reason,
 				Hint: "Retry once; if it persists, the operator should run `runbox doctor`."}
 		}
 	}
@@ -236,95 +208,61 @@ func waitingError(cs corev1.ContainerStatus, image string) error {
 	}
 	switch w.Reason {
 	case "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName":
-		return &EngineError{Msg: fmt.Sprintf("the image %s is missing on the node (%s)", image, w.Reason),
+		return &sandbox.EngineError{Msg: fmt.Sprintf("the image %s is missing on the node (%s)", image, w.Reason),
 			Hint: "The operator should make the image available to the cluster (scripts/k8s/import-init.sh for the init image, a registry or ctr import for the sandbox image)."}
 	case "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
-		return &EngineError{Msg: fmt.Sprintf("the node could not create the box (%s): %s", w.Reason, w.Message),
+		return &sandbox.EngineError{Msg: fmt.Sprintf("the node could not create the box (%s): %s", w.Reason, w.Message),
 			Hint: "The operator should check the RuntimeClass and seccomp profile in the manifest's kubernetes section."}
 	}
 	return nil
 }
 
-// runOn attaches to the pod, gives runbox-init its job and collects the
-// outcome. gone says the cluster deleted or evicted the pod.
-func (k *Kube) runOn(ctx context.Context, p *pod, job contract.Job) (o boxOutcome, contents [][]byte, gone bool) {
-	ij := initJob(k.m, job)
-	if k.gvisor() {
-		// As on Docker: gVisor's own kernel counts the box's processes.
-		ij.NProc = k.m.Limits.Pids
-	}
-	payload, err := json.Marshal(ij)
-	if err != nil {
-		o.lost = "encoding the job: " + err.Error()
-		return o, nil, false
-	}
+// Exchange attaches to the box container's stdin and stdout: the channel.
+func (p *pod) Exchange(ctx context.Context) (sandbox.Conn, error) {
+	k := p.k
 	req := k.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(k.ns).Name(p.name).SubResource("attach").
 		VersionedParams(&corev1.PodAttachOptions{Container: kubeBox, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec)
 	exec, err := remotecommand.NewSPDYExecutor(k.cfg, "POST", req.URL())
 	if err != nil {
-		o.lost = "attaching to the pod: " + err.Error()
-		return o, nil, false
+		return nil, err
 	}
-	sctx, stopStream := context.WithCancel(context.Background())
-	defer stopStream()
-	pr, pw := io.Pipe()
-	diag := &capped{max: 16 << 10}
+	sctx, stop := context.WithCancel(context.Background())
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	c := &conn{in: inW, out: outR, stop: stop, diag: &sandbox.Capped{Max: 16 << 10}}
 	go func() {
-		err := exec.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: bytes.NewReader(append(payload, '\n')), Stdout: pw, Stderr: diag})
-		pw.CloseWithError(err)
+		err := exec.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: c.diag})
+		outW.CloseWithError(err)
+		inR.CloseWithError(err)
 	}()
-	read := make(chan frames, 1)
-	go func() { read <- parseFrames(pr, diag, maxStream(k.m.Limits)) }()
+	return c, nil
+}
 
-	backstop := time.NewTimer(job.Timeout + backstopGrace)
-	defer backstop.Stop()
-	var got frames
-	collect := func() frames {
-		k.deletePod(p.name)
-		select {
-		case f := <-read:
-			return f
-		case <-time.After(killTimeout):
-			stopStream()
-			return <-read
-		}
+// conn is a pod's attach stream as a channel.
+type conn struct {
+	in   *io.PipeWriter
+	out  *io.PipeReader
+	stop context.CancelFunc
+	diag *sandbox.Capped
+}
+
+func (c *conn) Read(b []byte) (int, error)  { return c.out.Read(b) }
+func (c *conn) Write(b []byte) (int, error) { return c.in.Write(b) }
+func (c *conn) Diag() string                { return c.diag.String() }
+func (c *conn) Close() error {
+	c.stop()
+	_ = c.in.Close()
+	return c.out.Close()
+}
+
+// Verdict waits briefly for the box container to end and reads why it
+// did: OOM, the pod's deadline, its loss.
+func (p *pod) Verdict(ctx context.Context, q sandbox.VerdictQuery) sandbox.Verdict {
+	if !q.State {
+		return sandbox.Verdict{}
 	}
-	select {
-	case got = <-read:
-	case <-backstop.C:
-		o.backstop = true
-		got = collect()
-	case <-ctx.Done():
-		o.cancelled = true
-		got = collect()
-	}
-	o.report, contents = got.report, got.contents
-	if o.report == nil {
-		o.lost = "the box ended without a report"
-		if got.err != nil {
-			o.lost += ": " + got.err.Error()
-		}
-		if first, _, _ := strings.Cut(strings.TrimSpace(got.diag), "\n"); first != "" {
-			o.lost += " (runbox-init: " + first + ")"
-		}
-	}
-	if !needsEngineVerdict(o) || o.cancelled {
-		return o, contents, false
-	}
-	// The cluster's view decides OOM, the pod's deadline and its loss.
-	v := k.verdict(ctx, p.name)
-	o.oomKilled = v.oomKilled
-	switch {
-	case v.deadline && o.report == nil:
-		o.backstop = true
-	case v.gone != "" && o.report == nil && !o.backstop:
-		o.lost = v.gone
-		gone = true
-	}
-	if o.report == nil {
-		k.log.Warn("box ended without a report", "run_id", job.RunID, "pod", p.name, "err", got.err, "init_stderr", got.diag, "verdict", v)
-	}
-	return o, contents, gone
+	v := p.k.verdict(ctx, p.name)
+	return sandbox.Verdict{OOMKilled: v.oomKilled, Deadline: v.deadline, Gone: v.gone}
 }
 
 type podVerdict struct {
@@ -389,7 +327,7 @@ func (k *Kube) verdict(ctx context.Context, name string) podVerdict {
 	return v
 }
 
-// deleteLater deletes a finished pod in the background; Close waits.
+// deleteLater deletes a pod in the background; Close waits.
 func (k *Kube) deleteLater(name string) {
 	k.bg.Add(1)
 	go func() {

@@ -1,0 +1,188 @@
+package initproto
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hashicorp/yamux"
+)
+
+// Stream kinds: the first message on every stream names its kind, so one
+// side can serve streams the other opens (a job, an artifact, and what comes
+// next: a session's jobs, the code's tool calls, proxied connections).
+const (
+	// StreamJob is opened by the server: a Job, answered on the same
+	// stream with a Report.
+	StreamJob = "job"
+	// StreamArtifact is opened by the box after its report: one artifact's
+	// content, Index naming it among the report's sent artifacts.
+	StreamArtifact = "artifact"
+)
+
+// Header opens every stream.
+type Header struct {
+	Kind string `json:"kind"`
+	// Job rides with StreamJob; its code, stdin and files are the
+	// message's blobs.
+	Job *Job `json:"job,omitempty"`
+	// Index is an artifact's place among the report's sent artifacts.
+	Index int `json:"index,omitempty"`
+}
+
+// MaxHeader bounds a message's JSON line: a job's argv and environment, a
+// report's figures; never its data, which travels as blobs.
+const MaxHeader = 1 << 20
+
+// ErrTooLarge is a message larger than the receiver's bound.
+var ErrTooLarge = errors.New("initproto: message exceeds its bound")
+
+// envelope is a message's JSON line: the body and the sizes of the raw
+// blobs that follow it.
+type envelope struct {
+	Blobs []int64         `json:"blobs,omitempty"`
+	Body  json.RawMessage `json:"body"`
+}
+
+// Send writes one message: a JSON line with body and the blobs' sizes, then
+// the blobs as raw bytes (never base64 inside JSON).
+func Send(w io.Writer, body any, blobs ...[]byte) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	env := envelope{Body: b}
+	for _, blob := range blobs {
+		env.Blobs = append(env.Blobs, int64(len(blob)))
+	}
+	line, err := json.Marshal(env)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if _, err := bw.Write(append(line, '\n')); err != nil {
+		return err
+	}
+	for _, blob := range blobs {
+		if _, err := bw.Write(blob); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// Receive reads one message into body and returns its blobs. limit bounds
+// the blobs together; a message past it, or a JSON line past MaxHeader, is
+// ErrTooLarge before anything of that size is allocated.
+func Receive(r io.Reader, body any, limit int64) ([][]byte, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > MaxHeader {
+			return nil, fmt.Errorf("%w: a header of more than %d bytes", ErrTooLarge, MaxHeader)
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			if errors.Is(err, io.EOF) && len(line) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	var env envelope
+	if err := json.Unmarshal(line, &env); err != nil {
+		return nil, fmt.Errorf("initproto: bad header: %w", err)
+	}
+	if err := json.Unmarshal(env.Body, body); err != nil {
+		return nil, fmt.Errorf("initproto: bad body: %w", err)
+	}
+	var total int64
+	for _, n := range env.Blobs {
+		if n < 0 {
+			return nil, fmt.Errorf("initproto: a blob of %d bytes", n)
+		}
+		if total += n; total > limit {
+			return nil, fmt.Errorf("%w: %d bytes of data, at most %d", ErrTooLarge, total, limit)
+		}
+	}
+	blobs := make([][]byte, len(env.Blobs))
+	for i, n := range env.Blobs {
+		// Grow with what arrives rather than trusting the size up front.
+		b, err := io.ReadAll(io.LimitReader(br, n))
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(b)) != n {
+			return nil, io.ErrUnexpectedEOF
+		}
+		blobs[i] = b
+	}
+	return blobs, nil
+}
+
+// SendJob opens a job stream's message: the header, then the code, stdin
+// and each input file as blobs.
+func SendJob(w io.Writer, job *Job) error {
+	blobs := [][]byte{job.Code, job.Stdin}
+	for _, f := range job.Files {
+		blobs = append(blobs, f.Data)
+	}
+	return Send(w, Header{Kind: StreamJob, Job: job}, blobs...)
+}
+
+// JobBlobs puts a job message's blobs back into its job.
+func JobBlobs(job *Job, blobs [][]byte) error {
+	if len(blobs) != 2+len(job.Files) {
+		return fmt.Errorf("initproto: a job with %d files carries %d blobs", len(job.Files), len(blobs))
+	}
+	job.Code, job.Stdin = blobs[0], blobs[1]
+	for i := range job.Files {
+		job.Files[i].Data = blobs[2+i]
+	}
+	return nil
+}
+
+// SendReport answers a job: the report, then its stdout and stderr as blobs.
+func SendReport(w io.Writer, rep *Report) error {
+	return Send(w, rep, rep.Stdout, rep.Stderr)
+}
+
+// ReceiveReport reads a job's answer; limit bounds its output.
+func ReceiveReport(r io.Reader, limit int64) (*Report, error) {
+	var rep Report
+	blobs, err := Receive(r, &rep, limit)
+	if err != nil {
+		return nil, err
+	}
+	if len(blobs) != 2 {
+		return nil, fmt.Errorf("initproto: a report carries %d blobs, not 2", len(blobs))
+	}
+	rep.Stdout, rep.Stderr = blobs[0], blobs[1]
+	return &rep, nil
+}
+
+// MuxConfig is the stream multiplexer's configuration on both ends of a
+// box's channel. No keep-alives: the server's deadlines bound a box that
+// stops answering. A write that the other side does not read for
+// WriteTimeout fails instead of blocking forever.
+func MuxConfig() *yamux.Config {
+	c := yamux.DefaultConfig()
+	c.EnableKeepAlive = false
+	c.AcceptBacklog = 64
+	c.MaxStreamWindowSize = 1 << 20
+	c.ConnectionWriteTimeout = WriteTimeout
+	c.StreamOpenTimeout = WriteTimeout
+	c.StreamCloseTimeout = WriteTimeout
+	c.LogOutput = io.Discard
+	return c
+}
+
+// WriteTimeout bounds a write the other side does not read.
+const WriteTimeout = 10 * time.Second

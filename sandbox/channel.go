@@ -1,0 +1,188 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// channel is the server's side of a box's channel: one stream multiplexer
+// session over the box's attached stdin and stdout (internal/initproto).
+// Everything it reads is bounded: the whole session, the report, each
+// artifact, the streams the box may open, and the time artifacts may take
+// once the report is in.
+type channel struct {
+	conn   Conn
+	limits manifest.Limits
+	// counted fails the session once the box sent more than maxStream.
+	counted *countingConn
+	mu      sync.Mutex
+	sess    *yamux.Session
+}
+
+// collected is what came over the channel.
+type collected struct {
+	report   *initproto.Report
+	contents [][]byte
+	// violation says how the box broke the protocol (flooded, lied):
+	// its report is not believed and it is killed.
+	violation string
+	err       error
+}
+
+// artifactWait bounds the artifacts' arrival once the report is in.
+const artifactWait = backstopGrace
+
+func newChannel(conn Conn, l manifest.Limits) *channel {
+	return &channel{conn: conn, limits: l, counted: &countingConn{Conn: conn, max: maxStream(l)}}
+}
+
+// maxStream bounds what is accepted from a box: the report with its capped
+// output plus the artifacts, and room for the multiplexer's framing.
+func maxStream(l manifest.Limits) int64 {
+	return 4*int64(l.OutputBytes) + 2*int64(l.ArtifactBytes) + 4<<20
+}
+
+// maxReport bounds a report's output: both streams, capped by runbox-init,
+// and their truncation markers.
+func maxReport(l manifest.Limits) int64 {
+	return 2*int64(l.OutputBytes) + 64<<10
+}
+
+// run sends the job and collects the report and the artifacts it names.
+func (c *channel) run(job *initproto.Job) (got collected) {
+	sess, err := yamux.Client(c.counted, initproto.MuxConfig())
+	if err != nil {
+		got.err = err
+		return got
+	}
+	c.mu.Lock()
+	c.sess = sess
+	c.mu.Unlock()
+	defer func() {
+		if got.err != nil && c.counted.over() {
+			got.violation = fmt.Sprintf("it sent more than the %d bytes a run may", c.counted.max)
+		}
+	}()
+	st, err := sess.OpenStream()
+	if err != nil {
+		got.err = err
+		return got
+	}
+	// A box that dies before reading its job must not block the report.
+	go func() {
+		_ = initproto.SendJob(st, job)
+		_ = st.Close()
+	}()
+	rep, err := initproto.ReceiveReport(st, maxReport(c.limits))
+	if err != nil {
+		got.err = fmt.Errorf("reading the report: %w", err)
+		if errors.Is(err, initproto.ErrTooLarge) {
+			got.violation = "a report larger than its output limit"
+		}
+		return got
+	}
+	got.report = rep
+	var want []initproto.Artifact
+	var total int64
+	for _, a := range rep.Artifacts {
+		if a.Sent {
+			want = append(want, a)
+			total += a.Size
+		}
+	}
+	if len(want) > c.limits.Artifacts || total > int64(c.limits.ArtifactBytes) || rep.ArtifactsOmitted < 0 {
+		got.violation = fmt.Sprintf("its report names %d artifacts of %d bytes, past the caps of %d and %s", len(want), total, c.limits.Artifacts, c.limits.ArtifactBytes)
+		return got
+	}
+	got.contents, got.violation, got.err = c.artifacts(sess, want)
+	return got
+}
+
+// artifacts accepts one stream per artifact the report names as sent.
+func (c *channel) artifacts(sess *yamux.Session, want []initproto.Artifact) (contents [][]byte, violation string, err error) {
+	contents = make([][]byte, len(want))
+	timer := time.AfterFunc(artifactWait, func() { _ = sess.Close() })
+	defer timer.Stop()
+	for range want {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			return nil, "", fmt.Errorf("waiting for artifacts: %w", err)
+		}
+		var h initproto.Header
+		i := -1
+		blobs, err := initproto.Receive(st, &h, int64(c.limits.ArtifactBytes))
+		if err == nil && h.Kind == initproto.StreamArtifact && h.Index >= 0 && h.Index < len(want) {
+			i = h.Index
+		}
+		_ = st.Close()
+		switch {
+		case errors.Is(err, initproto.ErrTooLarge):
+			return nil, "an artifact larger than the artifact cap", nil
+		case err != nil:
+			return nil, "", fmt.Errorf("reading an artifact: %w", err)
+		case i < 0:
+			return nil, fmt.Sprintf("a %q stream where an artifact was due", h.Kind), nil
+		case contents[i] != nil:
+			return nil, fmt.Sprintf("artifact %d sent twice", i), nil
+		case len(blobs) != 1 || int64(len(blobs[0])) != want[i].Size:
+			return nil, fmt.Sprintf("artifact %s is not the size its report says", want[i].Path), nil
+		}
+		contents[i] = blobs[0]
+	}
+	return contents, "", nil
+}
+
+// close ends the session (and with it the connection); runbox-init exits.
+func (c *channel) close() {
+	c.mu.Lock()
+	sess := c.sess
+	c.mu.Unlock()
+	if sess != nil {
+		_ = sess.Close()
+	}
+	_ = c.conn.Close()
+}
+
+// countingConn fails reads past max bytes, so a box that floods its
+// channel ends its session instead of the server's memory.
+type countingConn struct {
+	Conn
+	max  int64
+	mu   sync.Mutex
+	read int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	left := c.max - c.read
+	c.mu.Unlock()
+	if left <= 0 {
+		return 0, errFlood
+	}
+	if int64(len(p)) > left {
+		p = p[:left]
+	}
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.read += int64(n)
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *countingConn) over() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.read >= c.max
+}
+
+var errFlood = errors.New("the box sent more than a run may")
+
+var _ io.ReadWriteCloser = (*countingConn)(nil)

@@ -1,0 +1,232 @@
+package docker
+
+import (
+	"context"
+	"io"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// box is a started container whose runbox-init waits on the attached
+// stdin for the server.
+type box struct {
+	d        *Docker
+	id       string
+	att      client.ContainerAttachResult
+	wait     client.ContainerWaitResult
+	stopWait context.CancelFunc
+	started  time.Time
+}
+
+// Start creates, attaches and starts a box. Attaching before the start
+// means no output is ever missed; the wait is registered before the start
+// so that the exit is never missed either.
+func (d *Docker) Start(ctx context.Context, spec sandbox.BoxSpec) (sandbox.Box, error) {
+	b, err := d.start(ctx, spec)
+	if err != nil {
+		if ctx.Err() == nil {
+			// The engine went away or changed under us: check it again
+			// on the next call.
+			d.invalidate(err)
+		}
+		return nil, engineError(err)
+	}
+	return b, nil
+}
+
+func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) {
+	d.mu.Lock()
+	vol := d.initVolume
+	d.mu.Unlock()
+	cfg, host := boxSpec(d.m, spec.Language, spec.Labels, vol, spec.InitArgs)
+	if d.podman.Load() {
+		if err := podmanSpec(host); err != nil {
+			return nil, err
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	created, err := d.cli.ContainerCreate(actx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			err = imageMissing(spec.Language.Image)
+		}
+		return nil, err
+	}
+	b := &box{d: d, id: created.ID}
+	fail := func(err error) (*box, error) {
+		b.Remove()
+		return nil, err
+	}
+	if b.att, err = d.cli.ContainerAttach(actx, b.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true}); err != nil {
+		return fail(err)
+	}
+	waitCtx, stopWait := context.WithCancel(context.Background())
+	b.stopWait = stopWait
+	b.wait = d.cli.ContainerWait(waitCtx, b.id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	if _, err := d.cli.ContainerStart(actx, b.id, client.ContainerStartOptions{}); err != nil {
+		return fail(err)
+	}
+	b.started = time.Now()
+	return b, nil
+}
+
+func (b *box) ID() string         { return b.id }
+func (b *box) Started() time.Time { return b.started }
+
+// Exchange returns the attach stream as the box's channel: the box's
+// stdout demultiplexed from its stderr (runbox-init's diagnostics), and
+// its stdin.
+func (b *box) Exchange(context.Context) (sandbox.Conn, error) {
+	pr, pw := io.Pipe()
+	c := &conn{att: b.att, r: pr, diag: &sandbox.Capped{Max: 16 << 10}}
+	go func() {
+		// Draining until the stream ends matters: a reader that stops
+		// makes the engine's kill and inspect of the box hang.
+		_, err := stdcopy.StdCopy(pw, c.diag, b.att.Reader)
+		pw.CloseWithError(err)
+	}()
+	return c, nil
+}
+
+// conn is a box's attach stream as a channel.
+type conn struct {
+	att  client.ContainerAttachResult
+	r    *io.PipeReader
+	diag *sandbox.Capped
+}
+
+func (c *conn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *conn) Write(p []byte) (int, error) { return c.att.Conn.Write(p) }
+func (c *conn) Diag() string                { return c.diag.String() }
+func (c *conn) Close() error {
+	c.att.Close()
+	return c.r.Close()
+}
+
+// Kill stops the box at once.
+func (b *box) Kill() { b.d.kill(b.id) }
+
+// Verdict names a forbidden call from the kernel log and asks the engine
+// about the box's end: its OOMKilled is the word on OOM when the box could
+// not tell.
+func (b *box) Verdict(ctx context.Context, q sandbox.VerdictQuery) sandbox.Verdict {
+	var v sandbox.Verdict
+	if q.Syscall {
+		v.Syscall = b.d.kernelLog.find(q.Sent, q.Ended, b.d.uid(), 200*time.Millisecond)
+	}
+	if !q.State {
+		return v
+	}
+	select {
+	case <-b.wait.Result:
+	case err := <-b.wait.Error:
+		b.d.log.Debug("wait", "box", b.id, "err", err)
+	case <-time.After(killTimeout):
+		b.d.kill(b.id)
+	}
+	ictx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	ins, err := b.d.cli.ContainerInspect(ictx, b.id, client.ContainerInspectOptions{})
+	switch {
+	case err != nil:
+		v.Err = engineError(err)
+		b.d.invalidate(err)
+	case ins.Container.State != nil:
+		v.OOMKilled = ins.Container.State.OOMKilled
+	}
+	return v
+}
+
+// Alive says whether the box has not ended (a pooled box must be alive to
+// take a job).
+func (b *box) Alive() bool {
+	select {
+	case <-b.wait.Result:
+		return false
+	case <-b.wait.Error:
+		return false
+	default:
+		return true
+	}
+}
+
+// Remove releases the box's connections and deletes it.
+func (b *box) Remove() {
+	if b.att.Conn != nil {
+		b.att.Close()
+	}
+	if b.stopWait != nil {
+		b.stopWait()
+	}
+	b.d.remove(b.id)
+}
+
+func (d *Docker) kill(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+	defer cancel()
+	if _, err := d.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		d.log.Debug("kill", "container", id, "err", err)
+	}
+}
+
+// remove deletes a box with a fresh deadline: it must run even when the
+// call's context is gone. What it cannot remove, the reaper will.
+func (d *Docker) remove(id string) {
+	err := d.removeContainer(id)
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		d.log.Warn("removing box failed; the reaper will retry", "container", id, "err", err)
+		d.mu.Lock()
+		d.unremoved[id] = true
+		d.mu.Unlock()
+	}
+}
+
+// removeContainer force-removes a container with a fresh deadline. Podman
+// (4.3) refuses to while a box is between its exit and its clean-up
+// ("container state improper: stopped"); a moment later it can.
+func (d *Docker) removeContainer(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	for try := 1; ; try++ {
+		_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+		if err == nil || cerrdefs.IsNotFound(err) || !d.podman.Load() || try == 10 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(try) * 50 * time.Millisecond):
+		}
+	}
+}
+
+// ImageDigest returns the image's ID, inspected once per image; probes, the
+// result cache and every result name images by it.
+func (d *Docker) ImageDigest(ctx context.Context, image string) (string, error) {
+	d.mu.Lock()
+	digest, ok := d.digests[image]
+	d.mu.Unlock()
+	if ok {
+		return digest, nil
+	}
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	ins, err := d.cli.ImageInspect(actx, image)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return "", imageMissing(image)
+		}
+		return "", engineError(err)
+	}
+	d.mu.Lock()
+	d.digests[image] = ins.ID
+	d.mu.Unlock()
+	return ins.ID, nil
+}

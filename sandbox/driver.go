@@ -1,0 +1,155 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// Driver starts boxes on one kind of platform: a Docker-API engine
+// (sandbox/docker) or a Kubernetes namespace (sandbox/kube). It owns the
+// platform's client, its hardening profile and its reaper; the run
+// algorithm (admission, pool, deadlines, classification) is [BoxRunner]'s.
+type Driver interface {
+	// Ready checks the platform and prepares what boxes need; cheap once
+	// ready. A driver that met a platform failure checks again.
+	Ready(ctx context.Context) error
+	// ImageDigest names the content of a language's image.
+	ImageDigest(ctx context.Context, image string) (string, error)
+	// Start starts a box whose runbox-init waits for the server on the
+	// box's channel.
+	Start(ctx context.Context, spec BoxSpec) (Box, error)
+	// Reap removes boxes whose server is gone, and retries this driver's
+	// own removals that failed; it returns how many it removed.
+	Reap(ctx context.Context) (int, error)
+	// Isolation names the isolation level the boxes run under.
+	Isolation() string
+	// Close releases the platform's client.
+	Close() error
+}
+
+// BoxSpec is what a box is started for.
+type BoxSpec struct {
+	Language manifest.Language
+	// Labels mark the box as this server's ([Owner.Labels]).
+	Labels map[string]string
+	// InitArgs are runbox-init's arguments (a prestarted interpreter).
+	InitArgs []string
+	// Lifetime bounds the box from its start, on platforms that can say
+	// so (Kubernetes' activeDeadlineSeconds); the server's own deadlines
+	// come first.
+	Lifetime time.Duration
+}
+
+// Box is one started box.
+type Box interface {
+	// ID names the box on its platform.
+	ID() string
+	// Started is when the box started.
+	Started() time.Time
+	// Exchange opens the box's channel: runbox-init's attached stdin and
+	// stdout, which carry the stream multiplexer (internal/initproto).
+	Exchange(ctx context.Context) (Conn, error)
+	// Kill stops the box at once.
+	Kill()
+	// Verdict asks the platform what it knows of the box's end.
+	Verdict(ctx context.Context, q VerdictQuery) Verdict
+	// Alive says whether the box may still take a job.
+	Alive() bool
+	// Remove deletes the box with a deadline of its own; what fails, the
+	// driver's reaper retries.
+	Remove()
+}
+
+// Conn is a box's channel.
+type Conn interface {
+	io.ReadWriteCloser
+	// Diag is what runbox-init wrote to its stderr, capped.
+	Diag() string
+}
+
+// VerdictQuery says what the runner needs to know.
+type VerdictQuery struct {
+	// State: the box's end (OOM kill, deadline, loss). The box is
+	// waited for, briefly, and killed if it does not end.
+	State bool
+	// Syscall: the system call the seccomp filter killed the program for,
+	// which it was seen to do between Sent and Ended.
+	Syscall     bool
+	Sent, Ended time.Time
+}
+
+// Verdict is the platform's word on a box's end.
+type Verdict struct {
+	// OOMKilled: the box's memory cgroup killed a process.
+	OOMKilled bool
+	// Deadline: the platform ended the box at its lifetime.
+	Deadline bool
+	// Gone says why the platform took the box away (deleted, evicted).
+	Gone string
+	// Syscall names the forbidden call, when known.
+	Syscall string
+	// Err is set when the platform could not be asked.
+	Err error
+}
+
+// EngineError is a failure of the platform or of its set-up, with the one
+// thing that fixes it.
+type EngineError struct {
+	Msg  string
+	Hint string
+}
+
+func (e *EngineError) Error() string { return e.Msg }
+
+// AsEngineError returns err as an EngineError, wrapping one that is not.
+func AsEngineError(err error) *EngineError {
+	var ee *EngineError
+	if errors.As(err, &ee) {
+		return ee
+	}
+	return &EngineError{Msg: err.Error(), Hint: "Retry once; if it persists, the operator should run `runbox doctor`."}
+}
+
+// Deadlines the drivers share. Every platform call has one: a hung engine
+// must not hang a call or the server.
+const (
+	// APITimeout bounds one call of the platform's API.
+	APITimeout = 15 * time.Second
+	// KillTimeout bounds a kill; past it the channel is cut.
+	KillTimeout = 5 * time.Second
+	// backstopGrace is how long past the job's deadline the server waits
+	// for runbox-init before killing the box itself (box start, the
+	// syntax check and the artifact transfer live in it).
+	backstopGrace = 10 * time.Second
+	// BackstopGrace is backstopGrace for drivers that size lifetimes.
+	BackstopGrace = backstopGrace
+	reapInterval  = time.Minute
+)
+
+// Capped keeps the first Max bytes written to it (runbox-init's stderr,
+// for a box that ends without a report).
+type Capped struct {
+	Max int
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (c *Capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.Max - len(c.buf); room > 0 {
+		c.buf = append(c.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (c *Capped) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.buf)
+}
