@@ -1,0 +1,2 @@
+declare -A m
+m[]=1

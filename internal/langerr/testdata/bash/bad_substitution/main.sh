@@ -1,0 +1,3 @@
+name=world
+echo "hello"
+echo "${name!}"

@@ -1,0 +1,3 @@
+set -e
+cd /nope
+echo unreachable

@@ -1,0 +1,3 @@
+echo start
+pyhton3 --version
+echo done

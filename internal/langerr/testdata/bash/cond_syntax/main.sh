@@ -1,0 +1,4 @@
+x=1
+if [[ $x -eq ]]; then
+  echo yes
+fi

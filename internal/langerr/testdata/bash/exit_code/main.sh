@@ -1,0 +1,2 @@
+echo "bye"
+exit 3

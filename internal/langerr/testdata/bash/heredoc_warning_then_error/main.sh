@@ -1,0 +1,3 @@
+missing_tool_abc
+cat <<END
+text

@@ -1,0 +1,5 @@
+set -u
+greet() {
+  echo "hello $1"
+}
+greet

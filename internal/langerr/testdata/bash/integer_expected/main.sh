@@ -1,0 +1,2 @@
+n="abc"
+if [ "$n" -gt 3 ]; then echo big; fi

@@ -1,0 +1,2 @@
+set -e
+sh -c 'kill -SEGV $$'

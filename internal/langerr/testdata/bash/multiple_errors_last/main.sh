@@ -1,0 +1,3 @@
+first_missing_cmd
+echo "middle"
+second_missing_cmd

@@ -1,0 +1,2 @@
+echo start
+/nope/tool --flag

@@ -1,0 +1,2 @@
+set -e
+ls /nope

@@ -1,0 +1,2 @@
+printf 'echo hi\n' > ./tool.sh
+./tool.sh

@@ -1,0 +1,2 @@
+readonly LIMIT=3
+LIMIT=4

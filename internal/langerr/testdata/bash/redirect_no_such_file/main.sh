@@ -1,0 +1,1 @@
+while read -r line; do echo "$line"; done < /nope/input.txt

@@ -1,0 +1,2 @@
+foo_missing
+ls /nope

@@ -1,0 +1,3 @@
+helper_fn() {
+  not_a_command_xyz
+}

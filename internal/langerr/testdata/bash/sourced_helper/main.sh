@@ -1,0 +1,2 @@
+source ./helper.sh
+helper_fn

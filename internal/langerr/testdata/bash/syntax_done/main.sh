@@ -1,0 +1,3 @@
+for i in 1 2 3
+  echo $i
+done

@@ -1,0 +1,2 @@
+if [ -n "$HOME" ]; then
+  echo yes

@@ -1,0 +1,3 @@
+echo one
+echo two )
+echo three

@@ -1,0 +1,3 @@
+echo start
+echo "unterminated
+echo end

@@ -1,0 +1,3 @@
+set -u
+echo "start"
+echo "value: $MISSING_VAR"

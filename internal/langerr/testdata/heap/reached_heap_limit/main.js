@@ -1,0 +1,2 @@
+const a = [];
+for (;;) a.push(new Array(1e6).fill(1));

@@ -1,0 +1,1 @@
+Promise.any([Promise.reject(new Error("a")), Promise.reject(new Error("b"))]);

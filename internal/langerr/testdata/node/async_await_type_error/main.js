@@ -1,0 +1,5 @@
+async function main() {
+  const res = await Promise.resolve(undefined);
+  return res.data.items;
+}
+main();

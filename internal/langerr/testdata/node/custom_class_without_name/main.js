@@ -1,0 +1,5 @@
+class Oops extends Error {}
+function run() {
+  throw new Oops("bad thing");
+}
+run();

@@ -1,0 +1,4 @@
+const { compute } = require("./helper");
+
+const values = [1, 2, 3];
+console.log(compute(values));

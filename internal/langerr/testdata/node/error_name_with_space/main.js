@@ -1,0 +1,3 @@
+const e = new Error("disk is on fire");
+e.name = "Fatal Error";
+throw e;

@@ -1,0 +1,5 @@
+try {
+  JSON.parse("{");
+} catch (err) {
+  throw new Error("config is invalid", { cause: err });
+}

@@ -1,0 +1,3 @@
+import { readFileSync } from "fs";
+const cfg = null;
+console.log(cfg.port);

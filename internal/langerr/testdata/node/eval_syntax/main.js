@@ -1,0 +1,2 @@
+const src = "let x = ;";
+eval(src);

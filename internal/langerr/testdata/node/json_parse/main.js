@@ -1,0 +1,2 @@
+const text = "{bad json";
+const data = JSON.parse(text);

@@ -1,0 +1,2 @@
+// load a local helper
+const h = require("./helpers/util");

@@ -1,0 +1,1 @@
+const fn = new Function("a", "return a +* 2");

@@ -1,0 +1,2 @@
+console.error("fatal: bad config");
+process.exit(2);

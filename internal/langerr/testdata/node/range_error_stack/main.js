@@ -1,0 +1,4 @@
+function f(n) {
+  return f(n + 1);
+}
+f(0);

@@ -1,0 +1,3 @@
+console.log("before");
+console.error("a warning on stderr");
+const total = count + 1;

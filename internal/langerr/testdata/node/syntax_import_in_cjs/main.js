@@ -1,0 +1,2 @@
+import fs from "fs";
+console.log(fs.readdirSync("."));

@@ -1,0 +1,3 @@
+exports.f = function () {
+  return 1 +;
+};

@@ -1,0 +1,3 @@
+const fs = require("fs");
+const helper = require("./helper");
+console.log(helper.f());

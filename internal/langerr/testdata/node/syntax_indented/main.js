@@ -1,0 +1,5 @@
+function f(x) {
+    if (x) {
+        return x +* 2;
+    }
+}

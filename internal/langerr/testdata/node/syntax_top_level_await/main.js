@@ -1,0 +1,3 @@
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+await sleep(10);
+console.log("done");

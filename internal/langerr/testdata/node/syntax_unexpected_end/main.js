@@ -1,0 +1,4 @@
+function f() {
+  console.log("hi");
+
+f();

@@ -1,0 +1,3 @@
+const a = 1;
+const b = ;
+console.log(a, b);

@@ -1,0 +1,1 @@
+const s = "héllo wörld 😀"; const t = s +* 2;

@@ -1,0 +1,2 @@
+const fs = require("fs");
+const text = fs.readFileSync("/nope/data.txt", "utf8");

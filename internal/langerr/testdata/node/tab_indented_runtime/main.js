@@ -1,0 +1,6 @@
+function f() {
+	if (true) {
+		null.x;
+	}
+}
+f();

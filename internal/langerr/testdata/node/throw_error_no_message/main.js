@@ -1,0 +1,4 @@
+function check() {
+  throw new Error();
+}
+check();

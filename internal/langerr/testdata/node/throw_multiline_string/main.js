@@ -1,0 +1,1 @@
+throw "line one\nline two";

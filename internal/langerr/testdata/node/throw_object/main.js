@@ -1,0 +1,4 @@
+function f() {
+  throw { code: 42, reason: "nope" };
+}
+f();

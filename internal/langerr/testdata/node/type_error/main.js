@@ -1,0 +1,5 @@
+const user = null;
+function greet(u) {
+  return "hi " + u.name;
+}
+console.log(greet(user));

@@ -1,0 +1,3 @@
+const EventEmitter = require("events");
+const em = new EventEmitter();
+em.emit("error", new Error("emitter broke"));

@@ -1,0 +1,5 @@
+async function load() {
+  await null;
+  throw new Error("load failed");
+}
+load();

@@ -1,0 +1,4 @@
+async function f() {
+  throw { status: 500 };
+}
+f();

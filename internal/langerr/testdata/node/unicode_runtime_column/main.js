@@ -1,0 +1,1 @@
+const s = "😀😀 héllo"; const t = s.x.y;

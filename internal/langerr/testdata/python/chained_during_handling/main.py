@@ -1,0 +1,5 @@
+d = {}
+try:
+    d["missing"]
+except KeyError:
+    raise RuntimeError("lookup failed")

@@ -1,0 +1,4 @@
+class QuotaError(Exception):
+    pass
+
+raise QuotaError("quota exceeded: 3 > 2")

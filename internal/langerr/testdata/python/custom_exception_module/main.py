@@ -1,0 +1,2 @@
+import helper
+helper.check(5)

@@ -1,0 +1,2 @@
+data = {"a": {"b": None}}
+value = data["a"]["b"]["c"]

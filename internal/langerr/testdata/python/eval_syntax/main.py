@@ -1,0 +1,2 @@
+expr = "1 +* 2"
+print(eval(expr))

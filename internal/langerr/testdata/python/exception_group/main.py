@@ -1,0 +1,4 @@
+def run():
+    raise ExceptionGroup("several failed", [ValueError("a"), TypeError("b")])
+
+run()

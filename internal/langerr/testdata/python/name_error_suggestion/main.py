@@ -1,0 +1,3 @@
+counter = 0
+for i in range(3):
+    countr += i

@@ -1,0 +1,2 @@
+it = iter([])
+value = next(it)

@@ -1,0 +1,3 @@
+import os
+import helper
+print(helper.f())

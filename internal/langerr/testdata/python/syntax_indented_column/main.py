@@ -1,0 +1,4 @@
+def f(a):
+    if a:
+        y = a +* 2
+    return y

@@ -1,0 +1,4 @@
+def f(a):
+    if a:
+        return (1 +
+    return 0

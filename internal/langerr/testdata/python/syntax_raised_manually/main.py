@@ -1,0 +1,4 @@
+def check(rule):
+    raise SyntaxError(f"bad rule: {rule}")
+
+check("a ->")

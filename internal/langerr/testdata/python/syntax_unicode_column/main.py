@@ -1,0 +1,1 @@
+s = "héllo wörld"; t = s +* 2

@@ -1,0 +1,1 @@
+p = "C:\Users\name"

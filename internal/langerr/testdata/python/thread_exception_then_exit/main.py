@@ -1,0 +1,6 @@
+import threading, sys
+def work():
+    raise ValueError("in thread")
+t = threading.Thread(target=work)
+t.start(); t.join()
+sys.exit(1)

@@ -1,0 +1,5 @@
+def div(a):
+    return 1 // a
+
+print("start")
+div(0)

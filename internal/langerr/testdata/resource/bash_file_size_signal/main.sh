@@ -1,0 +1,1 @@
+head -c 100000 /dev/zero > big.bin

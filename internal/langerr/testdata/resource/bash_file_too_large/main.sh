@@ -1,0 +1,2 @@
+trap '' XFSZ
+head -c 100000 /dev/zero > big.bin

@@ -1,0 +1,2 @@
+with open("big.bin", "wb") as f:
+    f.write(b"x" * 100000)
