@@ -36,7 +36,7 @@ unit:
 
 ## fuzz: each fuzz target for FUZZ_TIME (its committed seeds also run in `make unit`)
 FUZZ_TIME    ?= 8s
-FUZZ_TARGETS := tools:FuzzRunCodeArgs tools:FuzzInputPath sandbox:FuzzFrames sandbox:FuzzParseLangErrorByFormat internal/initproto:FuzzPrestart
+FUZZ_TARGETS := tools:FuzzRunCodeArgs tools:FuzzInputPath sandbox:FuzzChannel internal/initproto:FuzzReceive internal/langerr:FuzzParse contract:FuzzFirstLine internal/initproto:FuzzPrestart
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "fuzz $${t##*:} ($(FUZZ_TIME))"; \

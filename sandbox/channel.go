@@ -21,6 +21,8 @@ import (
 type channel struct {
 	conn   Conn
 	limits manifest.Limits
+	// artifactWait bounds the artifacts' arrival once the report is in.
+	artifactWait time.Duration
 	// counted fails the session once the box sent more than maxStream.
 	counted *countingConn
 	mu      sync.Mutex
@@ -37,11 +39,8 @@ type collected struct {
 	err       error
 }
 
-// artifactWait bounds the artifacts' arrival once the report is in.
-const artifactWait = backstopGrace
-
-func newChannel(conn Conn, l manifest.Limits) *channel {
-	return &channel{conn: conn, limits: l, counted: &countingConn{Conn: conn, max: maxStream(l)}}
+func newChannel(conn Conn, l manifest.Limits, artifactWait time.Duration) *channel {
+	return &channel{conn: conn, limits: l, artifactWait: artifactWait, counted: &countingConn{Conn: conn, max: maxStream(l)}}
 }
 
 // maxStream bounds what is accepted from a box: the report with its capped
@@ -103,13 +102,17 @@ func (c *channel) run(job *initproto.Job) (got collected) {
 		return got
 	}
 	got.contents, got.violation, got.err = c.artifacts(sess, want)
+	if got.err != nil {
+		// A report whose artifacts did not all come is not the run's.
+		got.report, got.contents = nil, nil
+	}
 	return got
 }
 
 // artifacts accepts one stream per artifact the report names as sent.
 func (c *channel) artifacts(sess *yamux.Session, want []initproto.Artifact) (contents [][]byte, violation string, err error) {
 	contents = make([][]byte, len(want))
-	timer := time.AfterFunc(artifactWait, func() { _ = sess.Close() })
+	timer := time.AfterFunc(c.artifactWait, func() { _ = sess.Close() })
 	defer timer.Stop()
 	for range want {
 		st, err := sess.AcceptStream()

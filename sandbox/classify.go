@@ -3,6 +3,7 @@ package sandbox
 import (
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/internal/langerr"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -43,7 +44,7 @@ func classifyKind(job contract.Job, lim manifest.Limits, o outcome) *contract.Er
 	if rep != nil {
 		stderr = string(rep.Stderr)
 	}
-	if o.oomKilled || (rep != nil && rep.OOMKills > 0) || (rep != nil && rep.ExitCode != 0 && HeapExhausted(job.Language.ErrorFormat, stderr)) {
+	if o.oomKilled || (rep != nil && rep.OOMKills > 0) || (rep != nil && rep.ExitCode != 0 && langerr.HeapExhausted(job.Language.ErrorFormat, stderr)) {
 		return ptr(contract.OOM(lim.Memory))
 	}
 	if rep == nil || rep.InitError != "" {
@@ -63,10 +64,10 @@ func classifyKind(job contract.Job, lim manifest.Limits, o outcome) *contract.Er
 		return timeoutError(job, lim)
 	}
 	codePath := manifest.Workspace + "/" + job.Language.File
-	le, parsed := ParseLangError(job.Language.ErrorFormat, stderr, codePath, job.Code)
+	le, parsed := langerr.Parse(job.Language.ErrorFormat, stderr, codePath, job.Code)
 	if rep.CheckFailed {
 		if !parsed {
-			le = LangError{Kind: contract.KindSyntax, Message: contract.LastLine(stderr)}
+			le = langerr.Error{Kind: contract.KindSyntax, Message: contract.LastLine(stderr)}
 		}
 		return langError(contract.KindSyntax, le)
 	}
@@ -122,9 +123,9 @@ func resourceLimit(rep *initproto.Report, stderr string) contract.Limit {
 	case rep.Signal == sigXFSZ:
 		return contract.LimitDisk
 	}
-	return ResourceHint(stderr)
+	return langerr.ResourceHint(stderr)
 }
 
-func langError(kind contract.Kind, le LangError) *contract.ErrorInfo {
+func langError(kind contract.Kind, le langerr.Error) *contract.ErrorInfo {
 	return ptr(contract.Language(kind, le.Type, le.Message, le.Line, le.Column))
 }

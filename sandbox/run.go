@@ -74,11 +74,11 @@ func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job) (o ou
 		b.Kill()
 		return r.judge(ctx, b, o, sent)
 	}
-	ch := newChannel(conn, r.m.Limits)
+	ch := newChannel(conn, r.m.Limits, r.grace)
 	got := make(chan collected, 1)
 	go func() { got <- ch.run(initJob(r.m, job, r.d.Isolation())) }()
 
-	backstop := time.NewTimer(job.Timeout + backstopGrace)
+	backstop := time.NewTimer(job.Timeout + r.grace)
 	defer backstop.Stop()
 	var c collected
 	select {

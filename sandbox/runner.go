@@ -31,6 +31,8 @@ type BoxRunner struct {
 	owner Owner
 	slots *slots
 	pool  *pool
+	// grace is backstopGrace; tests shorten it.
+	grace time.Duration
 
 	// alive counts this server's boxes not yet removed.
 	alive atomic.Int64
@@ -59,8 +61,8 @@ func New(d Driver, o Options) *BoxRunner {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &BoxRunner{d: d, m: o.Manifest, log: log, owner: owner,
-		slots: newSlots(o.Manifest.Concurrency, o.Manifest.QueueSize),
-		stop:  cancel, done: make(chan struct{})}
+		slots: newSlots(o.Manifest.Concurrency, o.Manifest.QueueSize), grace: backstopGrace,
+		stop: cancel, done: make(chan struct{})}
 	r.pool = newPool(ctx, r)
 	go r.background(ctx)
 	return r

@@ -4,7 +4,7 @@
 // message, and the line and column in the submitted code ([Parse]). It also
 // reads the program's complaints about the box's limits ([ResourceHint],
 // [HeapExhausted]) and owns the one way a message becomes a single bounded
-// line an agent reads ([FirstLine], [LastLine]).
+// line an agent reads ([contract.FirstLine], [LastLine]).
 //
 // It is pure text in, data out: one file per error format (python.go,
 // node.go, bash.go), each tested against stderr the real interpreters

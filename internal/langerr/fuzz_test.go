@@ -147,7 +147,7 @@ func checkError(t *testing.T, format string, e langerr.Error, ok bool) {
 	if e.Line < 0 || e.Column < 0 || e.Column > 0 && e.Line == 0 {
 		t.Fatalf("%s: position %d:%d", format, e.Line, e.Column)
 	}
-	if len(e.Message) > 500 || !utf8.ValidString(e.Message) || strings.ContainsAny(e.Message, "\r\n") || langerr.FirstLine(e.Message) != e.Message {
+	if len(e.Message) > 500 || !utf8.ValidString(e.Message) || strings.ContainsAny(e.Message, "\r\n") || contract.FirstLine(e.Message) != e.Message {
 		t.Fatalf("%s: message %q", format, e.Message)
 	}
 }

@@ -24,7 +24,7 @@ type Error struct {
 	// ZeroDivisionError, json.decoder.JSONDecodeError, ReferenceError.
 	// Empty for bash, and for a thrown JavaScript value that is no Error.
 	Type string
-	// Message is the language's message as [FirstLine] keeps it: one
+	// Message is the language's message as [contract.FirstLine] keeps it: one
 	// line, trimmed, valid UTF-8, at most 500 bytes.
 	Message string
 	// Line is the 1-based line in the submitted code: where a syntax
@@ -63,7 +63,7 @@ func Parse(format, stderr, codePath, code string) (e Error, ok bool) {
 	if !ok {
 		return Error{}, false
 	}
-	e.Message = FirstLine(e.Message)
+	e.Message = contract.FirstLine(e.Message)
 	return e, true
 }
 

@@ -459,8 +459,8 @@ func TestParseAdversarialSize(t *testing.T) {
 				langerr.HeapExhausted(f, tc.stderr)
 			}
 			langerr.ResourceHint(tc.stderr)
-			langerr.FirstLine(tc.stderr)
-			langerr.LastLine(tc.stderr)
+			contract.FirstLine(tc.stderr)
+			contract.LastLine(tc.stderr)
 			if d := time.Since(start); d > 3*time.Second {
 				t.Errorf("took %v", d)
 			}

@@ -1,0 +1,88 @@
+package sandbox
+
+import (
+	"bytes"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// FuzzChannel feeds the server's side of a box's channel whatever a hostile
+// box might write: it must end, bounded, with a report it can stand behind
+// or none, never panic or hang.
+func FuzzChannel(f *testing.F) {
+	// A well-formed exchange, as a box would send it, as a seed.
+	var rec bytes.Buffer
+	host, box := net.Pipe()
+	go func() {
+		sess, _ := yamux.Server(recorder{box, &rec}, initproto.MuxConfig())
+		st, err := sess.AcceptStream()
+		if err != nil {
+			return
+		}
+		var h initproto.Header
+		_, _ = initproto.Receive(st, &h, 1<<20)
+		_ = initproto.SendReport(st, &initproto.Report{Stdout: []byte("1\n"), Artifacts: []initproto.Artifact{{Path: "a", Size: 1, Sent: true}}})
+		_ = st.Close()
+		as, _ := sess.OpenStream()
+		_ = initproto.Send(as, initproto.Header{Kind: initproto.StreamArtifact}, []byte("x"))
+		_ = as.Close()
+		<-sess.CloseChan()
+	}()
+	l := manifest.Default().Limits
+	newChannel(fakeConn{host}, l, time.Second).run(&initproto.Job{})
+	host.Close()
+	f.Add(rec.Bytes())
+	f.Add([]byte{})
+	f.Add([]byte{0, 1, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		host, box := net.Pipe()
+		go func() {
+			// Read what the server sends, so its writes never block.
+			go func() {
+				buf := make([]byte, 4096)
+				for {
+					if _, err := box.Read(buf); err != nil {
+						return
+					}
+				}
+			}()
+			_, _ = box.Write(data)
+			_ = box.Close()
+		}()
+		l.OutputBytes, l.ArtifactBytes = 1<<16, 1<<16
+		done := make(chan collected, 1)
+		go func() { done <- newChannel(fakeConn{host}, l, 200*time.Millisecond).run(&initproto.Job{}) }()
+		select {
+		case c := <-done:
+			if c.report != nil {
+				var n int
+				for _, b := range c.contents {
+					n += len(b)
+				}
+				if int64(n) > int64(l.ArtifactBytes) || int64(len(c.report.Stdout)+len(c.report.Stderr)) > maxReport(l) {
+					t.Fatalf("accepted %d bytes of artifacts, %d of output", n, len(c.report.Stdout)+len(c.report.Stderr))
+				}
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the channel did not end")
+		}
+		host.Close()
+	})
+}
+
+// recorder keeps what a box writes.
+type recorder struct {
+	net.Conn
+	w *bytes.Buffer
+}
+
+func (r recorder) Write(p []byte) (int, error) {
+	r.w.Write(p)
+	return r.Conn.Write(p)
+}

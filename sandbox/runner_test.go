@@ -1,0 +1,299 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+func TestRunner(t *testing.T) {
+	t.Run("a run answers with its report and artifacts, and its box is removed", func(t *testing.T) {
+		art := bytes.Repeat([]byte{0, 0xff}, 300000) // raw bytes, larger than a window
+		d := &fakeDriver{behave: reply(initproto.Report{OOMKills: 0, Artifacts: []initproto.Artifact{
+			{Path: "a.bin", Size: int64(len(art)), Sent: true}, {Path: "big", Size: 1 << 40}}}, art)}
+		m := testManifest(t, nil)
+		r := newTestRunner(t, d, m)
+		res := r.Run(context.Background(), testJob(t, m, time.Second))
+		if res.Status != contract.StatusOK || res.Stdout != "print(1)" || res.Image != "sha256:fake" || res.Isolation != "runc" {
+			t.Fatalf("result %+v", res)
+		}
+		if len(res.Artifacts) != 2 || !bytes.Equal(res.Artifacts[0].Data, art) || !res.Artifacts[1].ContentOmitted {
+			t.Fatalf("artifacts %+v", res.Artifacts)
+		}
+	})
+
+	t.Run("the platform away: a sandbox result with its hint, then recovery", func(t *testing.T) {
+		d := &fakeDriver{behave: reply(initproto.Report{})}
+		d.setReady(&EngineError{Msg: "the Docker engine is not reachable", Hint: "Start the engine."})
+		m := testManifest(t, nil)
+		r := newTestRunner(t, d, m)
+		res := r.Run(context.Background(), testJob(t, m, time.Second))
+		if res.Error == nil || res.Error.Kind != contract.KindSandbox || res.Error.Hint != "Start the engine." {
+			t.Fatalf("result %+v", res.Error)
+		}
+		d.setReady(nil)
+		d.startErr = errors.New("create: connection refused")
+		if res := r.Run(context.Background(), testJob(t, m, time.Second)); res.Error == nil || !strings.Contains(res.Error.Message, "connection refused") {
+			t.Fatalf("a failed start: %+v", res.Error)
+		}
+		d.startErr = nil
+		if res := r.Run(context.Background(), testJob(t, m, time.Second)); res.Status != contract.StatusOK {
+			t.Fatalf("after recovery: %+v", res.Error)
+		}
+	})
+
+	t.Run("the backstop kills a box that never answers", func(t *testing.T) {
+		d := &fakeDriver{behave: hang}
+		m := testManifest(t, nil)
+		r := newTestRunner(t, d, m)
+		start := time.Now()
+		res := r.Run(context.Background(), testJob(t, m, 200*time.Millisecond))
+		if res.Error == nil || res.Error.Kind != contract.KindTimeout || d.killed.Load() == 0 {
+			t.Fatalf("result %+v, killed %d", res.Error, d.killed.Load())
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Fatalf("took %s", took)
+		}
+	})
+
+	t.Run("a cancelled call kills its box at once", func(t *testing.T) {
+		d := &fakeDriver{behave: hang}
+		m := testManifest(t, nil)
+		r := newTestRunner(t, d, m)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		start := time.Now()
+		res := r.Run(ctx, testJob(t, m, 30*time.Second))
+		if res.Error == nil || !strings.Contains(res.Error.Message, "cancelled") || d.killed.Load() == 0 || time.Since(start) > 2*time.Second {
+			t.Fatalf("result %+v, killed %d, took %s", res.Error, d.killed.Load(), time.Since(start))
+		}
+	})
+
+	t.Run("the OOM verdict of the platform", func(t *testing.T) {
+		d := &fakeDriver{behave: reply(initproto.Report{OOMKills: -1, ExitCode: 137, Signal: 9}), verdict: Verdict{OOMKilled: true}}
+		m := testManifest(t, nil)
+		r := newTestRunner(t, d, m)
+		if res := r.Run(context.Background(), testJob(t, m, time.Second)); res.Error == nil || res.Error.Kind != contract.KindOOM {
+			t.Fatalf("result %+v", res.Error)
+		}
+	})
+
+	t.Run("a box the platform took away", func(t *testing.T) {
+		d := &fakeDriver{behave: func(*yamux.Session, *yamux.Stream, *initproto.Job) {}, verdict: Verdict{Gone: "the sandbox pod was evicted"}}
+		d.behave = func(sess *yamux.Session, _ *yamux.Stream, _ *initproto.Job) { _ = sess.Close() }
+		m := testManifest(t, nil)
+		r := newTestRunner(t, d, m)
+		res := r.Run(context.Background(), testJob(t, m, time.Second))
+		if res.Error == nil || res.Error.Kind != contract.KindSandbox || !strings.Contains(res.Error.Message, "evicted") || !strings.Contains(res.Error.Hint, "not because of your code") {
+			t.Fatalf("result %+v", res.Error)
+		}
+	})
+}
+
+func TestSlots(t *testing.T) {
+	t.Run("past the queue a call is refused at once", func(t *testing.T) {
+		d := &fakeDriver{behave: hang}
+		m := testManifest(t, func(m *manifest.Manifest) { m.Concurrency, m.QueueSize = 1, 0 })
+		r := newTestRunner(t, d, m)
+		ctx, cancel := context.WithCancel(context.Background())
+		first := make(chan struct{})
+		go func() { r.Run(ctx, testJob(t, m, 30*time.Second)); close(first) }()
+		defer func() { cancel(); <-first }()
+		waitFor(t, func() bool { return r.Stats().Running == 1 })
+		start := time.Now()
+		res := r.Run(context.Background(), testJob(t, m, time.Second))
+		if res.Error == nil || res.Error.Limit != contract.LimitBusy || time.Since(start) > 100*time.Millisecond {
+			t.Fatalf("result %+v after %s", res.Error, time.Since(start))
+		}
+	})
+	t.Run("a call waiting in the queue can be cancelled, and says how long it waited", func(t *testing.T) {
+		d := &fakeDriver{behave: hang}
+		m := testManifest(t, func(m *manifest.Manifest) { m.Concurrency, m.QueueSize = 1, 1 })
+		r := newTestRunner(t, d, m)
+		ctx, cancel := context.WithCancel(context.Background())
+		first := make(chan struct{})
+		go func() { r.Run(ctx, testJob(t, m, 30*time.Second)); close(first) }()
+		defer func() { cancel(); <-first }()
+		waitFor(t, func() bool { return r.Stats().Running == 1 })
+		wctx, wcancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, wcancel)
+		res := r.Run(wctx, testJob(t, m, time.Second))
+		if res.Error == nil || !strings.Contains(res.Error.Message, "cancelled") {
+			t.Fatalf("result %+v", res.Error)
+		}
+		if d.started.Load() != 1 {
+			t.Fatalf("a cancelled waiting call started a box")
+		}
+	})
+	t.Run("queued calls run when a slot frees, with queue_ms", func(t *testing.T) {
+		d := &fakeDriver{behave: reply(initproto.Report{})}
+		m := testManifest(t, func(m *manifest.Manifest) { m.Concurrency, m.QueueSize = 1, 8 })
+		r := newTestRunner(t, d, m)
+		var wg sync.WaitGroup
+		results := make([]contract.Result, 6)
+		for i := range results {
+			wg.Add(1)
+			go func() { defer wg.Done(); results[i] = r.Run(context.Background(), testJob(t, m, time.Second)) }()
+		}
+		wg.Wait()
+		for _, res := range results {
+			if res.Status != contract.StatusOK {
+				t.Fatalf("result %+v", res.Error)
+			}
+		}
+	})
+}
+
+func TestChannelViolations(t *testing.T) {
+	m := testManifest(t, nil)
+	lim := m.Limits
+	cases := []struct {
+		name   string
+		behave func(*yamux.Session, *yamux.Stream, *initproto.Job)
+		want   string
+	}{
+		{"a report past its output limit", reply(initproto.Report{Stdout: bytes.Repeat([]byte("x"), 3*int(lim.OutputBytes))}), "larger than its output limit"},
+		{"an artifact not the size its report says", reply(initproto.Report{Artifacts: []initproto.Artifact{{Path: "a", Size: 10, Sent: true}}}, []byte("abc")), "not the size its report says"},
+		{"an artifact sent twice", func(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) {
+			_ = initproto.SendReport(st, &initproto.Report{Artifacts: []initproto.Artifact{{Path: "a", Size: 1, Sent: true}, {Path: "b", Size: 1, Sent: true}}})
+			for range 2 {
+				as, _ := sess.OpenStream()
+				_ = initproto.Send(as, initproto.Header{Kind: initproto.StreamArtifact, Index: 0}, []byte("x"))
+				_ = as.Close()
+			}
+		}, "sent twice"},
+		{"a stream of the wrong kind", func(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) {
+			_ = initproto.SendReport(st, &initproto.Report{Artifacts: []initproto.Artifact{{Path: "a", Size: 1, Sent: true}}})
+			as, _ := sess.OpenStream()
+			_ = initproto.Send(as, initproto.Header{Kind: "surprise"})
+		}, `"surprise" stream`},
+		{"more artifacts than the cap", reply(initproto.Report{Artifacts: func() []initproto.Artifact {
+			a := make([]initproto.Artifact, lim.Artifacts+1)
+			for i := range a {
+				a[i] = initproto.Artifact{Path: "f", Size: 0, Sent: true}
+			}
+			return a
+		}()}), "past the caps"},
+		{"a flood of bytes on the job stream", func(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) {
+			chunk := bytes.Repeat([]byte("y"), 1<<20)
+			for range 200 {
+				if _, err := st.Write(chunk); err != nil {
+					return
+				}
+			}
+		}, "broke the channel protocol"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := &fakeDriver{behave: c.behave}
+			r := newTestRunner(t, d, m)
+			start := time.Now()
+			res := r.Run(context.Background(), testJob(t, m, 5*time.Second))
+			if res.Error == nil || res.Error.Kind != contract.KindSandbox || !strings.Contains(res.Error.Message, c.want) {
+				t.Fatalf("result %+v", res.Error)
+			}
+			if !strings.Contains(res.Error.Message, "broke the channel protocol") || d.killed.Load() == 0 {
+				t.Fatalf("the box was believed or not killed: %+v, killed %d", res.Error, d.killed.Load())
+			}
+			if took := time.Since(start); took > 3*time.Second {
+				t.Fatalf("took %s", took)
+			}
+		})
+	}
+	t.Run("a report naming artifacts that never come is bounded", func(t *testing.T) {
+		d := &fakeDriver{behave: reply(initproto.Report{Artifacts: []initproto.Artifact{{Path: "a", Size: 1, Sent: true}}})}
+		r := newTestRunner(t, d, m)
+		start := time.Now()
+		res := r.Run(context.Background(), testJob(t, m, 30*time.Second))
+		if res.Error == nil || res.Error.Kind != contract.KindSandbox || time.Since(start) > 3*time.Second {
+			t.Fatalf("result %+v after %s", res.Error, time.Since(start))
+		}
+	})
+}
+
+func TestPool(t *testing.T) {
+	pooled := func(m *manifest.Manifest) {
+		m.Pool.Size = 1
+		m.Pool.IdleSeconds = 60
+		m.Languages = m.Languages[:1] // python
+	}
+	t.Run("a call takes a pooled box, and the pool refills once quiet", func(t *testing.T) {
+		d := &fakeDriver{behave: reply(initproto.Report{})}
+		m := testManifest(t, pooled)
+		r := newTestRunner(t, d, m)
+		if err := r.Ready(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return r.Stats().PoolIdle["python"] == 1 })
+		res := r.Run(context.Background(), testJob(t, m, time.Second))
+		if res.Status != contract.StatusOK || !res.Metrics.Pooled {
+			t.Fatalf("result %+v pooled %v", res.Error, res.Metrics.Pooled)
+		}
+		if len(d.boxes[0].spec.InitArgs) == 0 {
+			t.Error("a pooled python box has no prestarted interpreter")
+		}
+		waitFor(t, func() bool { return r.Stats().PoolIdle["python"] == 1 })
+	})
+	t.Run("back-to-back calls start no refill", func(t *testing.T) {
+		d := &fakeDriver{behave: reply(initproto.Report{})}
+		m := testManifest(t, pooled)
+		r := newTestRunner(t, d, m)
+		_ = r.Ready(context.Background())
+		waitFor(t, func() bool { return r.Stats().PoolIdle["python"] == 1 })
+		before := d.started.Load()
+		for range 20 {
+			r.Run(context.Background(), testJob(t, m, time.Second))
+		}
+		// 20 runs: the first took the pooled box, 19 started cold; the
+		// pool started nothing while they ran one after another.
+		if got := d.started.Load() - before; got != 19 {
+			t.Fatalf("%d boxes started for 20 back-to-back runs, want 19", got)
+		}
+	})
+	t.Run("a dead pooled box is not handed out", func(t *testing.T) {
+		d := &fakeDriver{behave: reply(initproto.Report{})}
+		m := testManifest(t, pooled)
+		r := newTestRunner(t, d, m)
+		_ = r.Ready(context.Background())
+		waitFor(t, func() bool { return r.Stats().PoolIdle["python"] == 1 })
+		d.boxes[0].Kill()
+		if res := r.Run(context.Background(), testJob(t, m, time.Second)); res.Metrics.Pooled || res.Status != contract.StatusOK {
+			t.Fatalf("pooled %v, %+v", res.Metrics.Pooled, res.Error)
+		}
+	})
+	t.Run("close gives up a start under way", func(t *testing.T) {
+		d := &fakeDriver{behave: reply(initproto.Report{}), startBlock: true}
+		m := testManifest(t, pooled)
+		r := New(d, Options{Manifest: m})
+		_ = r.Ready(context.Background())
+		time.Sleep(2 * quietPeriod)
+		done := make(chan struct{})
+		go func() { _ = r.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			t.Fatal("Close waited for a hung start")
+		}
+	})
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 3 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,2 +1,0 @@
-declare -A m
-m[]=1

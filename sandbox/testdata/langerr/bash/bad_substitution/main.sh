@@ -1,3 +1,0 @@
-name=world
-echo "hello"
-echo "${name!}"

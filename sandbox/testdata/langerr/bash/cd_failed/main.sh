@@ -1,3 +1,0 @@
-set -e
-cd /nope
-echo unreachable

@@ -1,3 +1,0 @@
-echo start
-pyhton3 --version
-echo done

@@ -1,4 +1,0 @@
-x=1
-if [[ $x -eq ]]; then
-  echo yes
-fi

@@ -1,2 +1,0 @@
-cd /tmp
-echo done

@@ -1,2 +1,0 @@
-echo start
-eval "if true"

@@ -1,2 +1,0 @@
-echo "bye"
-exit 3

@@ -1,3 +1,0 @@
-missing_tool_abc
-cat <<END
-text

@@ -1,5 +1,0 @@
-set -u
-greet() {
-  echo "hello $1"
-}
-greet

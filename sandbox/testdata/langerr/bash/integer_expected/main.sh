@@ -1,2 +1,0 @@
-n="abc"
-if [ "$n" -gt 3 ]; then echo big; fi

@@ -1,2 +1,0 @@
-set -e
-sh -c 'kill -SEGV $$'

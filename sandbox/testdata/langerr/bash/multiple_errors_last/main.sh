@@ -1,3 +1,0 @@
-first_missing_cmd
-echo "middle"
-second_missing_cmd

@@ -1,2 +1,0 @@
-echo start
-/nope/tool --flag

@@ -1,2 +1,0 @@
-printf 'echo hi\n' > ./tool.sh
-./tool.sh

@@ -1,2 +1,0 @@
-readonly LIMIT=3
-LIMIT=4

@@ -1,1 +1,0 @@
-while read -r line; do echo "$line"; done < /nope/input.txt

@@ -1,2 +1,0 @@
-foo_missing
-ls /nope

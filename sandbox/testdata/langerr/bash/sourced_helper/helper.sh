@@ -1,3 +1,0 @@
-helper_fn() {
-  not_a_command_xyz
-}

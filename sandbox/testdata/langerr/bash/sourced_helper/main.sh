@@ -1,2 +1,0 @@
-source ./helper.sh
-helper_fn

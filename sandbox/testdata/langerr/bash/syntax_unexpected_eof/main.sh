@@ -1,2 +1,0 @@
-if [ -n "$HOME" ]; then
-  echo yes

@@ -1,3 +1,0 @@
-echo one
-echo two )
-echo three

@@ -1,3 +1,0 @@
-echo start
-echo "unterminated
-echo end

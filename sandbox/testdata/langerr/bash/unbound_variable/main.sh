@@ -1,3 +1,0 @@
-set -u
-echo "start"
-echo "value: $MISSING_VAR"

@@ -1,1 +1,0 @@
-Promise.any([Promise.reject(new Error("a")), Promise.reject(new Error("b"))]);

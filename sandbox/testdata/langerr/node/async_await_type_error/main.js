@@ -1,5 +1,0 @@
-async function main() {
-  const res = await Promise.resolve(undefined);
-  return res.data.items;
-}
-main();

@@ -1,2 +1,0 @@
-const { execSync } = require("child_process");
-execSync("ls /nope");

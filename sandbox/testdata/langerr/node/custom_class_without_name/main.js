@@ -1,5 +1,0 @@
-class Oops extends Error {}
-function run() {
-  throw new Oops("bad thing");
-}
-run();

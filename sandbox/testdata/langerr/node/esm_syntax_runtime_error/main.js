@@ -1,3 +1,0 @@
-import { readFileSync } from "fs";
-const cfg = null;
-console.log(cfg.port);

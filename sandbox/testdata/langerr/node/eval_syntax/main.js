@@ -1,2 +1,0 @@
-const src = "let x = ;";
-eval(src);

@@ -1,2 +1,0 @@
-const text = "{bad json";
-const data = JSON.parse(text);

@@ -1,2 +1,0 @@
-// load a local helper
-const h = require("./helpers/util");

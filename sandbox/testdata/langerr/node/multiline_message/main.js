@@ -1,1 +1,0 @@
-throw new Error("first line\nsecond line");

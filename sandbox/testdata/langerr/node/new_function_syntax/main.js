@@ -1,1 +1,0 @@
-const fn = new Function("a", "return a +* 2");

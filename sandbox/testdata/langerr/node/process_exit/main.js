@@ -1,2 +1,0 @@
-console.error("fatal: bad config");
-process.exit(2);

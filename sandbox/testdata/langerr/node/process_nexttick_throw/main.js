@@ -1,3 +1,0 @@
-process.nextTick(function later() {
-	undefinedFunction();
-});

@@ -1,4 +1,0 @@
-function f(n) {
-  return f(n + 1);
-}
-f(0);

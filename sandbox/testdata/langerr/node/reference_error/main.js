@@ -1,3 +1,0 @@
-console.log("before");
-console.error("a warning on stderr");
-const total = count + 1;

@@ -1,5 +1,0 @@
-console.log("scheduling");
-setTimeout(() => {
-  const parts = "a,b".split(",");
-  parts.get(0);
-}, 5);

@@ -1,2 +1,0 @@
-import fs from "fs";
-console.log(fs.readdirSync("."));

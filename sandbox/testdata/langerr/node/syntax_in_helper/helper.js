@@ -1,3 +1,0 @@
-exports.f = function () {
-  return 1 +;
-};

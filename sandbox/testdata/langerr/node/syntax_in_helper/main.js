@@ -1,3 +1,0 @@
-const fs = require("fs");
-const helper = require("./helper");
-console.log(helper.f());

@@ -1,5 +1,0 @@
-function f(x) {
-    if (x) {
-        return x +* 2;
-    }
-}

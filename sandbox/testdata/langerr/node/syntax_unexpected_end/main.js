@@ -1,4 +1,0 @@
-function f() {
-  console.log("hi");
-
-f();

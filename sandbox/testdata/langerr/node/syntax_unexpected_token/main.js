@@ -1,3 +1,0 @@
-const a = 1;
-const b = ;
-console.log(a, b);

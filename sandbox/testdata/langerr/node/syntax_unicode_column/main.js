@@ -1,1 +1,0 @@
-const s = "héllo wörld 😀"; const t = s +* 2;

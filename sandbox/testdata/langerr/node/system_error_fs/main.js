@@ -1,2 +1,0 @@
-const fs = require("fs");
-const text = fs.readFileSync("/nope/data.txt", "utf8");

@@ -1,6 +1,0 @@
-function f() {
-	if (true) {
-		null.x;
-	}
-}
-f();

@@ -1,4 +1,0 @@
-function check() {
-  throw new Error();
-}
-check();

@@ -1,1 +1,0 @@
-throw "line one\nline two";

@@ -1,4 +1,0 @@
-function f() {
-  throw { code: 42, reason: "nope" };
-}
-f();

@@ -1,2 +1,0 @@
-console.log("x");
-throw "something broke";

@@ -1,5 +1,0 @@
-const user = null;
-function greet(u) {
-  return "hi " + u.name;
-}
-console.log(greet(user));

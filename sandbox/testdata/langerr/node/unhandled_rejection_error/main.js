@@ -1,5 +1,0 @@
-async function load() {
-  await null;
-  throw new Error("load failed");
-}
-load();

@@ -1,4 +1,0 @@
-async function f() {
-  throw { status: 500 };
-}
-f();

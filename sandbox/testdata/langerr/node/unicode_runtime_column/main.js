@@ -1,1 +1,0 @@
-const s = "😀😀 héllo"; const t = s.x.y;

@@ -1,5 +1,0 @@
-d = {}
-try:
-    d["missing"]
-except KeyError:
-    raise RuntimeError("lookup failed")

@@ -1,4 +1,0 @@
-class QuotaError(Exception):
-    pass
-
-raise QuotaError("quota exceeded: 3 > 2")

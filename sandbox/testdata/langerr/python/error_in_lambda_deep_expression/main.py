@@ -1,2 +1,0 @@
-data = {"a": {"b": None}}
-value = data["a"]["b"]["c"]

@@ -1,2 +1,0 @@
-expr = "1 +* 2"
-print(eval(expr))

@@ -1,4 +1,0 @@
-def run():
-    raise ExceptionGroup("several failed", [ValueError("a"), TypeError("b")])
-
-run()

@@ -1,2 +1,0 @@
-src = "x = 1\ny = x / 0\n"
-exec(src)

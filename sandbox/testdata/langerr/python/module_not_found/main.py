@@ -1,2 +1,0 @@
-import numpy as np
-print(np.zeros(3))

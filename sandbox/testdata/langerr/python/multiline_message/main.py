@@ -1,1 +1,0 @@
-raise ValueError("first line\nsecond line\nthird line")

@@ -1,2 +1,0 @@
-it = iter([])
-value = next(it)

@@ -1,3 +1,0 @@
-import os
-import helper
-print(helper.f())

@@ -1,4 +1,0 @@
-def f(a):
-    if a:
-        y = a +* 2
-    return y

@@ -1,4 +1,0 @@
-def f(a):
-    if a:
-        return (1 +
-    return 0

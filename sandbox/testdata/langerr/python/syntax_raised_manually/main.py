@@ -1,4 +1,0 @@
-def check(rule):
-    raise SyntaxError(f"bad rule: {rule}")
-
-check("a ->")

@@ -1,2 +1,0 @@
-def hello():
-    print "hello"

@@ -1,1 +1,0 @@
-s = "héllo wörld"; t = s +* 2

@@ -1,1 +1,0 @@
-p = "C:\Users\name"

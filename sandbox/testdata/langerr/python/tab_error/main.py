@@ -1,3 +1,0 @@
-def f():
-        x = 1
-	return x

@@ -1,5 +1,0 @@
-def div(a):
-    return 1 // a
-
-print("start")
-div(0)

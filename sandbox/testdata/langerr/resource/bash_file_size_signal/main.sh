@@ -1,1 +1,0 @@
-head -c 100000 /dev/zero > big.bin

@@ -1,2 +1,0 @@
-trap '' XFSZ
-head -c 100000 /dev/zero > big.bin

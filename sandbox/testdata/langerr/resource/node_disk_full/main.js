@@ -1,2 +1,0 @@
-const fs = require("fs");
-fs.writeFileSync("/dev/full", "x".repeat(10000));

@@ -1,2 +1,0 @@
-with open("/dev/full", "w") as f:
-    f.write("x" * 10000)

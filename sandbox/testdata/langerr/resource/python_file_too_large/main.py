@@ -1,2 +1,0 @@
-with open("big.bin", "wb") as f:
-    f.write(b"x" * 100000)

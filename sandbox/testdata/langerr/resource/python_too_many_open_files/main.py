@@ -1,1 +1,0 @@
-files = [open("/dev/null") for _ in range(100)]
