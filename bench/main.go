@@ -9,7 +9,8 @@
 // baselines: `docker exec` into one running container (no isolation
 // between runs) and `docker run --rm` with runbox's hardening flags. Warm
 // calls are paced so the pool keeps up, as an agent's think time does; the
-// pause is not counted. Then throughput at concurrency 8.
+// pause is not counted. Then back-to-back calls (no pause: a pool must not
+// make them slower than no pool), and throughput at concurrency 8.
 package main
 
 import (
@@ -90,6 +91,8 @@ func bench(bin string, n int, jsonPath string) error {
 	warmM, coldM := dir+"/warm.yaml", dir+"/cold.yaml"
 	_ = os.WriteFile(warmM, []byte(limits+"pool:\n  size: 4\n  refill_concurrency: 2\nconcurrency: 8\n"), 0o644)
 	_ = os.WriteFile(coldM, []byte(limits+"concurrency: 8\n"), 0o644)
+	b2bM := dir + "/back-to-back.yaml"
+	_ = os.WriteFile(b2bM, []byte(limits+"pool:\n  size: 2\n"), 0o644)
 	gvWarmM, gvColdM := dir+"/gv-warm.yaml", dir+"/gv-cold.yaml"
 	_ = os.WriteFile(gvWarmM, []byte(limits+"isolation: gvisor\npool:\n  size: 2\n"), 0o644)
 	_ = os.WriteFile(gvColdM, []byte(limits+"isolation: gvisor\n"), 0o644)
@@ -122,6 +125,18 @@ func bench(bin string, n int, jsonPath string) error {
 		)
 	}
 	print1 := programs[0]
+	// Back to back: no pause between calls, so a pool has no time to
+	// refill; it must never make a call slower than no pool would.
+	b2b, err := startRunbox(bin, b2bM)
+	if err != nil {
+		return err
+	}
+	time.Sleep(3 * time.Second) // let the pool fill
+	rows = append(rows,
+		measure(print1.name, "back to back: runbox, pool.size 2", 1, max(n, 30), 0, func() error { return callRunbox(b2b, print1) }),
+		measure(print1.name, "back to back: runbox cold (no pool)", 1, max(n, 30), 0, func() error { return callRunbox(cold, print1) }),
+	)
+	b2b.Close()
 	if runscWorks(image) {
 		gvWarm, err := startRunbox(bin, gvWarmM)
 		if err != nil {

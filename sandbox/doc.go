@@ -1,7 +1,14 @@
-// Package sandbox is the execution engine: the [Runner] interface, the
-// Docker backend with its hardening profile, the reaper of leftover boxes,
-// and the classification of what happened into the error kinds of the
-// run_code contract.
+// Package sandbox is the run algorithm, once for every platform: the
+// [Runner] interface and its [BoxRunner] (admission with slots and a
+// bounded queue, the warm pool, deadlines and the backstop, cancellation,
+// the exchange with runbox-init over the box's two-way channel,
+// classification into the contract's error kinds, and the result), the
+// result [Cache], image [Probe]s, and the labels and [Owner] that let a
+// restarted server reap what a crashed one left.
 //
-// It must not know about MCP: it takes a [contract.Job] and returns a [contract.Result].
+// Boxes come from a [Driver]: sandbox/docker (Docker and Podman) and
+// sandbox/kube (Kubernetes) implement it, and import this package, never
+// the reverse. This package must not know an engine's client (no moby, no
+// client-go) nor MCP: it takes a contract.Job and returns a
+// contract.Result.
 package sandbox

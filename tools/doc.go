@@ -5,5 +5,6 @@
 // Handlers validate arguments against the manifest and turn a
 // contract.Result into a CallToolResult. Every failure an agent can fix,
 // bad arguments included, is a result with isError and a typed error.kind,
-// never a protocol error. The package knows nothing of Docker.
+// never a protocol error. The package knows nothing of Docker or Kubernetes:
+// it runs calls through a sandbox.Runner.
 package tools

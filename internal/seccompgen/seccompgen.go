@@ -17,25 +17,16 @@ import (
 
 	moby "github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/runbox-mcp/runbox/contract"
 	"golang.org/x/sys/unix"
 )
 
 // Kill lists the system calls that kill the whole process: each one is a
 // known way out of a container or into the kernel's rarely-audited corners,
 // and no interpreter's normal work needs it. The box reports such a death as
-// forbidden_syscall.
-var Kill = []string{
-	"ptrace", "process_vm_readv", "process_vm_writev",
-	"bpf", "perf_event_open", "userfaultfd",
-	"keyctl", "add_key", "request_key",
-	"mount", "umount2", "pivot_root",
-	"fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
-	"unshare", "setns",
-	"kexec_load", "kexec_file_load",
-	"init_module", "finit_module", "delete_module",
-	"open_by_handle_at", "name_to_handle_at",
-	"io_uring_setup", "io_uring_enter", "io_uring_register",
-}
+// forbidden_syscall. The list is the contract's (contract.ForbiddenSyscalls),
+// so the profile, the error's hint and the docs cannot drift apart.
+var Kill = contract.ForbiddenSyscallNames()
 
 // Drop lists what moby's default allows but an interpreter never needs; they
 // return EPERM like everything else that is not allowed.
