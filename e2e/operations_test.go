@@ -76,7 +76,7 @@ func TestAuditRunsReplay(t *testing.T) {
 	if arts := first["artifacts"].([]any); len(arts) != 1 || arts[0].(map[string]any)["path"] != "out.txt" {
 		t.Errorf("artifacts: %v", arts)
 	}
-	if e := entries[2]["error"].(map[string]any); e["kind"] != contract.KindInvalidRequest || entries[2]["run_id"] != bad.RunID {
+	if e := entries[2]["error"].(map[string]any); e["kind"] != string(contract.KindInvalidRequest) || entries[2]["run_id"] != bad.RunID {
 		t.Errorf("invalid request entry: %v", entries[2])
 	}
 	table, _ := runbox(t, "runs", "--manifest", p)

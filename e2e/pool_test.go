@@ -147,7 +147,9 @@ func TestPrestartedInterpreterMatchesCold(t *testing.T) {
 	for i, code := range prestartPrograms {
 		args := map[string]any{"language": "python", "code": code, "stdin": "abc"}
 		waitPooled(t, s.cmd.Process.Pid, 3)
-		time.Sleep(time.Second) // the refilled box finishes its imports
+		// The refilled box finishes its imports (~0.7 CPU-s for pandas; the
+		// pool refills once the server has been quiet for 200 ms).
+		time.Sleep(2 * time.Second)
 		warm, _ := s.call(t, args)
 		ref, _ := cold.call(t, args)
 		if !warm.Metrics.Pooled {
