@@ -47,3 +47,16 @@ func ReadInitBinary(dir, arch string) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("runbox-init for linux/%s not found (looked for %v)", arch, candidates)
 }
+
+// InitDirOr is dir, or when it is empty the directory of the running
+// binary, where `make build` and the release put runbox-init beside it.
+func InitDirOr(dir string) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("locating runbox-init: %w", err)
+	}
+	return filepath.Dir(exe), nil
+}

@@ -105,11 +105,7 @@ func TestSlots(t *testing.T) {
 		d := &fakeDriver{behave: hang}
 		m := testManifest(t, func(m *manifest.Manifest) { m.Concurrency, m.QueueSize = 1, 0 })
 		r := newTestRunner(t, d, m)
-		ctx, cancel := context.WithCancel(context.Background())
-		first := make(chan struct{})
-		go func() { r.Run(ctx, testJob(t, m, 30*time.Second)); close(first) }()
-		defer func() { cancel(); <-first }()
-		waitFor(t, func() bool { return r.Stats().Running == 1 })
+		defer occupy(t, r, m)()
 		start := time.Now()
 		res := r.Run(context.Background(), testJob(t, m, time.Second))
 		if res.Error == nil || res.Error.Limit != contract.LimitBusy || time.Since(start) > 100*time.Millisecond {
@@ -120,11 +116,7 @@ func TestSlots(t *testing.T) {
 		d := &fakeDriver{behave: hang}
 		m := testManifest(t, func(m *manifest.Manifest) { m.Concurrency, m.QueueSize = 1, 1 })
 		r := newTestRunner(t, d, m)
-		ctx, cancel := context.WithCancel(context.Background())
-		first := make(chan struct{})
-		go func() { r.Run(ctx, testJob(t, m, 30*time.Second)); close(first) }()
-		defer func() { cancel(); <-first }()
-		waitFor(t, func() bool { return r.Stats().Running == 1 })
+		defer occupy(t, r, m)()
 		wctx, wcancel := context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, wcancel)
 		res := r.Run(wctx, testJob(t, m, time.Second))
@@ -285,6 +277,17 @@ func TestPool(t *testing.T) {
 			t.Fatal("Close waited for a hung start")
 		}
 	})
+}
+
+// occupy holds the runner's one slot with a run that never ends, until
+// the returned func cancels it and waits for it.
+func occupy(t *testing.T, r *BoxRunner, m *manifest.Manifest) (release func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx, testJob(t, m, 30*time.Second)); close(done) }()
+	waitFor(t, func() bool { return r.Stats().Running == 1 })
+	return func() { cancel(); <-done }
 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -79,13 +77,9 @@ func New(opts Options, owner sandbox.Owner) (*Docker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	initDir := opts.InitDir
-	if initDir == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("locating runbox-init: %w", err)
-		}
-		initDir = filepath.Dir(exe)
+	initDir, err := sandbox.InitDirOr(opts.InitDir)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Docker{

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -107,13 +105,9 @@ func New(opts Options, owner sandbox.Owner) (*Kube, error) {
 	}
 	img := m.Kubernetes.InitImage
 	if img == "" {
-		dir := opts.InitDir
-		if dir == "" {
-			exe, err := os.Executable()
-			if err != nil {
-				return nil, fmt.Errorf("locating runbox-init: %w", err)
-			}
-			dir = filepath.Dir(exe)
+		dir, err := sandbox.InitDirOr(opts.InitDir)
+		if err != nil {
+			return nil, err
 		}
 		bin, err := sandbox.ReadInitBinary(dir, runtime.GOARCH)
 		if err != nil {

@@ -249,6 +249,7 @@ type conn struct {
 func (c *conn) Read(b []byte) (int, error)  { return c.out.Read(b) }
 func (c *conn) Write(b []byte) (int, error) { return c.in.Write(b) }
 func (c *conn) Diag() string                { return c.diag.String() }
+
 // Close ends the attach stream. Its stdout is drained, not closed, until
 // the stream has ended: client-go reports a write into a closed pipe as an
 // error of its own.
