@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"path"
 	"strings"
 	"time"
@@ -43,9 +42,8 @@ const (
 const MinTimeoutSeconds = 0.1
 
 func invalid(format string, a ...any) *contract.ErrorInfo {
-	msg := fmt.Sprintf(format, a...)
-	return &contract.ErrorInfo{Kind: contract.KindInvalidRequest, Message: msg,
-		Hint: "Fix the arguments as the message says and call run_code again; nothing was run."}
+	info := contract.Invalid(format, a...)
+	return &info
 }
 
 // DecodeArgs reads arguments strictly: wrong types and unknown fields are

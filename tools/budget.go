@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"fmt"
 	"sync"
 	"time"
 
@@ -63,13 +62,12 @@ func (b *Budgets) Admit(session string) *contract.ErrorInfo {
 	}
 	u.starts = recent
 	if lim := b.limits.RunSeconds; lim > 0 && u.runSeconds >= lim {
-		return budgetError(fmt.Sprintf("this session has used its %g seconds of run time", lim),
-			"Stop retrying: report what you have to the user, or ask them to start a new session.")
+		info := contract.BudgetRunTime(lim)
+		return &info
 	}
 	if lim := b.limits.RunsPerMinute; lim > 0 && len(u.starts) >= lim {
-		wait := time.Minute - now.Sub(u.starts[0])
-		return budgetError(fmt.Sprintf("this session has started %d runs in the last minute, the most allowed", lim),
-			fmt.Sprintf("Wait %.0f seconds before the next run, and make each run do more.", wait.Seconds()+1))
+		info := contract.BudgetRate(lim, time.Minute-now.Sub(u.starts[0]))
+		return &info
 	}
 	u.starts = append(u.starts, now)
 	return nil
@@ -82,8 +80,4 @@ func (b *Budgets) Charge(session string, wall time.Duration) {
 	if u := b.sessions[session]; u != nil {
 		u.runSeconds += wall.Seconds()
 	}
-}
-
-func budgetError(msg, hint string) *contract.ErrorInfo {
-	return &contract.ErrorInfo{Kind: contract.KindResourceLimit, Limit: contract.LimitBudget, Message: msg, Hint: hint}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
@@ -178,7 +177,7 @@ func ToCallToolResult(m *manifest.Manifest, res contract.Result) *mcp.CallToolRe
 	out := &mcp.CallToolResult{
 		StructuredContent: res,
 		IsError:           res.Status == contract.StatusError,
-		Content:           []mcp.Content{mcp.NewTextContent(Summary(res))},
+		Content:           []mcp.Content{mcp.NewTextContent(contract.Summary(res))},
 	}
 	for _, a := range res.Artifacts {
 		if m.Artifacts.ImageDelivery == manifest.ImagesInline && isInlineImage(a.MimeType) && a.Data != nil && a.SizeBytes <= int64(m.Limits.ImageBytes) {
@@ -199,54 +198,4 @@ func isInlineImage(mime string) bool {
 		return true
 	}
 	return false
-}
-
-// Summary is the result as text, complete enough for an agent that sees
-// only the content blocks.
-func Summary(res contract.Result) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s", res.Status)
-	if res.Language != "" {
-		fmt.Fprintf(&b, " · %s", res.Language)
-	}
-	if res.ExitCode != nil {
-		fmt.Fprintf(&b, " · exit %d", *res.ExitCode)
-	}
-	fmt.Fprintf(&b, " · %d ms · run %s\n", res.Metrics.WallMs, res.RunID)
-	if e := res.Error; e != nil {
-		fmt.Fprintf(&b, "error: %s", e.Kind)
-		if e.Limit != "" {
-			fmt.Fprintf(&b, " (%s)", e.Limit)
-		}
-		if e.Type != "" {
-			fmt.Fprintf(&b, " %s", e.Type)
-		}
-		fmt.Fprintf(&b, "%s: %s\nhint: %s\n", e.Where(), e.Message, e.Hint)
-	}
-	section := func(name, s string, truncated bool) {
-		if s == "" {
-			return
-		}
-		fmt.Fprintf(&b, "--- %s", name)
-		if truncated {
-			b.WriteString(" (truncated)")
-		}
-		b.WriteString(" ---\n")
-		b.WriteString(s)
-		if !strings.HasSuffix(s, "\n") {
-			b.WriteString("\n")
-		}
-	}
-	section("stdout", res.Stdout, res.StdoutTruncated)
-	section("stderr", res.Stderr, res.StderrTruncated)
-	if len(res.Artifacts) > 0 {
-		b.WriteString("--- artifacts ---\n")
-		for _, a := range res.Artifacts {
-			fmt.Fprintf(&b, "%s (%s, %d bytes) %s\n", a.Path, a.MimeType, a.SizeBytes, a.URI)
-		}
-		if res.ArtifactsOmitted > 0 {
-			fmt.Fprintf(&b, "(%d more files omitted by the artifact cap)\n", res.ArtifactsOmitted)
-		}
-	}
-	return strings.TrimRight(b.String(), "\n")
 }
