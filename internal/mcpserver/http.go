@@ -32,10 +32,15 @@ const (
 // HTTPConfig configures the network transports.
 type HTTPConfig struct {
 	Transport string // http or sse
-	Addr      string
+	// Addr is the listener's host:port; its origin (and, on loopback, the
+	// localhost equivalents) may send an Origin header.
+	Addr string
 	// Token, when set, must come as "Authorization: Bearer <token>".
-	Token  string
-	Logger *slog.Logger
+	Token string
+	// AllowedOrigins are browser origins (scheme://host[:port]) allowed
+	// besides the listener's own; any other Origin header gets 403.
+	AllowedOrigins []string
+	Logger         *slog.Logger
 	// Metrics, when set, is served at /metrics: on MetricsAddr when that
 	// is set (without the token: bind it where only scrapers reach), else
 	// on the MCP listener behind the token.
@@ -61,8 +66,18 @@ func CheckListen(addr, token string) error {
 	return nil
 }
 
-// Handler returns the HTTP handler of a transport, behind the bearer check.
+// Handler returns the HTTP handler of a transport. Every MCP path checks
+// the Origin header first, then the bearer token; /healthz checks neither.
 func Handler(s *server.MCPServer, cfg HTTPConfig) (http.Handler, func(context.Context) error) {
+	return handler(s, cfg, cfg.Addr)
+}
+
+// handler is Handler for a listener bound to bound (host:port), whose
+// origin is also the listener's own: the port of a :0 listener, the
+// address a host name resolved to.
+func handler(s *server.MCPServer, cfg HTTPConfig, bound string) (http.Handler, func(context.Context) error) {
+	origins := newOriginPolicy([]string{cfg.Addr, bound}, cfg.AllowedOrigins, cfg.Logger)
+	guard := func(h http.Handler) http.Handler { return origins.guard(bearer(cfg.Token, h)) }
 	mux := http.NewServeMux()
 	mux.HandleFunc(PathHealth, func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	if cfg.Metrics != nil && cfg.MetricsAddr == "" {
@@ -72,12 +87,12 @@ func Handler(s *server.MCPServer, cfg HTTPConfig) (http.Handler, func(context.Co
 	switch cfg.Transport {
 	case TransportSSE:
 		sse := server.NewSSEServer(s, server.WithSSEEndpoint(PathSSE), server.WithMessageEndpoint(PathMessage), server.WithKeepAlive(true))
-		mux.Handle(PathSSE, bearer(cfg.Token, sse.SSEHandler()))
-		mux.Handle(PathMessage, bearer(cfg.Token, sse.MessageHandler()))
+		mux.Handle(PathSSE, guard(sse.SSEHandler()))
+		mux.Handle(PathMessage, guard(sse.MessageHandler()))
 		shutdown = sse.Shutdown
 	default:
 		h := server.NewStreamableHTTPServer(s, server.WithEndpointPath(PathMCP))
-		mux.Handle(PathMCP, bearer(cfg.Token, h))
+		mux.Handle(PathMCP, guard(h))
 		shutdown = h.Shutdown
 	}
 	return mux, shutdown
@@ -88,17 +103,20 @@ func ServeHTTP(ctx context.Context, s *server.MCPServer, cfg HTTPConfig) error {
 	if err := CheckListen(cfg.Addr, cfg.Token); err != nil {
 		return err
 	}
-	h, shutdownMCP := Handler(s, cfg)
+	if err := CheckOrigins(cfg.AllowedOrigins); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err
 	}
+	h, shutdownMCP := handler(s, cfg, ln.Addr().String())
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	path := PathMCP
 	if cfg.Transport == TransportSSE {
 		path = PathSSE
 	}
-	cfg.Logger.Info("serving", "transport", cfg.Transport, "url", "http://"+ln.Addr().String()+path, "auth", cfg.Token != "")
+	cfg.Logger.Info("serving", "transport", cfg.Transport, "url", "http://"+ln.Addr().String()+path, "auth", cfg.Token != "", "allowed_origins", cfg.AllowedOrigins)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	var msrv *http.Server
