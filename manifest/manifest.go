@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -52,6 +54,8 @@ type Manifest struct {
 	Audit Audit `json:"audit" jsonschema_description:"One JSON line per run (who, what, limits, outcome), secret-looking values redacted; read by runbox runs and runbox replay."`
 	// Metrics serves Prometheus metrics on the HTTP transports.
 	Metrics Metrics `json:"metrics" jsonschema_description:"Prometheus metrics at /metrics on the HTTP transports."`
+	// HTTP configures the HTTP transports (serve --transport http or sse).
+	HTTP HTTP `json:"http" jsonschema_description:"The HTTP transports (serve --transport http or sse)."`
 	// Backend is where boxes run: docker or kubernetes.
 	Backend string `json:"backend" jsonschema:"enum=docker,enum=kubernetes" jsonschema_description:"Where boxes run: docker (default: the local engine) or kubernetes (one pod per run)."`
 	// Kubernetes configures the kubernetes backend.
@@ -106,6 +110,15 @@ type Metrics struct {
 	// Listen, when set, serves /metrics on its own address instead of the
 	// MCP listener.
 	Listen string `json:"listen" jsonschema_description:"A separate address for /metrics (e.g. 127.0.0.1:9090); empty: on the MCP listener, behind its token."`
+}
+
+// HTTP configures the streamable HTTP and SSE transports.
+type HTTP struct {
+	// AllowedOrigins are the browser origins, besides the listener's own,
+	// whose requests are served: any other Origin header is refused, so
+	// that a web page cannot drive the server through a user's browser
+	// (DNS rebinding).
+	AllowedOrigins []string `json:"allowed_origins" jsonschema_description:"Browser origins (scheme://host[:port], no path) allowed to use the MCP paths besides the listener's own (and its localhost equivalents), e.g. the https:// origin of a reverse proxy in front of runbox. A request with any other Origin header gets 403; requests without one (non-browser clients) are unaffected."`
 }
 
 // Cache configures the result cache.
@@ -274,6 +287,7 @@ func Default() *Manifest {
 		Cache:       Cache{Enabled: false, TTLSeconds: 600, MaxBytes: 64 * MiB},
 		Audit:       Audit{Enabled: true, MaxBytes: 64 * MiB, Keep: 3},
 		Metrics:     Metrics{Enabled: true},
+		HTTP:        HTTP{AllowedOrigins: []string{}},
 		Backend:     BackendDocker,
 		Kubernetes:  Kubernetes{Namespace: "runbox-sandbox"},
 	}
@@ -409,6 +423,11 @@ func (m *Manifest) Validate() error {
 			bad("metrics.listen", m.Metrics.Listen, "host:port")
 		}
 	}
+	for i, o := range m.HTTP.AllowedOrigins {
+		if !isOrigin(o) {
+			bad(fmt.Sprintf("http.allowed_origins[%d]", i), o, "an origin: http:// or https://, a host and an optional port, nothing after it (e.g. https://runbox.example.com)")
+		}
+	}
 	switch m.Backend {
 	case BackendDocker:
 	case BackendKubernetes:
@@ -432,6 +451,21 @@ var (
 	labelValRe  = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`)
 	seccompPath = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,255}$`)
 )
+
+// isOrigin says whether s is a browser origin: scheme://host[:port] with
+// scheme http or https and nothing after the port.
+func isOrigin(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Opaque != "" || u.User != nil ||
+		u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Hostname() == "" {
+		return false
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		return err == nil && n >= 1 && n <= 65535
+	}
+	return true
+}
 
 func (k Kubernetes) validate(bad func(field string, value any, allowed string)) {
 	if !dnsLabelRe.MatchString(k.Namespace) {

@@ -27,6 +27,12 @@ func TestValidateNamesFieldValueAndRange(t *testing.T) {
 		{"duplicate language", func(m *Manifest) { m.Languages = append(m.Languages, m.Languages[0]) }, "languages[3].name = python: unique"},
 		{"command without file", func(m *Manifest) { m.Languages[0].Command = []string{"python3"} }, "languages[0].command"},
 		{"file with slash", func(m *Manifest) { m.Languages[0].File = "../x.py" }, "languages[0].file"},
+		{"origin with a path", func(m *Manifest) {
+			m.HTTP.AllowedOrigins = []string{"https://ok.example", "https://runbox.example.com/"}
+		}, "http.allowed_origins[1] = https://runbox.example.com/: an origin"},
+		{"origin without scheme", func(m *Manifest) { m.HTTP.AllowedOrigins = []string{"runbox.example.com"} }, "http.allowed_origins[0] = runbox.example.com"},
+		{"origin wildcard", func(m *Manifest) { m.HTTP.AllowedOrigins = []string{"*"} }, "http.allowed_origins[0] = *"},
+		{"origin bad port", func(m *Manifest) { m.HTTP.AllowedOrigins = []string{"http://localhost:99999"} }, "http.allowed_origins[0]"},
 	}
 	for _, tc := range cases {
 		m := Default()
@@ -65,6 +71,21 @@ func TestLoadOverlaysDefaults(t *testing.T) {
 	}
 	if m.Limits.Memory != 256*MiB || m.Limits.TimeoutSeconds != 5 || m.Concurrency != 2 || m.Limits.Pids != Default().Limits.Pids || len(m.Languages) != 3 {
 		t.Fatalf("got %+v", m.Limits)
+	}
+}
+
+func TestLoadAllowedOrigins(t *testing.T) {
+	p := t.TempDir() + "/runbox.yaml"
+	writeFile(t, p, "http:\n  allowed_origins: [\"https://runbox.example.com\", \"http://localhost:6274\"]\n")
+	m, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.HTTP.AllowedOrigins; len(got) != 2 || got[0] != "https://runbox.example.com" || got[1] != "http://localhost:6274" {
+		t.Fatalf("allowed_origins: %q", got)
+	}
+	if d := Default().HTTP.AllowedOrigins; d == nil || len(d) != 0 {
+		t.Fatalf("default allowed_origins: %#v, want an empty list", d)
 	}
 }
 

@@ -96,8 +96,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 		if cfg.transport == mcpserver.TransportStdio {
 			return 0, mcpserver.ServeStdio(ctx, s, m, os.Stdin, os.Stdout, logger)
 		}
-		return 0, mcpserver.ServeHTTP(ctx, s, mcpserver.HTTPConfig{Transport: cfg.transport, Addr: cfg.listen, Token: cfg.authToken, Logger: logger,
-			Metrics: promHandler, MetricsAddr: m.Metrics.Listen})
+		return 0, mcpserver.ServeHTTP(ctx, s, mcpserver.HTTPConfig{Transport: cfg.transport, Addr: cfg.listen, Token: cfg.authToken,
+			AllowedOrigins: m.HTTP.AllowedOrigins, Logger: logger, Metrics: promHandler, MetricsAddr: m.Metrics.Listen})
 	case "run":
 		return runFile(ctx, cfg, m, runner)
 	case "replay":
