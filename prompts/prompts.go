@@ -26,6 +26,37 @@ func All(m *manifest.Manifest) []server.ServerPrompt {
 	return []server.ServerPrompt{Guide(m), Debug(m)}
 }
 
+// ArgumentError is a prompts/get argument the client got wrong: missing,
+// or not of the shape the prompt needs. The client can fix it, so it is
+// a JSON-RPC invalid-params error (-32602), not an internal one: it
+// unwraps to mcp.ErrInvalidParams.
+type ArgumentError struct {
+	Prompt   string
+	Argument string
+	// Problem completes "argument X ...".
+	Problem string
+}
+
+func (e *ArgumentError) Error() string {
+	return fmt.Sprintf("prompt %s: argument %q %s", e.Prompt, e.Argument, e.Problem)
+}
+
+// Unwrap makes the error an mcp.ErrInvalidParams.
+func (e *ArgumentError) Unwrap() error { return mcp.ErrInvalidParams }
+
+// checked refuses a call that lacks one of the prompt's required
+// arguments before h sees it, so every prompt says it the same way.
+func checked(p mcp.Prompt, h server.PromptHandlerFunc) server.ServerPrompt {
+	return server.ServerPrompt{Prompt: p, Handler: func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		for _, a := range p.Arguments {
+			if a.Required && req.Params.Arguments[a.Name] == "" {
+				return nil, &ArgumentError{p.Name, a.Name, "is required: " + lowerFirst(strings.TrimSuffix(a.Description, "."))}
+			}
+		}
+		return h(ctx, req)
+	}}
+}
+
 // Guide tells an agent when and how to use run_code within the limits.
 func Guide(m *manifest.Manifest) server.ServerPrompt {
 	p := mcp.NewPrompt(GuideName, mcp.WithPromptDescription("How to use run_code well: when to run code, the sandbox's limits, returning files and plots, and reading structured errors."))
@@ -62,7 +93,7 @@ func Debug(m *manifest.Manifest) server.ServerPrompt {
 		mcp.WithArgument("result", mcp.RequiredArgument(), mcp.ArgumentDescription("The failed run's structured result (run_code's structuredContent, as JSON).")),
 		mcp.WithArgument("max_attempts", mcp.ArgumentDescription("How many fixed versions to try before stopping (default 3).")),
 	)
-	return server.ServerPrompt{Prompt: p, Handler: func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	return checked(p, func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		text, err := DebugText(m, req.Params.Arguments["result"], req.Params.Arguments["max_attempts"])
 		if err != nil {
 			return nil, err
@@ -70,25 +101,47 @@ func Debug(m *manifest.Manifest) server.ServerPrompt {
 		return mcp.NewGetPromptResult("Fix the failed run", []mcp.PromptMessage{
 			mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent(text)),
 		}), nil
-	}}
+	})
 }
 
-// DebugText renders the debugging prompt for a failed result.
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}
+
+// DebugText renders the debugging prompt for a failed result. A missing or
+// malformed argument is an *ArgumentError.
 func DebugText(m *manifest.Manifest, resultJSON, maxAttempts string) (string, error) {
+	bad := func(arg, problem string, a ...any) (string, error) {
+		return "", &ArgumentError{DebugName, arg, fmt.Sprintf(problem, a...)}
+	}
 	attempts := 3
 	if maxAttempts != "" {
 		n, err := strconv.Atoi(maxAttempts)
 		if err != nil || n < 1 || n > 10 {
-			return "", fmt.Errorf("max_attempts %q: a whole number from 1 to 10", maxAttempts)
+			return bad("max_attempts", "must be a whole number from 1 to 10, not %q", maxAttempts)
 		}
 		attempts = n
 	}
+	const want = "(pass run_code's structuredContent of the failed run, as JSON)"
+	if strings.TrimSpace(resultJSON) == "" {
+		return bad("result", "is required %s", want)
+	}
 	var r contract.Result
 	if err := json.Unmarshal([]byte(resultJSON), &r); err != nil {
-		return "", fmt.Errorf("result is not a run_code result in JSON: %v", err)
+		return bad("result", "is not a run_code result in JSON: %v %s", err, want)
 	}
-	if r.Error == nil {
-		return "", fmt.Errorf("result has no error: run %s succeeded, there is nothing to debug", r.RunID)
+	switch {
+	case r.Status == contract.StatusOK:
+		return bad("result", "is the result of run %s, which succeeded: there is nothing to debug", r.RunID)
+	case r.Status == "":
+		return bad("result", "is not a run_code result: it has no status %s", want)
+	case r.Status != contract.StatusError:
+		return bad("result", "is not a run_code result: its status is %q, not error %s", r.Status, want)
+	case r.Error == nil || r.Error.Kind == "":
+		return bad("result", "is not a run_code result: its status is error but it has no error.kind %s", want)
 	}
 	e := r.Error
 	var b strings.Builder

@@ -1,8 +1,14 @@
 package prompts
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/manifest"
 )
@@ -32,8 +38,88 @@ func TestDebugText(t *testing.T) {
 		}
 	}
 	for _, bad := range [][2]string{{"not json", ""}, {`{"status":"ok","error":null}`, ""}, {res, "0"}, {res, "x"}} {
-		if _, err := DebugText(m, bad[0], bad[1]); err == nil {
-			t.Errorf("accepted %q %q", bad[0], bad[1])
+		var argErr *ArgumentError
+		if _, err := DebugText(m, bad[0], bad[1]); !errors.As(err, &argErr) || !errors.Is(err, mcp.ErrInvalidParams) {
+			t.Errorf("%q %q: got %v, want an *ArgumentError (invalid params)", bad[0], bad[1], err)
 		}
+	}
+}
+
+// badPromptCalls are prompts/get calls with a missing or malformed
+// argument, and what the error message must name.
+var badPromptCalls = []struct {
+	name string
+	args map[string]string
+	want string
+}{
+	{"no result", nil, `"result"`},
+	{"empty result", map[string]string{"result": ""}, `"result"`},
+	{"result not JSON", map[string]string{"result": "not json"}, `"result"`},
+	{"result a JSON string", map[string]string{"result": `"x"`}, `"result"`},
+	{"result not a run_code result", map[string]string{"result": `{"foo":1}`}, `"result"`},
+	{"result with an unknown status", map[string]string{"result": `{"run_id":"r_1","status":"maybe"}`}, `"result"`},
+	{"result of a failed run without error", map[string]string{"result": `{"run_id":"r_1","status":"error","error":null}`}, `"result"`},
+	{"result of a successful run", map[string]string{"result": `{"run_id":"r_1","language":"python","status":"ok","error":null}`}, "succeeded"},
+	{"max_attempts not a number", map[string]string{"result": failedResult, "max_attempts": "x"}, `"max_attempts"`},
+	{"max_attempts out of range", map[string]string{"result": failedResult, "max_attempts": "0"}, `"max_attempts"`},
+}
+
+const failedResult = `{"run_id":"r_1","language":"python","status":"error","error":{"kind":"runtime","type":"KeyError","message":"'x'","line":4,"hint":"Fix KeyError raised on line 4 and run again."}}`
+
+// TestGetPromptBadArgumentsAreInvalidParams: a prompts/get the client got
+// wrong is a JSON-RPC invalid-params error (-32602) naming the argument,
+// not an internal error (-32603), over an in-process MCP client.
+func TestGetPromptBadArgumentsAreInvalidParams(t *testing.T) {
+	s := server.NewMCPServer("t", "1", server.WithPromptCapabilities(false))
+	s.AddPrompts(All(manifest.Default())...)
+	c, err := client.NewInProcessClient(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "t", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	get := func(args map[string]string) (*mcp.GetPromptResult, error) {
+		req := mcp.GetPromptRequest{}
+		req.Params.Name = DebugName
+		req.Params.Arguments = args
+		return c.GetPrompt(ctx, req)
+	}
+	for _, tc := range badPromptCalls {
+		_, err := get(tc.args)
+		// The client maps -32602 to mcp.ErrInvalidParams, and only that code.
+		if !errors.Is(err, mcp.ErrInvalidParams) || errors.Is(err, mcp.ErrInternalError) {
+			t.Errorf("%s: got %v, want a -32602 invalid params error", tc.name, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: the message does not name %s: %v", tc.name, tc.want, err)
+		}
+	}
+	if res, err := get(map[string]string{"result": failedResult}); err != nil || len(res.Messages) != 1 {
+		t.Fatalf("a good call: %v %+v", err, res)
+	}
+}
+
+// TestGetPromptErrorCodeOnTheWire reads the JSON-RPC error itself, as a
+// client of any SDK sees it.
+func TestGetPromptErrorCodeOnTheWire(t *testing.T) {
+	s := server.NewMCPServer("t", "1", server.WithPromptCapabilities(false))
+	s.AddPrompts(All(manifest.Default())...)
+	resp := s.HandleMessage(context.Background(), []byte(`{"jsonrpc":"2.0","id":7,"method":"prompts/get","params":{"name":"debug_failed_run","arguments":{}}}`))
+	e, ok := resp.(mcp.JSONRPCError)
+	if !ok {
+		t.Fatalf("want a JSON-RPC error, got %#v", resp)
+	}
+	if e.Error.Code != mcp.INVALID_PARAMS || !strings.Contains(e.Error.Message, `"result"`) {
+		t.Fatalf("got code %d %q, want %d naming \"result\"", e.Error.Code, e.Error.Message, mcp.INVALID_PARAMS)
 	}
 }
