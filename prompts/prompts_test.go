@@ -6,9 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/manifest"
 )
@@ -66,60 +64,29 @@ var badPromptCalls = []struct {
 
 const failedResult = `{"run_id":"r_1","language":"python","status":"error","error":{"kind":"runtime","type":"KeyError","message":"'x'","line":4,"hint":"Fix KeyError raised on line 4 and run again."}}`
 
-// TestGetPromptBadArgumentsAreInvalidParams: a prompts/get the client got
-// wrong is a JSON-RPC invalid-params error (-32602) naming the argument,
-// not an internal error (-32603), over an in-process MCP client.
-func TestGetPromptBadArgumentsAreInvalidParams(t *testing.T) {
-	s := server.NewMCPServer("t", "1", server.WithPromptCapabilities(false))
-	s.AddPrompts(All(manifest.Default())...)
-	c, err := client.NewInProcessClient(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "t", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatal(err)
-	}
+// TestBadArgumentsAreInvalidParams: a prompts/get the client got wrong
+// fails with an error wrapping mcp.ErrInvalidParams that names the
+// argument; the transports answer it -32602 (internal/mcpserver).
+func TestBadArgumentsAreInvalidParams(t *testing.T) {
+	h := Debug(manifest.Default()).Handler
 	get := func(args map[string]string) (*mcp.GetPromptResult, error) {
 		req := mcp.GetPromptRequest{}
 		req.Params.Name = DebugName
 		req.Params.Arguments = args
-		return c.GetPrompt(ctx, req)
+		return h(context.Background(), req)
 	}
 	for _, tc := range badPromptCalls {
-		_, err := get(tc.args)
-		// The client maps -32602 to mcp.ErrInvalidParams, and only that code.
-		if !errors.Is(err, mcp.ErrInvalidParams) || errors.Is(err, mcp.ErrInternalError) {
-			t.Errorf("%s: got %v, want a -32602 invalid params error", tc.name, err)
-			continue
-		}
-		if !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: the message does not name %s: %v", tc.name, tc.want, err)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := get(tc.args)
+			if !errors.Is(err, mcp.ErrInvalidParams) {
+				t.Fatalf("got %v, want an invalid params error", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("the message does not name %s: %v", tc.want, err)
+			}
+		})
 	}
 	if res, err := get(map[string]string{"result": failedResult}); err != nil || len(res.Messages) != 1 {
 		t.Fatalf("a good call: %v %+v", err, res)
-	}
-}
-
-// TestGetPromptErrorCodeOnTheWire reads the JSON-RPC error itself, as a
-// client of any SDK sees it.
-func TestGetPromptErrorCodeOnTheWire(t *testing.T) {
-	s := server.NewMCPServer("t", "1", server.WithPromptCapabilities(false))
-	s.AddPrompts(All(manifest.Default())...)
-	resp := s.HandleMessage(context.Background(), []byte(`{"jsonrpc":"2.0","id":7,"method":"prompts/get","params":{"name":"debug_failed_run","arguments":{}}}`))
-	e, ok := resp.(mcp.JSONRPCError)
-	if !ok {
-		t.Fatalf("want a JSON-RPC error, got %#v", resp)
-	}
-	if e.Error.Code != mcp.INVALID_PARAMS || !strings.Contains(e.Error.Message, `"result"`) {
-		t.Fatalf("got code %d %q, want %d naming \"result\"", e.Error.Code, e.Error.Message, mcp.INVALID_PARAMS)
 	}
 }

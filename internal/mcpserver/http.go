@@ -88,11 +88,11 @@ func handler(s *server.MCPServer, cfg HTTPConfig, bound string) (http.Handler, f
 	case TransportSSE:
 		sse := server.NewSSEServer(s, server.WithSSEEndpoint(PathSSE), server.WithMessageEndpoint(PathMessage), server.WithKeepAlive(true))
 		mux.Handle(PathSSE, guard(sse.SSEHandler()))
-		mux.Handle(PathMessage, guard(sse.MessageHandler()))
+		mux.Handle(PathMessage, guard(paramsGuard{s}.sse(sse, sse.MessageHandler())))
 		shutdown = sse.Shutdown
 	default:
 		h := server.NewStreamableHTTPServer(s, server.WithEndpointPath(PathMCP))
-		mux.Handle(PathMCP, guard(h))
+		mux.Handle(PathMCP, guard(paramsGuard{s}.http(h)))
 		shutdown = h.Shutdown
 	}
 	return mux, shutdown

@@ -63,6 +63,7 @@ func ServeStdio(ctx context.Context, s *server.MCPServer, m *manifest.Manifest, 
 	server.WithWorkerPoolSize(workers)(stdio)
 	server.WithQueueSize(workers * 2)(stdio)
 	stdio.SetErrorLogger(log.New(slogWriter{logger}, "", 0))
+	in, out = paramsGuard{s}.stdio(ctx, in, out)
 	err := stdio.Listen(ctx, in, out)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
