@@ -51,7 +51,7 @@ func kubeSetup(t *testing.T) *kubernetes.Clientset {
 	t.Helper()
 	kc := os.Getenv("RUNBOX_K8S_KUBECONFIG")
 	if kc == "" {
-		t.Skip("RUNBOX_K8S_KUBECONFIG is not set (`make k8s-up` starts the test cluster)")
+		absent(t, "RUNBOX_K8S_KUBECONFIG is not set (`make k8s-up` starts the test cluster)")
 	}
 	kubeOnce.Do(func() {
 		cfg, err := clientcmd.BuildConfigFromFlags("", kc)

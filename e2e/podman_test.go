@@ -27,7 +27,7 @@ import (
 func TestPodman(t *testing.T) {
 	host := os.Getenv("RUNBOX_PODMAN_HOST")
 	if host == "" {
-		t.Skip("RUNBOX_PODMAN_HOST is not set (bash scripts/podman.sh prints it)")
+		absent(t, "RUNBOX_PODMAN_HOST is not set (bash scripts/podman.sh prints it)")
 	}
 	// Boxes on the Podman engine, through the docker CLI the harness
 	// already needs.
