@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -57,4 +58,17 @@ func TestGVisorLevel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gvisorServer starts a server at isolation: gvisor on the Docker engine.
+func gvisorServer(t *testing.T, manifest string) *server {
+	t.Helper()
+	out, err := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output()
+	if err != nil {
+		t.Fatalf("docker info: %v", err)
+	}
+	if !strings.Contains(string(out), `"runsc"`) {
+		absent(t, "the Docker engine has no runsc runtime (`make setup` installs gVisor)")
+	}
+	return engineServer(t, "", "isolation: gvisor\n"+manifest)
 }

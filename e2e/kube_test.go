@@ -100,7 +100,7 @@ func kubeManifest(t *testing.T, extra string) string {
 func kubeServer(t *testing.T, extra string) *server {
 	t.Helper()
 	kubeSetup(t)
-	s := startServer(t, []string{"RUNBOX_TEST_SECRET=" + fakeSecret}, "--manifest", kubeManifest(t, extra))
+	s := startServer(t, secretEnv, "--manifest", kubeManifest(t, extra))
 	t.Cleanup(func() {
 		s.close()
 		kubeNoPods(t)

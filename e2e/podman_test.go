@@ -176,3 +176,14 @@ true`)
 		t.Errorf("a box was not removed at once:\n%s", log)
 	}
 }
+
+// podmanServer starts a server on Podman's Docker-compatible API at
+// RUNBOX_PODMAN_HOST.
+func podmanServer(t *testing.T, manifest string) *server {
+	t.Helper()
+	host := os.Getenv("RUNBOX_PODMAN_HOST")
+	if host == "" {
+		absent(t, "RUNBOX_PODMAN_HOST is not set (bash scripts/podman.sh prints it)")
+	}
+	return engineServer(t, host, manifest)
+}
