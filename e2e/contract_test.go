@@ -122,7 +122,7 @@ func (c contractCase) run(t *testing.T, s *server, b backend) {
 	if w.kind == "" {
 		mustOK(t, r)
 		m := r.Metrics
-		if r.ExitCode == nil || *r.ExitCode != 0 || m.WallMs <= 0 || m.PeakMemoryBytes <= 0 || m.QueueMs < 0 || r.Image == "" || !strings.HasPrefix(r.RunID, "r_") {
+		if r.ExitCode == nil || *r.ExitCode != 0 || m.WallMs <= 0 || m.PeakMemoryBytes <= 0 || m.QueueMs < 0 || !strings.HasPrefix(r.Image, "sha256:") || !strings.HasPrefix(r.RunID, "r_") {
 			t.Errorf("exit code %v, metrics %+v, image %q, run %q", r.ExitCode, m, r.Image, r.RunID)
 		}
 	} else {
@@ -306,7 +306,7 @@ func contractCases() []contractCase {
 			}},
 
 		{name: "no_network", lang: "python", code: `import os, socket
-for host in [("1.1.1.1", 443), ("172.17.0.1", 2375), ("10.96.0.1", 443), ("169.254.169.254", 80)]:
+for host in [("1.1.1.1", 443), ("172.17.0.1", 2375), ("169.254.169.254", 80), ("10.96.0.1", 443), ("kubernetes.default.svc", 443)]:
     try:
         socket.create_connection(host, timeout=3)
         print("ESCAPED: reached", host)
