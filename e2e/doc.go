@@ -2,6 +2,11 @@
 // over MCP by real clients (mcp-go's, and the reference TypeScript SDK's),
 // running code in real containers on a real Docker engine.
 //
-// They run with `make e2e` (build tag e2e). In CI a missing engine fails
-// them loudly; on a developer machine without a docker CLI they skip.
+// The run_code contract is one table (contract_test.go) that TestContract
+// runs on every backend: Docker, gVisor, Podman and Kubernetes. The other
+// tests are of one backend's own behaviour, or of the server itself.
+//
+// They run with `make e2e` (build tag e2e). In CI a missing engine or
+// backend fails them loudly; on a developer machine without one they skip,
+// saying why.
 package e2e

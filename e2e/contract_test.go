@@ -1,0 +1,450 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runbox-mcp/runbox/contract"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// The run_code contract, as one table run against every backend: each
+// case is a call and the outcome the contract promises for it. Where a
+// backend truly differs, the case says so in on, with the reason; no case
+// is skipped on any backend.
+
+// contractCase is one call and what it must answer.
+type contractCase struct {
+	name, lang, code string
+	// args are further run_code arguments (stdin, timeout_seconds, files).
+	args map[string]any
+	want outcome
+	// on replaces want on the backends it names; each entry says why.
+	on map[string]outcome
+}
+
+// outcome is what a result must be.
+type outcome struct {
+	kind  contract.Kind // "" for a run that succeeds
+	limit contract.Limit
+	// stdout is the exact output, when not empty.
+	stdout string
+	// syscall is the call a forbidden_syscall result may name; "" lets it
+	// name none. Kills that share a moment can be rate-limited out of the
+	// kernel log, so a blank name always passes (TestForbiddenSyscallNamed
+	// checks the names one kill at a time, on Docker).
+	syscall string
+	// check holds further assertions.
+	check func(t *testing.T, r contract.Result, res *mcp.CallToolResult)
+}
+
+// contractConcurrency is the servers' concurrency in TestContract, and so
+// how many cases run at once on a backend.
+const contractConcurrency = 4
+
+// backend is a platform TestContract runs the table on.
+type backend struct {
+	name string
+	// isolation is what results from it name.
+	isolation string
+	// start starts a server on it for the whole table; it skips the test
+	// (fails under CI) when the backend is not on this machine, and at the
+	// end closes the server and checks that no box of it remains.
+	start func(t *testing.T, manifest string) *server
+}
+
+func backends() []backend {
+	return []backend{
+		{"docker", "runc", dockerServer},
+		{"gvisor", "gvisor", gvisorServer},
+		{"podman", "runc", podmanServer},
+		{"kubernetes", "runc", func(t *testing.T, manifest string) *server {
+			// Requests equal limits and the test node has 2 CPUs to give:
+			// four boxes of 1 CPU would leave two pods Pending.
+			return kubeServer(t, manifest+"limits:\n  cpus: 0.5\n")
+		}},
+	}
+}
+
+// TestContract runs every contract case on every backend, one server per
+// backend, the cases in parallel up to the server's concurrency.
+func TestContract(t *testing.T) {
+	cases := contractCases()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			s := b.start(t, "concurrency: "+strconv.Itoa(contractConcurrency)+"\n")
+			t0 := time.Now()
+			slots := make(chan struct{}, contractConcurrency)
+			var wg sync.WaitGroup
+			for _, c := range cases {
+				slots <- struct{}{}
+				wg.Add(1)
+				go func() {
+					defer func() { <-slots; wg.Done() }()
+					t.Run(c.name, func(t *testing.T) { c.run(t, s, b) })
+				}()
+			}
+			wg.Wait()
+			t.Logf("the table on %s took %s", b.name, time.Since(t0).Round(time.Millisecond))
+		})
+	}
+}
+
+func (c contractCase) run(t *testing.T, s *server, b backend) {
+	args := map[string]any{"language": c.lang, "code": c.code}
+	for k, v := range c.args {
+		args[k] = v
+	}
+	r, res := s.call(t, args)
+	if raw, _ := json.Marshal(res); strings.Contains(string(raw), fakeSecret) {
+		t.Errorf("the server's secret reached the result")
+	}
+	if r.Isolation != b.isolation || r.Language != c.lang {
+		t.Errorf("isolation %q language %q, want %q %q", r.Isolation, r.Language, b.isolation, c.lang)
+	}
+	w := c.want
+	if o, ok := c.on[b.name]; ok {
+		w = o
+	}
+	if w.kind == "" {
+		mustOK(t, r)
+		m := r.Metrics
+		if r.ExitCode == nil || *r.ExitCode != 0 || m.WallMs <= 0 || m.PeakMemoryBytes <= 0 || m.QueueMs < 0 || !strings.HasPrefix(r.Image, "sha256:") || !strings.HasPrefix(r.RunID, "r_") {
+			t.Errorf("exit code %v, metrics %+v, image %q, run %q", r.ExitCode, m, r.Image, r.RunID)
+		}
+	} else {
+		e := wantError(t, r, w.kind, w.limit)
+		if e.Syscall != "" && e.Syscall != w.syscall {
+			t.Errorf("syscall %q, want %q or none", e.Syscall, w.syscall)
+		}
+	}
+	if w.stdout != "" && r.Stdout != w.stdout {
+		t.Errorf("stdout %q, want %q\nstderr: %.2000s", r.Stdout, w.stdout, r.Stderr)
+	}
+	if w.check != nil {
+		w.check(t, r, res)
+	}
+}
+
+// The checks the table's outcomes share.
+
+func errorIs(typ, msg string, line, column int) func(*testing.T, contract.Result, *mcp.CallToolResult) {
+	return func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
+		t.Helper()
+		e := r.Error
+		if e.Type != typ || !strings.Contains(e.Message, msg) || e.Line != line || (column > 0 && e.Column != column) {
+			t.Errorf("got %+v, want %s %q at %d:%d\nstderr: %s", e, typ, msg, line, column, r.Stderr)
+		}
+	}
+}
+
+// syntaxAt: the error is where it is, and nothing ran.
+func syntaxAt(typ string, line, column int) outcome {
+	at := errorIs(typ, "", line, column)
+	return outcome{kind: contract.KindSyntax, check: func(t *testing.T, r contract.Result, res *mcp.CallToolResult) {
+		at(t, r, res)
+		if r.Stdout != "" {
+			t.Errorf("code with a syntax error ran: %q", r.Stdout)
+		}
+	}}
+}
+
+func runtimeError(typ, msg string, line int) outcome {
+	at := errorIs(typ, msg, line, 0)
+	return outcome{kind: contract.KindRuntime, check: func(t *testing.T, r contract.Result, res *mcp.CallToolResult) {
+		at(t, r, res)
+		if r.ExitCode == nil || *r.ExitCode == 0 {
+			t.Errorf("exit code %v", r.ExitCode)
+		}
+	}}
+}
+
+// timedOut: killed at the deadline of 1.5 s, with the output before it.
+var timedOut = outcome{kind: contract.KindTimeout, limit: contract.LimitWallTime, check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
+	if !strings.HasPrefix(r.Stdout, "started") {
+		t.Errorf("output before the timeout is lost: %q", r.Stdout)
+	}
+	if r.Metrics.WallMs < 1500 || r.Metrics.WallMs > 2500 {
+		t.Errorf("killed after %d ms; the deadline was 1500 ms", r.Metrics.WallMs)
+	}
+}}
+
+// truncated: the output is cut in the middle, its head and tail kept.
+var truncated = outcome{kind: contract.KindOutputLimit, check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
+	if !r.StdoutTruncated || !strings.HasPrefix(r.Stdout, "head\n") || !strings.HasSuffix(r.Stdout, "\ntail\n") || len(r.Stdout) > int(lim.OutputBytes)+200 {
+		t.Errorf("truncated %v, %d bytes kept, head %q tail %q", r.StdoutTruncated, len(r.Stdout), r.Stdout[:min(10, len(r.Stdout))], r.Stdout[max(0, len(r.Stdout)-10):])
+	}
+}}
+
+func limited(l contract.Limit) outcome { return outcome{kind: contract.KindResourceLimit, limit: l} }
+
+var (
+	oom    = outcome{kind: contract.KindOOM, limit: contract.LimitMemory}
+	pixel  = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+	long   = map[string]any{"timeout_seconds": 60}
+	stdinH = map[string]any{"stdin": "hello stdin\n"}
+)
+
+func contractCases() []contractCase {
+	return []contractCase{
+		// Each language runs, as uid 1000, with none of the server's
+		// environment.
+		{name: "ok/python", lang: "python", args: stdinH,
+			code: "import os, sys\nsys.stdout.write(sys.stdin.read().upper())\nprint(os.getuid(), os.environ.get('RUNBOX_TEST_SECRET'))\n",
+			want: outcome{stdout: "HELLO STDIN\n1000 None\n"}},
+		{name: "ok/javascript", lang: "javascript", args: stdinH,
+			code: "let d = '';\nprocess.stdin.on('data', c => d += c).on('end', () => {\n  process.stdout.write(d.toUpperCase());\n  console.log(process.getuid(), process.env.RUNBOX_TEST_SECRET);\n});\n",
+			want: outcome{stdout: "HELLO STDIN\n1000 undefined\n"}},
+		{name: "ok/bash", lang: "bash", args: stdinH,
+			code: "tr a-z A-Z\necho $(id -u) ${RUNBOX_TEST_SECRET:-unset}\n",
+			want: outcome{stdout: "HELLO STDIN\n1000 unset\n"}},
+		{name: "ok/python-packages", lang: "python", code: "import numpy\nprint(numpy.arange(4).sum())\n", want: outcome{stdout: "6\n"}},
+
+		{name: "syntax/python", lang: "python", code: "x = 1\ny = 2\nprint(x +* y)\n", want: syntaxAt("SyntaxError", 3, 10)},
+		{name: "syntax/python-indentation", lang: "python", code: "def f():\nreturn 1\n", want: syntaxAt("IndentationError", 2, 0)},
+		{name: "syntax/javascript", lang: "javascript", code: "const a = 1;\nconst b = ;\n", want: syntaxAt("SyntaxError", 2, 11)},
+		{name: "syntax/bash-unclosed", lang: "bash", code: "echo start\nif true; then\n  echo x\n", want: syntaxAt("", 4, 0)},
+		{name: "syntax/bash-token", lang: "bash", code: "echo one\necho two )\n", want: syntaxAt("", 2, 0)},
+
+		{name: "runtime/python", lang: "python", code: "import numpy as np\n\ndef div(a):\n    return 1 // a\n\nprint('before')\ndiv(0)\n",
+			want: runtimeError("ZeroDivisionError", "integer division or modulo by zero", 4)},
+		{name: "runtime/python-module", lang: "python", code: "import json\njson.loads('{bad')\n",
+			want: runtimeError("json.decoder.JSONDecodeError", "Expecting property name", 2)},
+		{name: "runtime/javascript", lang: "javascript", code: "console.log('before');\nfunction f() {\n  return missing + 1;\n}\nf();\n",
+			want: runtimeError("ReferenceError", "missing is not defined", 3)},
+		{name: "runtime/javascript-async", lang: "javascript", code: "class Oops extends Error {}\nsetTimeout(() => { throw new TypeError('late'); }, 10);\n",
+			want: runtimeError("TypeError", "late", 2)},
+		{name: "runtime/bash", lang: "bash", code: "echo before\nno_such_command --flag\n",
+			want: runtimeError("", "no_such_command: command not found", 2)},
+		{name: "runtime/exit-status", lang: "bash", code: "echo partial; exit 7", want: outcome{kind: contract.KindRuntime, stdout: "partial\n",
+			check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
+				if r.ExitCode == nil || *r.ExitCode != 7 || !strings.Contains(r.Error.Message, "status 7") {
+					t.Errorf("exit code %v, error %+v", r.ExitCode, r.Error)
+				}
+			}}},
+
+		// Programs that ignore SIGTERM.
+		{name: "timeout/python", lang: "python", args: map[string]any{"timeout_seconds": 1.5}, want: timedOut,
+			code: "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.01)\n"},
+		{name: "timeout/javascript", lang: "javascript", args: map[string]any{"timeout_seconds": 1.5}, want: timedOut,
+			code: "process.on('SIGTERM', () => {});\nconsole.log('started');\nwhile (true) {}\n"},
+		{name: "timeout/bash", lang: "bash", args: map[string]any{"timeout_seconds": 1.5}, want: timedOut,
+			code: "trap '' TERM INT\necho started\nwhile :; do :; done\n"},
+
+		{name: "oom/python", lang: "python", args: long, want: oom, code: "blocks = []\nwhile True:\n    blocks.append(bytearray(32 * 1024 * 1024))\n"},
+		{name: "oom/python-one-allocation", lang: "python", args: long, want: oom, code: "x = bytearray(2 * 1024**3)\nprint(len(x))\n"},
+		{name: "oom/javascript", lang: "javascript", args: long, want: oom, code: "const keep = [];\nwhile (true) { keep.push(Buffer.alloc(32 * 1024 * 1024, 1)); }\n"},
+		{name: "oom/bash", lang: "bash", args: long, want: oom, code: "x=$(head -c 2000000000 /dev/zero | tr '\\0' a)\necho ${#x}\n"},
+
+		{name: "pids/bash", lang: "bash", args: long, want: limited(contract.LimitPids), code: "for i in $(seq 1 400); do sleep 5 & done; wait"},
+		{name: "pids/python", lang: "python", args: long, want: limited(contract.LimitPids),
+			code: "import os, time\nkids = []\nfor i in range(400):\n    pid = os.fork()\n    if pid == 0:\n        time.sleep(5); os._exit(0)\n    kids.append(pid)\n"},
+		{name: "pids/javascript", lang: "javascript", args: long, want: limited(contract.LimitPids),
+			code: "const { spawn } = require('child_process');\nfor (let i = 0; i < 400; i++) spawn('sleep', ['5']);\n"},
+
+		{name: "disk/python", lang: "python", args: long, want: limited(contract.LimitDisk),
+			code: "with open('big.bin', 'wb') as f:\n    for _ in range(200):\n        f.write(b'x' * (1 << 20))\n"},
+		{name: "disk/javascript", lang: "javascript", args: long, want: limited(contract.LimitDisk),
+			code: "const fs = require('fs');\nconst mb = Buffer.alloc(1 << 20, 120);\nfor (let i = 0; i < 200; i++) fs.appendFileSync('big.bin', mb);\n"},
+		{name: "disk/tmp", lang: "bash", args: long, want: limited(contract.LimitDisk), code: "head -c 200000000 /dev/zero > /tmp/fill"},
+		// A sparse file past the fsize limit, which no tmpfs size catches.
+		{name: "disk/file-size", lang: "python", args: long, want: limited(contract.LimitDisk), code: "with open('/tmp/big', 'wb') as f:\n    f.truncate(1 << 40)\n"},
+		{name: "disk/inodes", lang: "bash", args: long, want: limited(contract.LimitDisk),
+			code: "mkdir many && cd many && for i in $(seq 1 20000); do : > f$i || exit 1; done",
+			on: map[string]outcome{
+				// runsc ignores nr_inodes on tmpfs (docs/security.md).
+				"gvisor": {},
+				// Podman refuses the nr_inodes mount option and the API has
+				// no other way to cap inodes (docs/podman.md).
+				"podman": {},
+				// A memory emptyDir has no inode cap (docs/security.md).
+				"kubernetes": {},
+			}},
+
+		{name: "open_files/python", lang: "python", args: long, want: limited(contract.LimitOpenFiles), code: "fs = [open('/dev/null') for _ in range(5000)]\n"},
+		{name: "open_files/javascript", lang: "javascript", args: long, want: limited(contract.LimitOpenFiles),
+			code: "const fs = require('fs');\nconst fds = [];\nfor (let i = 0; i < 5000; i++) fds.push(fs.openSync('/dev/null', 'r'));\n"},
+		{name: "open_files/bash", lang: "bash", args: long, want: limited(contract.LimitOpenFiles), code: "for i in $(seq 1 5000); do exec {fd}</dev/null || exit 1; done"},
+
+		{name: "output/python", lang: "python", want: truncated, code: "import sys\nsys.stdout.write('head\\n' + 'x' * 3000000 + '\\ntail\\n')\n"},
+		{name: "output/javascript", lang: "javascript", want: truncated, code: "process.stdout.write('head\\n' + 'x'.repeat(3000000) + '\\ntail\\n');\n"},
+		{name: "output/bash", lang: "bash", want: truncated, code: "echo head; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo tail"},
+		{name: "output/binary", lang: "bash", code: "head -c 100000 /dev/urandom", want: outcome{check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
+			if !strings.Contains(r.Stdout, "\uFFFD") {
+				t.Errorf("binary output is not turned into valid text")
+			}
+		}}},
+
+		// Killed at the call by runbox's seccomp profile.
+		{name: "forbidden_syscall/python", lang: "python", code: pySyscall(101),
+			want: outcome{kind: contract.KindForbiddenSyscall, syscall: "ptrace", stdout: "calling\n"},
+			on: map[string]outcome{
+				// runsc traps the call in its own kernel: no kernel log
+				// names it (docs/security.md).
+				"gvisor": {kind: contract.KindForbiddenSyscall, stdout: "calling\n"},
+				// The node's kernel log is not the server's.
+				"kubernetes": {kind: contract.KindForbiddenSyscall, stdout: "calling\n"},
+			}},
+		{name: "forbidden_syscall/bash", lang: "bash", code: "echo trying\nunshare -U true\n",
+			want: outcome{kind: contract.KindForbiddenSyscall, syscall: "unshare", stdout: "trying\n"},
+			on: map[string]outcome{
+				"gvisor":     {kind: contract.KindForbiddenSyscall, stdout: "trying\n"}, // as above
+				"kubernetes": {kind: contract.KindForbiddenSyscall, stdout: "trying\n"}, // as above
+			}},
+
+		{name: "no_network", lang: "python", code: `import os, socket
+for host in [("1.1.1.1", 443), ("172.17.0.1", 2375), ("169.254.169.254", 80), ("10.96.0.1", 443), ("kubernetes.default.svc", 443)]:
+    try:
+        socket.create_connection(host, timeout=3)
+        print("ESCAPED: reached", host)
+    except OSError:
+        pass
+print("token", os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount/token"))
+print("services", sorted(k for k in os.environ if k.endswith("_SERVICE_HOST")))
+print("interfaces", [n for _, n in socket.if_nameindex()])
+`, want: outcome{stdout: "token False\nservices []\ninterfaces ['lo']\n"},
+			on: map[string]outcome{
+				// A pod has the cluster network's interface: the egress
+				// NetworkPolicy (deploy/kubernetes) cuts it, and on the
+				// test cluster it leads nowhere (docs/security.md).
+				"kubernetes": {stdout: "token False\nservices []\ninterfaces ['lo', 'eth0']\n"},
+			}},
+
+		// No capability, no way to gain one, runbox's seccomp filter on
+		// (asked of the kernel: gVisor's /proc/self/status has no
+		// NoNewPrivs line).
+		{name: "privileges", lang: "python", code: `import ctypes
+libc = ctypes.CDLL(None)
+status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
+print("caps", status["CapEff"].strip(), status["CapBnd"].strip())
+print("no_new_privs", libc.prctl(39, 0, 0, 0, 0), "seccomp", libc.prctl(21, 0, 0, 0, 0))
+`, want: outcome{stdout: "caps 0000000000000000 0000000000000000\nno_new_privs 1 seccomp 2\n"}},
+
+		// Nothing is writable but /workspace and /tmp.
+		{name: "read_only_root", lang: "bash",
+			code: "for p in /x /etc/x /usr/bin/x /.runbox/x /dev/shm/x /var/tmp/x /run/x; do touch $p 2>/dev/null && echo \"WROTE $p\"; done\ntouch /workspace/ok /tmp/ok && echo writable",
+			want: outcome{stdout: "writable\n"}},
+
+		{name: "artifacts/files", lang: "python", code: `
+import os, shutil
+from helper import greet
+print(greet(open("data/in.txt").read().strip()))
+os.makedirs("out", exist_ok=True)
+shutil.copy("pixel.png", "out/copy.png")
+open("out/report.csv", "w").write("a,b\n1,2\n")
+open("/tmp/scratch", "w").write("not an artifact")
+os.symlink("/etc/passwd", "out/passwd")
+os.symlink("/proc/self/environ", "env")
+`, args: map[string]any{"files": []any{
+			map[string]any{"path": "helper.py", "content": "def greet(n):\n    return 'hello ' + n\n"},
+			map[string]any{"path": "data/in.txt", "content": "files\n"},
+			map[string]any{"path": "pixel.png", "content": pixel, "encoding": "base64"},
+		}}, want: outcome{stdout: "hello files\n", check: wantArtifacts}},
+		{name: "artifacts/count-cap", lang: "bash", code: "mkdir -p out; for i in $(seq 1 100); do echo $i > out/f$(printf %03d $i).txt; done",
+			want: outcome{check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
+				if len(r.Artifacts) != lim.Artifacts || r.ArtifactsOmitted != 100-lim.Artifacts {
+					t.Errorf("%d artifacts, %d omitted", len(r.Artifacts), r.ArtifactsOmitted)
+				}
+			}}},
+		{name: "artifacts/byte-cap", lang: "bash", code: "head -c 40000000 /dev/zero > a.bin; echo small > b.txt",
+			want: outcome{check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
+				if len(r.Artifacts) != 2 || !r.Artifacts[0].ContentOmitted || r.Artifacts[0].SizeBytes != 40000000 || r.Artifacts[1].ContentOmitted {
+					t.Errorf("byte cap: %+v", r.Artifacts)
+				}
+			}}},
+	}
+}
+
+// wantArtifacts: the files the code made in /workspace, not the inputs, the
+// code, /tmp or symlinks; the image also as an image block.
+func wantArtifacts(t *testing.T, r contract.Result, res *mcp.CallToolResult) {
+	var got []string
+	for _, a := range r.Artifacts {
+		got = append(got, a.Path+":"+a.MimeType)
+		if len(a.SHA256) != 64 || a.SizeBytes <= 0 || a.URI != contract.ArtifactURI(r.RunID, a.Path) {
+			t.Errorf("artifact %+v", a)
+		}
+	}
+	if strings.Join(got, ",") != "out/copy.png:image/png,out/report.csv:text/csv" {
+		t.Fatalf("artifacts %v", got)
+	}
+	raw, _ := base64.StdEncoding.DecodeString(pixel)
+	csv := sha256.Sum256([]byte("a,b\n1,2\n"))
+	if r.Artifacts[0].SizeBytes != int64(len(raw)) || r.Artifacts[1].SizeBytes != 8 || r.Artifacts[1].SHA256 != hex.EncodeToString(csv[:]) {
+		t.Errorf("artifacts %+v", r.Artifacts)
+	}
+	var images int
+	for _, c := range res.Content {
+		if _, ok := mcp.AsImageContent(c); ok {
+			images++
+		}
+	}
+	if images != 1 {
+		t.Errorf("image content blocks: %d", images)
+	}
+}
+
+// secretEnv puts the fake secret in a server's environment.
+var secretEnv = []string{"RUNBOX_TEST_SECRET=" + fakeSecret, "AWS_SECRET_ACCESS_KEY=" + fakeSecret}
+
+// dockerServer starts a server on the Docker engine (TestMain has checked
+// that it is there) with manifest and the fake secret.
+func dockerServer(t *testing.T, manifest string) *server {
+	t.Helper()
+	return engineServer(t, "", manifest)
+}
+
+// engineServer starts a server on the engine at host ("" for the
+// default) and, at the end of the test, closes it and checks that it left
+// no box there.
+func engineServer(t *testing.T, host, manifest string) *server {
+	t.Helper()
+	env := secretEnv
+	if host != "" {
+		env = append([]string{"DOCKER_HOST=" + host}, env...)
+	}
+	s := startServer(t, env, "--manifest", writeManifest(t, "audit:\n  enabled: false\n"+manifest))
+	t.Cleanup(func() {
+		s.close()
+		pid := strconv.Itoa(s.cmd.Process.Pid)
+		deadline := time.Now().Add(10 * time.Second)
+		for left := engineBoxes(t, host, pid); len(left) > 0; left = engineBoxes(t, host, pid) {
+			if time.Now().After(deadline) {
+				t.Errorf("boxes left behind: %v", left)
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if log := s.stderr.String(); strings.Contains(log, "removing box failed") {
+			t.Errorf("a box was not removed at once:\n%s", log)
+		}
+	})
+	return s
+}
+
+// engineBoxes lists the boxes of the server with pid on the engine at host.
+func engineBoxes(t *testing.T, host, pid string) []string {
+	t.Helper()
+	args := []string{"ps", "-aq", "--filter", "label=" + sandbox.LabelManaged + "=true", "--filter", "label=" + sandbox.LabelOwnerPID + "=" + pid}
+	if host != "" {
+		args = append([]string{"-H", host}, args...)
+	}
+	out, err := exec.Command("docker", args...).Output()
+	if err != nil {
+		t.Fatalf("listing boxes: %v", err)
+	}
+	return strings.Fields(string(out))
+}
