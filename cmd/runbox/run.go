@@ -40,9 +40,10 @@ func run(ctx context.Context, cfg config) (int, error) {
 		_, err := fmt.Printf("%s\n", manifest.Schema())
 		return 0, err
 	}
+	disc := useDiscoveredEngine(logger)
 	m, source, err := manifest.LoadDefault(cfg.manifestPath)
 	if cfg.command == "doctor" {
-		return runDoctor(ctx, cfg, m, source, err, logger)
+		return runDoctor(ctx, cfg, m, source, err, logger, disc)
 	}
 	if err != nil {
 		return 2, err
@@ -123,12 +124,12 @@ func newDriver(m *manifest.Manifest, owner sandbox.Owner, logger *slog.Logger) (
 	return docker.New(docker.Options{Manifest: m, Logger: logger}, owner)
 }
 
-func runDoctor(ctx context.Context, cfg config, m *manifest.Manifest, source string, loadErr error, logger *slog.Logger) (int, error) {
+func runDoctor(ctx context.Context, cfg config, m *manifest.Manifest, source string, loadErr error, logger *slog.Logger, disc doctor.Discovery) (int, error) {
 	if cfg.logLevel == "info" {
 		// The report says it all; the runner's own logs would interleave.
 		logger = newLogger("error")
 	}
-	rep := doctor.Run(ctx, doctor.Options{Manifest: m, ManifestPath: orPath(source, cfg.manifestPath), ManifestErr: loadErr, Logger: logger})
+	rep := doctor.Run(ctx, doctor.Options{Manifest: m, ManifestPath: orPath(source, cfg.manifestPath), ManifestErr: loadErr, Logger: logger, Discovery: disc})
 	if cfg.jsonOut {
 		if err := printJSON(rep); err != nil {
 			return 1, err

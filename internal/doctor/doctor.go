@@ -65,6 +65,8 @@ type Options struct {
 	ManifestPath string
 	ManifestErr  error
 	Logger       *slog.Logger
+	// Discovery is how the engine was found (endpoint.go); zero: found here.
+	Discovery Discovery
 }
 
 // Run performs every check. It never returns early: a broken engine still
@@ -85,6 +87,7 @@ func Run(ctx context.Context, o Options) Report {
 		kubeChecks(ctx, o, m, &rep)
 		return rep
 	}
+	rep.add(endpointCheck(ctx, o.Discovery))
 	dockerChecks(ctx, o, m, &rep)
 	return rep
 }
@@ -104,6 +107,7 @@ func dockerChecks(ctx context.Context, o Options, m *manifest.Manifest, rep *Rep
 	}
 	rep.Engine = &eng
 	rep.add(Check{Name: "engine", Status: OK, Detail: fmt.Sprintf("%s %s, API %s, %s, kernel %s, %s", orDefault(eng.Product, "Docker"), eng.Version, eng.APIVersion, eng.OS, eng.Kernel, eng.Arch)})
+	rep.add(syscallNamesCheck(o.Discovery, eng.Kernel))
 	rep.add(cgroupCheck(eng))
 	rep.add(runcCheck(eng.RuncVersion))
 	if path, ok := eng.Runtimes["runsc"]; ok {
