@@ -244,6 +244,10 @@ func contractCases() []contractCase {
 		{name: "timeout/bash", lang: "bash", args: map[string]any{"timeout_seconds": 1.5}, want: timedOut,
 			code: "trap '' TERM INT\necho started\nwhile :; do :; done\n"},
 
+		// Quiet for longer than any timer of the box channel's: a run
+		// lasts as long as its deadline allows.
+		{name: "long/quiet", lang: "bash", args: long, code: "echo start; sleep 11; echo done", want: outcome{stdout: "start\ndone\n"}},
+
 		{name: "oom/python", lang: "python", args: long, want: oom, code: "blocks = []\nwhile True:\n    blocks.append(bytearray(32 * 1024 * 1024))\n"},
 		{name: "oom/python-one-allocation", lang: "python", args: long, want: oom, code: "x = bytearray(2 * 1024**3)\nprint(len(x))\n"},
 		{name: "oom/javascript", lang: "javascript", args: long, want: oom, code: "const keep = [];\nwhile (true) { keep.push(Buffer.alloc(32 * 1024 * 1024, 1)); }\n"},

@@ -171,7 +171,10 @@ func ReceiveReport(r io.Reader, limit int64) (*Report, error) {
 // MuxConfig is the stream multiplexer's configuration on both ends of a
 // box's channel. No keep-alives: the server's deadlines bound a box that
 // stops answering. A write that the other side does not read for
-// WriteTimeout fails instead of blocking forever.
+// WriteTimeout fails instead of blocking forever. No close timeout
+// either: a stream the server half-closes after sending a job waits for
+// the report as long as the job runs, and the session, which the server
+// closes when the run ends, frees every stream with it.
 func MuxConfig() *yamux.Config {
 	c := yamux.DefaultConfig()
 	c.EnableKeepAlive = false
@@ -179,7 +182,7 @@ func MuxConfig() *yamux.Config {
 	c.MaxStreamWindowSize = 1 << 20
 	c.ConnectionWriteTimeout = WriteTimeout
 	c.StreamOpenTimeout = WriteTimeout
-	c.StreamCloseTimeout = WriteTimeout
+	c.StreamCloseTimeout = 0
 	c.LogOutput = io.Discard
 	return c
 }
