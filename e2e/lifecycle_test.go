@@ -4,11 +4,14 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -132,4 +135,42 @@ func TestRunCommand(t *testing.T) {
 // are cancelled or whose server is killed.
 func (s *server) callCtxRaw(ctx context.Context, args map[string]any) (any, error) {
 	return s.c.CallTool(ctx, newCall(args))
+}
+
+// TestInitVolumeRemovedBetweenBoxes: a server of another version sharing
+// the engine may prune this server's runbox-init volume between two of its
+// boxes (the engine refuses only while one is mounted); the next run makes
+// the volume again instead of failing.
+func TestInitVolumeRemovedBetweenBoxes(t *testing.T) {
+	s := engineServer(t, "", "pool:\n  size: 0\n")
+	r, _ := s.call(t, map[string]any{"language": "bash", "code": "echo one"})
+	mustOK(t, r)
+	bin, err := os.ReadFile(filepath.Join(binDir, "runbox-init-linux-"+runtime.GOARCH))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(bin)
+	out, err := exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+sandbox.LabelInitSHA+"="+hex.EncodeToString(sum[:])).Output()
+	vol := strings.TrimSpace(string(out))
+	if err != nil || vol == "" || strings.Contains(vol, "\n") {
+		t.Fatalf("this build's runbox-init volume: %q, %v", vol, err)
+	}
+	// The first box is removed after its answer: wait until the engine
+	// lets the volume go.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, err := exec.Command("docker", "volume", "rm", vol).CombinedOutput()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("docker volume rm %s: %v\n%s", vol, err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r, _ = s.call(t, map[string]any{"language": "bash", "code": "echo two"})
+	mustOK(t, r)
+	if r.Stdout != "two\n" {
+		t.Errorf("stdout %q", r.Stdout)
+	}
 }

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 
@@ -29,15 +30,30 @@ type box struct {
 // so that the exit is never missed either.
 func (d *Docker) Start(ctx context.Context, spec sandbox.BoxSpec) (sandbox.Box, error) {
 	b, err := d.start(ctx, spec)
+	if err != nil && ctx.Err() == nil && !isImageMissing(err) {
+		// The engine went away or changed under us (a server of another
+		// version pruned our runbox-init volume between two boxes): check
+		// it again, which makes what is missing, and try once more.
+		d.invalidate(err)
+		if d.Ready(ctx) == nil {
+			b, err = d.start(ctx, spec)
+		}
+	}
 	if err != nil {
 		if ctx.Err() == nil {
-			// The engine went away or changed under us: check it again
-			// on the next call.
+			// Check the engine again on the next call.
 			d.invalidate(err)
 		}
 		return nil, engineError(err)
 	}
 	return b, nil
+}
+
+// isImageMissing says whether err is the sandbox image's absence, which a
+// second try does not mend.
+func isImageMissing(err error) bool {
+	var ni noImageError
+	return errors.As(err, &ni)
 }
 
 func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) {

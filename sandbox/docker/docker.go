@@ -226,12 +226,18 @@ func (d *Docker) ensureInitVolume(ctx context.Context, bin []byte) (string, erro
 	return name, nil
 }
 
-// keepInitVolumes is how many volumes of other runbox-init builds stay:
-// servers of other versions sharing the engine keep theirs.
-const keepInitVolumes = 3
+// keepInitVolumes is how many volumes of other runbox-init builds stay,
+// and initVolumeAge how old a volume must be before it may go: servers of
+// other versions sharing the engine keep theirs. A volume a server uses
+// can still be removed between its boxes (the engine refuses only while
+// one is mounted); that server makes it again at its next start (Start).
+const (
+	keepInitVolumes = 3
+	initVolumeAge   = 24 * time.Hour
+)
 
 // pruneInitVolumes removes volumes of older runbox-init builds, past the
-// newest few. The engine refuses to remove one that is mounted.
+// newest few and a day old.
 func (d *Docker) pruneInitVolumes(ctx context.Context, current string) {
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
@@ -239,16 +245,35 @@ func (d *Docker) pruneInitVolumes(ctx context.Context, current string) {
 	if err != nil {
 		return
 	}
-	others := slices.DeleteFunc(list.Items, func(v volume.Volume) bool { return v.Name == current })
-	slices.SortFunc(others, func(a, b volume.Volume) int { return strings.Compare(b.CreatedAt, a.CreatedAt) })
-	for _, v := range others[min(len(others), keepInitVolumes):] {
-		if _, err := d.cli.VolumeRemove(actx, v.Name, client.VolumeRemoveOptions{}); err == nil {
-			d.log.Debug("removed an old runbox-init volume", "volume", v.Name)
+	for _, name := range stale(list.Items, current, time.Now()) {
+		if _, err := d.cli.VolumeRemove(actx, name, client.VolumeRemoveOptions{}); err == nil {
+			d.log.Debug("removed an old runbox-init volume", "volume", name)
 		}
 	}
 }
 
-func imageMissing(image string) error {
-	return &sandbox.EngineError{Msg: fmt.Sprintf("the sandbox image %s is missing", image),
-		Hint: "Build it with `make setup` (debootstrap + import; no registry needed) and retry."}
+// stale names the runbox-init volumes other than current that may go: all
+// but the keepInitVolumes newest, and of those only the ones created more
+// than initVolumeAge before now (or whose creation time is unreadable).
+func stale(vols []volume.Volume, current string, now time.Time) []string {
+	others := slices.DeleteFunc(slices.Clone(vols), func(v volume.Volume) bool { return v.Name == current })
+	slices.SortFunc(others, func(a, b volume.Volume) int { return strings.Compare(b.CreatedAt, a.CreatedAt) })
+	var names []string
+	for _, v := range others[min(len(others), keepInitVolumes):] {
+		if t, err := time.Parse(time.RFC3339, v.CreatedAt); err == nil && now.Sub(t) < initVolumeAge {
+			continue
+		}
+		names = append(names, v.Name)
+	}
+	return names
 }
+
+func imageMissing(image string) error {
+	return noImageError{&sandbox.EngineError{Msg: fmt.Sprintf("the sandbox image %s is missing", image),
+		Hint: "Build it with `make setup` (debootstrap + import; no registry needed) and retry."}}
+}
+
+// noImageError is the sandbox image's absence.
+type noImageError struct{ *sandbox.EngineError }
+
+func (e noImageError) Unwrap() error { return e.EngineError }

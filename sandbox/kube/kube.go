@@ -331,6 +331,10 @@ func (k *Kube) podSpec(name string, lang manifest.Language, all map[string]strin
 				memDir("runbox", 64<<20),
 				memDir("workspace", int64(lim.WorkspaceBytes)),
 				memDir("tmp", int64(lim.TmpBytes)),
+				// Mounted read-only over the runtime's writable /dev/shm:
+				// /workspace and /tmp are the only writable places, as in a
+				// Docker box.
+				memDir("noshm", 4<<10),
 			},
 			InitContainers: []corev1.Container{{
 				Name:                     "install",
@@ -365,6 +369,7 @@ func (k *Kube) podSpec(name string, lang manifest.Language, all map[string]strin
 					{Name: "runbox", MountPath: sandbox.InitDir, ReadOnly: true},
 					{Name: "workspace", MountPath: manifest.Workspace},
 					{Name: "tmp", MountPath: manifest.Tmp},
+					{Name: "noshm", MountPath: "/dev/shm", ReadOnly: true},
 				},
 			}},
 		},
