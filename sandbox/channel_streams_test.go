@@ -91,6 +91,23 @@ func TestBoxStreams(t *testing.T) {
 		}
 	})
 
+	t.Run("the job names the kinds the run serves, so box services offer only these", func(t *testing.T) {
+		var got [2][]string
+		for i, streams := range []*Streams{nil, {Handlers: map[string]StreamHandler{"tool": echo, "net": echo}}} {
+			d := &fakeDriver{behave: func(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) {
+				got[i] = job.Streams
+				reply(initproto.Report{})(sess, st, job)
+			}}
+			r := newTestRunner(t, d, m)
+			if res := r.Run(WithStreams(context.Background(), streams), testJob(t, m, 5*time.Second)); res.Status != contract.StatusOK {
+				t.Fatalf("result %+v", res.Error)
+			}
+		}
+		if got[0] != nil || strings.Join(got[1], ",") != "net,tool" {
+			t.Fatalf("kinds %q", got)
+		}
+	})
+
 	t.Run("artifacts are still collected after the report", func(t *testing.T) {
 		art := bytes.Repeat([]byte("a"), 100000)
 		d := &fakeDriver{behave: func(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) {

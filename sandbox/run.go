@@ -76,7 +76,9 @@ func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job) (o ou
 	}
 	ch := newChannel(ctx, conn, r.m.Limits, r.grace, StreamsFrom(ctx))
 	got := make(chan collected, 1)
-	go func() { got <- ch.run(initJob(r.m, job, r.d.Isolation())) }()
+	ij := initJob(r.m, job, r.d.Isolation())
+	ij.Streams = StreamsFrom(ctx).kinds()
+	go func() { got <- ch.run(ij) }()
 
 	backstop := time.NewTimer(job.Timeout + r.grace)
 	defer backstop.Stop()

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/hashicorp/yamux"
@@ -64,6 +66,14 @@ func WithStreams(ctx context.Context, s *Streams) context.Context {
 func StreamsFrom(ctx context.Context) *Streams {
 	s, _ := ctx.Value(streamsKey{}).(*Streams)
 	return s
+}
+
+// kinds are the kinds s serves, sorted; none for nil.
+func (s *Streams) kinds() []string {
+	if s == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(s.Handlers))
 }
 
 // bounded is s with its defaults filled in; nil serves no kind.
