@@ -76,6 +76,10 @@ func programEnv(m *manifest.Manifest, lang manifest.Language) []string {
 		// the heap limit (reported as oom) before the kernel's killer.
 		env["NODE_OPTIONS"] = "--max-old-space-size=" + strconv.FormatInt(nodeHeapMiB(int64(m.Limits.Memory)), 10)
 	}
+	if len(m.Servers) > 0 {
+		// runbox-init writes the runbox_tools libraries there.
+		env["PYTHONPATH"], env["NODE_PATH"] = initproto.ToolsLib, initproto.ToolsLib
+	}
 	for k, v := range lang.Env {
 		if k == "NODE_OPTIONS" && env[k] != "" {
 			v = env[k] + " " + v

@@ -73,6 +73,8 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	prewarmThreads(spareThreads)
 
 	opts := Options{Services: services()}
+	// Before a pooled interpreter starts: its import path must see them.
+	_ = writeLibraries(initproto.ToolsLib)
 	if len(args) > 2 && args[1] == initproto.PrestartFlag {
 		// A pooled box: start the interpreter now, while the job is
 		// still on its way.

@@ -208,3 +208,13 @@ func MuxConfig() *yamux.Config {
 
 // WriteTimeout bounds a write the other side does not read.
 const WriteTimeout = 10 * time.Second
+
+// The code's tool calls: the in-box libraries (runbox_tools for Python and
+// JavaScript) live in ToolsLib and reach runbox-init on ToolsSocket, a
+// unix socket inside the box; runbox-init carries each call to the server
+// on a stream of kind StreamTool.
+const (
+	StreamTool  = "tool"
+	ToolsLib    = "/tmp/.runbox/lib"
+	ToolsSocket = "/tmp/.runbox/tools.sock"
+)

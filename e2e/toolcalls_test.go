@@ -1,0 +1,117 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/runbox-mcp/runbox/contract"
+)
+
+// npmBin is where `make e2e` (npm ci in e2e/ts) puts the reference MCP
+// servers the tool-call tests run.
+func npmBin(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("ts", "node_modules", ".bin", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is not installed: run `cd e2e/ts && npm ci` (make e2e does)", name)
+	}
+	return p
+}
+
+// toolServers is a manifest with the three reference servers over stdio:
+// everything, memory (its file named through a host variable, which must
+// never reach a box) and filesystem on dir.
+func toolServers(t *testing.T, dir string) string {
+	t.Helper()
+	t.Setenv("RUNBOX_TEST_MEMORY_FILE", filepath.Join(dir, "memory.jsonl"))
+	return "servers:\n" +
+		"  - name: everything\n    command: " + npmBin(t, "mcp-server-everything") + "\n" +
+		"  - name: memory\n    command: " + npmBin(t, "mcp-server-memory") + "\n    env:\n      MEMORY_FILE_PATH: RUNBOX_TEST_MEMORY_FILE\n" +
+		"  - name: fs\n    command: " + npmBin(t, "mcp-server-filesystem") + "\n    args: [" + dir + "]\n"
+}
+
+// TestToolCallsChain: a Python and a JavaScript program each chain calls
+// to three real servers and print only a summary.
+func TestToolCallsChain(t *testing.T) {
+	dir := t.TempDir()
+	dir, _ = filepath.EvalSymlinks(dir)
+	s := dockerServer(t, toolServers(t, dir))
+
+	t.Run("python", func(t *testing.T) {
+		code := `import json, os
+import runbox_tools as tools
+total = tools.everything.get_sum(a=2, b=40)
+tools.memory.create_entities(entities=[{"name": "runbox", "entityType": "project", "observations": ["sum: %s" % total]}])
+graph = tools.memory.read_graph()
+names = [e["name"] for e in (graph["entities"] if isinstance(graph, dict) else json.loads(graph)["entities"])]
+tools.fs.write_file(path="` + dir + `/py.txt", content="entities: %s" % names)
+text = tools.call("fs", "read_text_file", {"path": "` + dir + `/py.txt"})
+img = tools.everything.get_tiny_image()
+img = [p for p in img if isinstance(p, bytes)][0] if isinstance(img, list) else img
+doc = tools.everything.get_sum.__doc__
+print("sum has 42:", "42" in str(total), "| file:", text if isinstance(text, str) else text["content"], "| image bytes:", img[:4] == b"\x89PNG", "| doc:", "Returns the sum" in doc and "a:" in doc, "| env:", "RUNBOX_TEST_MEMORY_FILE" in os.environ)
+`
+		r := run2(t, s, "python", code)
+		want := "sum has 42: True | file: entities: ['runbox'] | image bytes: True | doc: True | env: False\n"
+		if r.Stdout != want {
+			t.Fatalf("stdout %q, want %q (stderr %s, error %+v)", r.Stdout, want, r.Stderr, r.Error)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "py.txt")); err != nil || string(b) != "entities: ['runbox']" {
+			t.Fatalf("the file on the host: %q %v", b, err)
+		}
+	})
+
+	t.Run("javascript", func(t *testing.T) {
+		code := `const tools = require('runbox_tools');
+(async () => {
+  const total = await tools.everything.get_sum({a: 1, b: 2});
+  await tools.memory.create_entities({entities: [{name: 'js', entityType: 'lang', observations: [String(total)]}]});
+  const found = await tools.memory.search_nodes({query: 'js'});
+  const entities = typeof found === 'string' ? JSON.parse(found).entities : found.entities;
+  await tools.fs.write_file({path: '` + dir + `/js.txt', content: 'found ' + entities.length});
+  const listing = await tools.call('fs', 'list_directory', {path: '` + dir + `'});
+  let denied = '';
+  try { await tools.everything.no_such_tool({}); } catch (e) { denied = e.name + ':' + e.kind + ':' + e.server + '.' + e.tool; }
+  console.log('sum3', String(JSON.stringify(total)).includes('3'), 'listing', JSON.stringify(listing).includes('js.txt'), denied);
+})().catch((e) => { console.error(e); process.exit(1); });
+`
+		r := run2(t, s, "javascript", code)
+		want := "sum3 true listing true ToolError:unknown_tool:everything.no_such_tool\n"
+		if r.Stdout != want {
+			t.Fatalf("stdout %q, want %q (stderr %s, error %+v)", r.Stdout, want, r.Stderr, r.Error)
+		}
+	})
+
+	t.Run("a tool's error and an unknown server raise typed errors", func(t *testing.T) {
+		code := `import runbox_tools as tools
+try:
+    tools.fs.read_text_file(path="/etc/passwd")
+except tools.ToolError as e:
+    print(e.kind, e.server, e.tool)
+try:
+    tools.nosuch.thing()
+except tools.ToolError as e:
+    print(e.kind, e.server, isinstance(e, AttributeError))
+`
+		r := run2(t, s, "python", code)
+		if r.Stdout != "tool_error fs read_text_file\nunknown_server nosuch True\n" {
+			t.Fatalf("stdout %q stderr %s", r.Stdout, r.Stderr)
+		}
+	})
+}
+
+// run2 runs code on s and returns the result.
+func run2(t *testing.T, s *server, lang, code string) contract.Result {
+	t.Helper()
+	start := time.Now()
+	r, _ := s.call(t, map[string]any{"language": lang, "code": code, "timeout_seconds": 60})
+	t.Logf("%s took %s", lang, time.Since(start).Round(time.Millisecond))
+	return r
+}
