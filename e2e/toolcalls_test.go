@@ -115,3 +115,17 @@ func run2(t *testing.T, s *server, lang, code string) contract.Result {
 	t.Logf("%s took %s", lang, time.Since(start).Round(time.Millisecond))
 	return r
 }
+
+// TestToolCallsGVisor: under gVisor the calls take the same channel.
+func TestToolCallsGVisor(t *testing.T) {
+	dir := t.TempDir()
+	s := gvisorServer(t, toolServers(t, dir))
+	r := run2(t, s, "python", `import runbox_tools as tools
+n = tools.everything.get_sum(a=20, b=22)
+tools.memory.create_entities(entities=[{"name": "gv", "entityType": "x", "observations": [str(n)]}])
+print("42" in str(n), len(tools.fs.list_allowed_directories()) > 0)
+`)
+	if r.Stdout != "True True\n" || r.Isolation != "gvisor" {
+		t.Fatalf("stdout %q isolation %q stderr %s error %+v", r.Stdout, r.Isolation, r.Stderr, r.Error)
+	}
+}

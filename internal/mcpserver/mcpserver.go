@@ -40,14 +40,14 @@ type Options struct {
 // New returns the MCP server with every runbox tool registered.
 func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	logger := o.Logger
-	s := server.NewMCPServer(Name, o.Version,
+	s := server.NewMCPServer(Name, o.Version, append(upstreamOptions(o),
 		server.WithToolCapabilities(hasUpstream(o)),
 		server.WithResourceCapabilities(false, false),
 		server.WithPromptCapabilities(false),
 		server.WithRecovery(),
 		server.WithLogger(logger),
 		server.WithInstructions("runbox runs Python, JavaScript and bash in an isolated sandbox with no network. Call run_code to execute code and read its structured result; the tool description lists the limits and installed packages."),
-	)
+	)...)
 	store := tools.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
 	deps := tools.Deps{Manifest: m, Runner: r, Store: store, Budgets: tools.NewBudgets(m.Budgets),
 		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics}

@@ -6,6 +6,19 @@ import (
 	"github.com/runbox-mcp/runbox/tools"
 )
 
+// upstreamOptions: a tool under an ask policy is approved by an MCP
+// elicitation sent while run_code runs. Protocol 2026-07-28 replaced such
+// server-initiated requests with multi round-trip results, which cannot
+// pause a running box; the legacy requests still work on stdio and on
+// stateful streamable HTTP, and a client that declared no elicitation is
+// never asked (the code sees a refusal).
+func upstreamOptions(o Options) []server.ServerOption {
+	if !hasUpstream(o) {
+		return nil
+	}
+	return []server.ServerOption{server.WithLegacyServerInitiatedRequests()}
+}
+
 func hasUpstream(o Options) bool { return o.Upstream != nil && len(o.Upstream.Servers()) > 0 }
 
 // addUpstream offers the code's tool calls: run_code names the servers
