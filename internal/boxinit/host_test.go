@@ -3,8 +3,11 @@ package boxinit
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,4 +164,73 @@ func TestServices(t *testing.T) {
 			t.Fatalf("report %+v, log %v", rep, log)
 		}
 	})
+}
+
+func TestToolCallsService(t *testing.T) {
+	host, server := hostPair(t)
+	go func() {
+		for {
+			st, err := server.AcceptStream()
+			if err != nil {
+				return
+			}
+			go func() {
+				var h initproto.Header
+				blobs, _ := initproto.Receive(st, &h, 1<<20)
+				_ = initproto.Send(st, struct{}{}, append([]byte(h.Kind+":"), blobs[0]...))
+				_ = st.Close()
+			}()
+		}
+	}()
+	sock := filepath.Join(t.TempDir(), "s", "tools.sock")
+	svc := toolCalls{socket: sock}
+	stop, err := svc.Start(context.Background(), host, &initproto.Job{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if _, err := os.Stat(sock); err == nil {
+		t.Fatal("a job whose server serves no tool calls got a socket")
+	}
+	stop, err = svc.Start(context.Background(), host, &initproto.Job{Streams: []string{initproto.StreamTool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("unix", sock)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			req := fmt.Sprintf(`{"n":%d}`, i)
+			_, _ = c.Write([]byte(req))
+			_ = c.(*net.UnixConn).CloseWrite()
+			got, _ := io.ReadAll(c)
+			if string(got) != "tool:"+req {
+				t.Errorf("answer %q", got)
+			}
+		}()
+	}
+	wg.Wait()
+	stop()
+	if _, err := os.Stat(sock); err == nil {
+		t.Fatal("the socket outlived the service")
+	}
+}
+
+func TestWriteLibraries(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "lib")
+	if err := writeLibraries(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"runbox_tools.py", "runbox_tools.js"} {
+		if b, err := os.ReadFile(filepath.Join(dir, f)); err != nil || len(b) < 100 {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
 }
