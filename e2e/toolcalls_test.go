@@ -5,6 +5,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,6 +87,13 @@ print("sum has 42:", "42" in str(total), "| file:", text if isinstance(text, str
 		want := "sum3 true listing true ToolError:unknown_tool:everything.no_such_tool\n"
 		if r.Stdout != want {
 			t.Fatalf("stdout %q, want %q (stderr %s, error %+v)", r.Stdout, want, r.Stderr, r.Error)
+		}
+	})
+
+	t.Run("javascript, imported as an ES module", func(t *testing.T) {
+		r := run2(t, s, "javascript", "(async () => {\n  const { default: tools, call } = await import('runbox_tools');\n  console.log(await tools.everything.echo({message: 'esm'}), await call('everything', 'get-sum', {a: 1, b: 1}));\n})();\n")
+		if !strings.HasPrefix(r.Stdout, "Echo: esm ") || !strings.Contains(r.Stdout, "2") {
+			t.Fatalf("stdout %q stderr %s", r.Stdout, r.Stderr)
 		}
 	})
 

@@ -44,7 +44,7 @@ func initJob(m *manifest.Manifest, job contract.Job, isolation string) *initprot
 		Code:             []byte(job.Code),
 		Stdin:            []byte(job.Stdin),
 		Files:            files,
-		Env:              programEnv(m, lang),
+		Env:              esmHook(m, lang, job.Code, programEnv(m, lang)),
 		TimeoutMs:        job.Timeout.Milliseconds(),
 		CPUSeconds:       m.Limits.CPUSeconds,
 		MaxOutputBytes:   int(m.Limits.OutputBytes),

@@ -15,7 +15,7 @@ import (
 	"github.com/runbox-mcp/runbox/internal/initproto"
 )
 
-//go:embed lib/runbox_tools.py lib/runbox_tools.js
+//go:embed lib/runbox_tools.py lib/runbox_tools.js lib/runbox_tools.mjs lib/register.mjs
 var libraries embed.FS
 
 // Bounds of one call as runbox-init carries it; the server's per-run
