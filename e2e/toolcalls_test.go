@@ -137,3 +137,17 @@ print("42" in str(n), len(tools.fs.list_allowed_directories()) > 0)
 		t.Fatalf("stdout %q isolation %q stderr %s error %+v", r.Stdout, r.Isolation, r.Stderr, r.Error)
 	}
 }
+
+// TestToolCallsPooled: a pooled box's interpreter, started before its
+// job, finds the library too.
+func TestToolCallsPooled(t *testing.T) {
+	s := dockerServer(t, toolServers(t, t.TempDir())+"pool:\n  size: 1\n")
+	var r contract.Result
+	waitFor(t, 60*time.Second, func() bool {
+		r = run2(t, s, "python", "import runbox_tools as tools\nprint(tools.everything.echo(message='pooled'))\n")
+		return r.Metrics.Pooled
+	})
+	if r.Stdout != "Echo: pooled\n" {
+		t.Fatalf("stdout %q stderr %s error %+v", r.Stdout, r.Stderr, r.Error)
+	}
+}

@@ -183,7 +183,7 @@ func TestToolCallsService(t *testing.T) {
 		}
 	}()
 	sock := filepath.Join(t.TempDir(), "s", "tools.sock")
-	svc := toolCalls{socket: sock}
+	svc := toolCalls{socket: sock, lib: filepath.Join(t.TempDir(), "lib")}
 	stop, err := svc.Start(context.Background(), host, &initproto.Job{})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -73,12 +74,15 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	prewarmThreads(spareThreads)
 
 	opts := Options{Services: services()}
-	// Before a pooled interpreter starts: its import path must see them.
-	_ = writeLibraries(initproto.ToolsLib)
 	if len(args) > 2 && args[1] == initproto.PrestartFlag {
 		// A pooled box: start the interpreter now, while the job is
 		// still on its way.
 		if pre, err := initproto.DecodePrestart(args[2]); err == nil {
+			// Before the interpreter starts: its import path must see
+			// the tool-call libraries when the server has tools to call.
+			if slices.Contains(pre.Env, "PYTHONPATH="+initproto.ToolsLib) {
+				_ = writeLibraries(initproto.ToolsLib)
+			}
 			if self, err := os.Executable(); err == nil {
 				opts.Self = self
 				opts.Reaper = newReaper()

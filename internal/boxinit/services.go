@@ -20,7 +20,7 @@ type Service interface {
 
 // services are the box-side services runbox-init runs for every job.
 func services() []Service {
-	return []Service{toolCalls{socket: initproto.ToolsSocket}}
+	return []Service{toolCalls{socket: initproto.ToolsSocket, lib: initproto.ToolsLib}}
 }
 
 // startServices starts opts' services; the stop returned stops those

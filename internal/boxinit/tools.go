@@ -30,8 +30,9 @@ const (
 
 // writeLibraries puts the in-box libraries where the interpreters find
 // them (PYTHONPATH and NODE_PATH name dir when the manifest has servers).
-// They come with runbox-init, never from the image. Written before a
-// pooled box's interpreter starts, so its import path sees the directory.
+// They come with runbox-init, never from the image, and only into boxes
+// whose code may call tools: before a pooled box's interpreter starts
+// (its import path must see the directory), else before the program.
 func writeLibraries(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -56,13 +57,16 @@ func writeLibraries(dir string) error {
 // on a unix socket in the box and carries each connection's request to
 // the host on a StreamTool stream, and the answer back.
 type toolCalls struct {
-	socket string
+	socket, lib string
 }
 
 // Start listens when the server serves tool calls for this job.
 func (t toolCalls) Start(ctx context.Context, host *Host, job *initproto.Job) (func(), error) {
 	if host == nil || !slices.Contains(job.Streams, initproto.StreamTool) {
 		return func() {}, nil
+	}
+	if err := writeLibraries(t.lib); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(t.socket), 0o755); err != nil {
 		return nil, err
