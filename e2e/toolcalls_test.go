@@ -151,3 +151,23 @@ func TestToolCallsPooled(t *testing.T) {
 		t.Fatalf("stdout %q stderr %s error %+v", r.Stdout, r.Stderr, r.Error)
 	}
 }
+
+// TestToolCallsReadme runs the README's program against its manifest's
+// memory server (the reference server from npm, without npx).
+func TestToolCallsReadme(t *testing.T) {
+	sn := readmeSnippets(t)
+	manifest, program := sn["tools-manifest"], sn["tools-program"]
+	if !strings.Contains(manifest, "@modelcontextprotocol/server-memory") || program == "" {
+		t.Fatalf("README snippets:\n%s\n%s", manifest, program)
+	}
+	// The README's memory server, as installed by e2e/ts (npx would fetch it).
+	dir := t.TempDir()
+	t.Setenv("RUNBOX_MEMORY_FILE", filepath.Join(dir, "memory.jsonl"))
+	memory := strings.Replace(manifest[:strings.Index(manifest, "  - name: files")], "command: npx", "command: "+npmBin(t, "mcp-server-memory"), 1)
+	memory = strings.Replace(memory, `args: ["-y", "@modelcontextprotocol/server-memory"]`, "args: []", 1)
+	s := dockerServer(t, memory)
+	r := run2(t, s, "python", program)
+	if r.Stdout != "2 entities, 1 relation\n" {
+		t.Fatalf("stdout %q stderr %s error %+v", r.Stdout, r.Stderr, r.Error)
+	}
+}
