@@ -65,6 +65,8 @@ type Manifest struct {
 	Servers []Server `json:"servers" jsonschema_description:"MCP servers runbox connects to as a client; code in a box calls their tools through runbox (import runbox_tools in Python, require('runbox_tools') in JavaScript)."`
 	// ToolCalls bounds what one run's code may do with them.
 	ToolCalls ToolCalls `json:"tool_calls" jsonschema_description:"Per-run bounds on the code's calls to the servers' tools."`
+	// SavedTools keeps code as tools of its own.
+	SavedTools SavedTools `json:"saved_tools" jsonschema_description:"Code saved as tools (save_tool, delete_tool), kept across restarts."`
 }
 
 // Backends.
@@ -296,7 +298,7 @@ func Default() *Manifest {
 		Backend:     BackendDocker,
 		Kubernetes:  Kubernetes{Namespace: "runbox-sandbox"},
 		Servers:     []Server{},
-		ToolCalls:   ToolCalls{MaxCalls: 200, MaxBytes: 64 * MiB, CallTimeoutSeconds: 60, SaveTools: true},
+		ToolCalls:   ToolCalls{MaxCalls: 200, MaxBytes: 64 * MiB, CallTimeoutSeconds: 60},
 	}
 }
 

@@ -72,8 +72,13 @@ type ToolCalls struct {
 	// MaxBytes bounds arguments and results together.
 	MaxBytes           ByteSize `json:"max_bytes" jsonschema_description:"Most bytes of arguments sent and results received by one run's tool calls together."`
 	CallTimeoutSeconds float64  `json:"call_timeout_seconds" jsonschema_description:"Longest a single tool call may take; it is cancelled upstream after."`
-	// SaveTools lets clients save code as new tools (save_tool).
-	SaveTools bool `json:"save_tools" jsonschema_description:"Offers save_tool and delete_tool: code saved as a tool of its own, kept in the state directory."`
+}
+
+// SavedTools lets clients keep good code as tools of its own (save_tool).
+type SavedTools struct {
+	Enabled bool `json:"enabled" jsonschema_description:"Offers save_tool and delete_tool: a snippet saved with a name, description and input schema becomes a tool that runs it in a fresh box with the call's arguments (tools/list_changed); saved tools survive a restart. Off: neither is offered, and tools saved before are not served."`
+	// Dir is where they are kept; empty means the user's state directory.
+	Dir string `json:"dir" jsonschema_description:"Where saved tools are kept, one directory per tool with a file per version; empty: $XDG_STATE_HOME/runbox/tools (~/.local/state/runbox/tools)."`
 }
 
 // CallTimeout is the longest a tool call may take.

@@ -41,7 +41,7 @@ type Options struct {
 func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	logger := o.Logger
 	s := server.NewMCPServer(Name, o.Version, append(upstreamOptions(o),
-		server.WithToolCapabilities(hasUpstream(o)),
+		server.WithToolCapabilities(hasUpstream(o) || m.SavedTools.Enabled),
 		server.WithResourceCapabilities(false, false),
 		server.WithPromptCapabilities(false),
 		server.WithRecovery(),
@@ -53,6 +53,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics}
 	s.AddTools(tools.RunCode(deps))
 	addUpstream(s, deps, o)
+	addSaved(s, m, deps, o)
 	s.AddResource(tools.ManifestResource(m).Resource, tools.ManifestResource(m).Handler)
 	at := tools.ArtifactTemplate(store, m)
 	s.AddResourceTemplate(at.Template, at.Handler)

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/tools"
 )
 
@@ -20,6 +21,30 @@ func upstreamOptions(o Options) []server.ServerOption {
 }
 
 func hasUpstream(o Options) bool { return o.Upstream != nil && len(o.Upstream.Servers()) > 0 }
+
+// addSaved offers save_tool, delete_tool and the tools saved before.
+func addSaved(s *server.MCPServer, m *manifest.Manifest, deps tools.Deps, o Options) {
+	if !m.SavedTools.Enabled {
+		return
+	}
+	if hasUpstream(o) {
+		deps.Upstream = o.Upstream
+		if o.Metrics != nil {
+			deps.ToolMetrics = o.Metrics
+		}
+	}
+	store, err := tools.NewSavedStore(m.SavedTools)
+	if err == nil {
+		var all []server.ServerTool
+		if all, err = tools.SavedTools(s, store, deps); err == nil {
+			s.AddTools(all...)
+			return
+		}
+	}
+	if o.Logger != nil {
+		o.Logger.Warn("saved tools are not available", "err", err)
+	}
+}
 
 // addUpstream offers the code's tool calls: run_code names the servers
 // and their tool counts (again whenever a server's tools change) and
