@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,6 +98,15 @@ print("sum has 42:", "42" in str(total), "| file:", text if isinstance(text, str
 		}
 	})
 
+	t.Run("help() shows the stubs' descriptions and typed signatures", func(t *testing.T) {
+		r := run2(t, s, "python", "import pydoc\nimport runbox_tools as tools\nprint(pydoc.render_doc(tools.everything.get_sum, renderer=pydoc.plaintext))\nprint(pydoc.render_doc(tools.everything, renderer=pydoc.plaintext)[:4000])\n")
+		for _, want := range []string{"get_sum(*, a: float, b: float)", "Returns the sum of two numbers", "a: First number", "get_tiny_image", "Tools of MCP server 'everything'"} {
+			if !strings.Contains(r.Stdout, want) {
+				t.Errorf("help lacks %q:\n%s\n%s", want, r.Stdout, r.Stderr)
+			}
+		}
+	})
+
 	t.Run("a tool's error and an unknown server raise typed errors", func(t *testing.T) {
 		code := `import runbox_tools as tools
 try:
@@ -169,5 +179,47 @@ func TestToolCallsReadme(t *testing.T) {
 	r := run2(t, s, "python", program)
 	if r.Stdout != "2 entities, 1 relation\n" {
 		t.Fatalf("stdout %q stderr %s error %+v", r.Stdout, r.Stderr, r.Error)
+	}
+}
+
+// TestKubeToolCalls: on Kubernetes the calls take the pod's attach stream,
+// the same channel; the pod has no network.
+func TestKubeToolCalls(t *testing.T) {
+	s := kubeServer(t, toolServers(t, t.TempDir()))
+	r := run2(t, s, "python", `import runbox_tools as tools
+n = tools.everything.get_sum(a=20, b=22)
+tools.memory.create_entities(entities=[{"name": "k8s", "entityType": "x", "observations": [str(n)]}])
+print("42" in str(n), [e["name"] for e in tools.memory.read_graph()["entities"]])
+`)
+	if r.Stdout != "True ['k8s']\n" {
+		t.Fatalf("stdout %q stderr %s error %+v", r.Stdout, r.Stderr, r.Error)
+	}
+}
+
+// TestToolCallsAudit: each call is in its run's audit line, its arguments'
+// head redacted.
+func TestToolCallsAudit(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "audit.jsonl")
+	s := startServer(t, secretEnv, "--manifest", writeManifest(t, "audit:\n  enabled: true\n  path: "+log+"\nservers:\n  - name: everything\n    command: "+npmBin(t, "mcp-server-everything")+"\n"))
+	t.Cleanup(s.close)
+	r := run2(t, s, "python", "import runbox_tools as tools\ntools.everything.echo(message='token "+fakeSecret+"')\ntry:\n    tools.call('everything', 'nope', {})\nexcept tools.ToolError:\n    pass\n")
+	mustOK(t, r)
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct {
+		ToolCalls []struct {
+			Server, Tool, Outcome string
+			ArgsHead              string `json:"args_head"`
+		} `json:"tool_calls"`
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if strings.Contains(string(b), fakeSecret) || len(e.ToolCalls) != 2 || e.ToolCalls[0].Tool != "echo" || e.ToolCalls[0].Outcome != "ok" ||
+		!strings.Contains(e.ToolCalls[0].ArgsHead, "token") || e.ToolCalls[1].Outcome != "unknown_tool" {
+		t.Fatalf("audit line %s", b)
 	}
 }
