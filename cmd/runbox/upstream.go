@@ -12,7 +12,7 @@ import (
 // upstreamWait bounds the wait at start-up for the servers' first tool
 // lists, which the run_code description counts; a slower server is
 // counted once it answers.
-const upstreamWait = 20 * time.Second
+const upstreamWait = 10 * time.Second
 
 // startUpstream connects the manifest's servers (nil when there are none).
 func startUpstream(ctx context.Context, m *manifest.Manifest, logger *slog.Logger) *upstream.Set {
