@@ -72,6 +72,8 @@ type ToolCalls struct {
 	// MaxBytes bounds arguments and results together.
 	MaxBytes           ByteSize `json:"max_bytes" jsonschema_description:"Most bytes of arguments sent and results received by one run's tool calls together."`
 	CallTimeoutSeconds float64  `json:"call_timeout_seconds" jsonschema_description:"Longest a single tool call may take; it is cancelled upstream after."`
+	// MaxSeconds bounds the time one run's calls take together.
+	MaxSeconds float64 `json:"max_seconds" jsonschema_description:"Most seconds one run's tool calls may take together (0: only the run's own timeout); past it a call raises a limit error."`
 }
 
 // SavedTools lets clients keep good code as tools of its own (save_tool).
@@ -128,6 +130,9 @@ func (m *Manifest) validateServers(bad func(field string, value any, allowed str
 	}
 	if t.MaxBytes < 1*KiB || t.MaxBytes > 16*GiB {
 		bad("tool_calls.max_bytes", t.MaxBytes, "from 1KiB to 16GiB")
+	}
+	if !(t.MaxSeconds >= 0 && t.MaxSeconds <= 86400) {
+		bad("tool_calls.max_seconds", t.MaxSeconds, "from 0 to 86400")
 	}
 	if !(t.CallTimeoutSeconds >= 0.1 && t.CallTimeoutSeconds <= 3600) {
 		bad("tool_calls.call_timeout_seconds", t.CallTimeoutSeconds, "from 0.1 to 3600")

@@ -61,6 +61,8 @@ type Run struct {
 
 	calls atomic.Int64
 	bytes atomic.Int64
+	// spent is the time the run's calls took, in nanoseconds.
+	spent atomic.Int64
 }
 
 // NewRun prepares a run's calls; ask may be nil (ask tools are refused),
@@ -158,8 +160,17 @@ func (r *Run) call(ctx context.Context, req request, in int64) (a answer) {
 	if r.bytes.Add(in) > int64(r.limits.MaxBytes) {
 		return fail(KindLimit, req.Server, req.Tool, fmt.Sprintf("this run's tool calls passed the %s they may send and receive", r.limits.MaxBytes))
 	}
-	cctx, cancel := context.WithTimeout(ctx, r.limits.CallTimeout())
+	timeout := r.limits.CallTimeout()
+	if r.limits.MaxSeconds > 0 {
+		left := time.Duration(r.limits.MaxSeconds*float64(time.Second)) - time.Duration(r.spent.Load())
+		if left <= 0 {
+			return fail(KindLimit, req.Server, req.Tool, fmt.Sprintf("this run's tool calls took the %gs they may take together", r.limits.MaxSeconds))
+		}
+		timeout = min(timeout, left)
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	defer func(t0 time.Time) { r.spent.Add(int64(time.Since(t0))) }(time.Now())
 	tools, err := srv.Tools(cctx)
 	if err != nil {
 		return fail(KindUpstream, req.Server, req.Tool, "the server is not reachable: "+err.Error())
@@ -186,7 +197,7 @@ func (r *Run) call(ctx context.Context, req request, in int64) (a answer) {
 	res, err := srv.Call(cctx, req.Tool, req.Args)
 	switch {
 	case err != nil && cctx.Err() != nil && ctx.Err() == nil:
-		return fail(KindTimeout, req.Server, req.Tool, fmt.Sprintf("the call took longer than %s and was cancelled", r.limits.CallTimeout()))
+		return fail(KindTimeout, req.Server, req.Tool, fmt.Sprintf("the call took longer than %s and was cancelled", timeout))
 	case err != nil:
 		return fail(KindUpstream, req.Server, req.Tool, err.Error())
 	}

@@ -164,3 +164,15 @@ func TestIdentifier(t *testing.T) {
 		}
 	}
 }
+
+func TestRunTimeBudget(t *testing.T) {
+	set, _ := testSet(t, manifest.Server{Name: "s"})
+	r := set.NewRun(manifest.ToolCalls{MaxCalls: 10, MaxBytes: 1 << 20, CallTimeoutSeconds: 5, MaxSeconds: 0.3}, nil, nil)
+	start := time.Now()
+	if a := r.call(context.Background(), request{Server: "s", Tool: "slow"}, 10); a.Error == nil || a.Error.Kind != KindTimeout || time.Since(start) > 2*time.Second {
+		t.Fatalf("a call past the run's time: %+v after %s", a.Error, time.Since(start))
+	}
+	if a := r.call(context.Background(), request{Server: "s", Tool: "get-sum", Args: map[string]any{"a": 1, "b": 1}}, 10); a.Error == nil || a.Error.Kind != KindLimit {
+		t.Fatalf("a call once the run's time is spent: %+v", a.Error)
+	}
+}
