@@ -210,6 +210,7 @@ func TestToolCallsAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	var e struct {
+		Redacted  int
 		ToolCalls []struct {
 			Server, Tool, Outcome string
 			ArgsHead              string `json:"args_head"`
@@ -219,7 +220,7 @@ func TestToolCallsAudit(t *testing.T) {
 		t.Fatalf("%v\n%s", err, b)
 	}
 	if strings.Contains(string(b), fakeSecret) || len(e.ToolCalls) != 2 || e.ToolCalls[0].Tool != "echo" || e.ToolCalls[0].Outcome != "ok" ||
-		!strings.Contains(e.ToolCalls[0].ArgsHead, "token") || e.ToolCalls[1].Outcome != "unknown_tool" {
+		!strings.Contains(e.ToolCalls[0].ArgsHead, "token") || e.ToolCalls[1].Outcome != "unknown_tool" || e.Redacted == 0 {
 		t.Fatalf("audit line %s", b)
 	}
 }

@@ -96,7 +96,9 @@ func RunCode(d Deps) server.ServerTool {
 		}
 		if d.Audit != nil {
 			e := AuditEntry(m, d.Transport, ClientOf(ctx), call, res)
-			e.ToolCalls = calls()
+			var n int
+			e.ToolCalls, n = calls()
+			e.Redacted += n
 			if err := d.Audit.Record(e); err != nil && d.Logger != nil {
 				d.Logger.Warn("audit log", "run_id", res.RunID, "err", err)
 			}

@@ -27,13 +27,15 @@ type ToolCallMetrics interface {
 const argsHeadBytes = 256
 
 // withToolCalls lets the run's code call the upstream servers: the run's
-// handlers go with ctx; calls returns the audit of the calls made.
-func (d Deps) withToolCalls(ctx context.Context) (context.Context, func() []audit.ToolCall) {
+// handlers go with ctx; calls returns the audit of the calls made and how
+// many values it redacted.
+func (d Deps) withToolCalls(ctx context.Context) (context.Context, func() ([]audit.ToolCall, int)) {
 	if d.Upstream == nil || len(d.Upstream.Servers()) == 0 {
-		return ctx, func() []audit.ToolCall { return nil }
+		return ctx, func() ([]audit.ToolCall, int) { return nil, 0 }
 	}
 	var mu sync.Mutex
 	var calls []audit.ToolCall
+	redacted := 0
 	observe := func(r upstream.Record) {
 		head := string(r.Args)
 		if len(head) > argsHeadBytes {
@@ -43,8 +45,9 @@ func (d Deps) withToolCalls(ctx context.Context) (context.Context, func() []audi
 			}
 			head += "…"
 		}
-		head, _ = audit.Redact(head)
+		head, n := audit.Redact(head)
 		mu.Lock()
+		redacted += n
 		calls = append(calls, audit.ToolCall{Server: r.Server, Tool: r.Tool, ArgsHead: head, DurationMs: r.Duration.Milliseconds(),
 			Outcome: r.Outcome, BytesIn: r.BytesIn, BytesOut: r.BytesOut})
 		mu.Unlock()
@@ -53,10 +56,10 @@ func (d Deps) withToolCalls(ctx context.Context) (context.Context, func() []audi
 		}
 	}
 	run := d.Upstream.NewRun(d.Manifest.ToolCalls, Elicit, observe)
-	return sandbox.WithStreams(ctx, run.Streams()), func() []audit.ToolCall {
+	return sandbox.WithStreams(ctx, run.Streams()), func() ([]audit.ToolCall, int) {
 		mu.Lock()
 		defer mu.Unlock()
-		return calls
+		return calls, redacted
 	}
 }
 
