@@ -1,6 +1,3 @@
-// Package audit keeps runbox's audit log: one JSON line per run, with
-// secret-looking values redacted, rotated by size. `runbox runs` lists it
-// and `runbox replay` re-runs a logged job.
 package audit
 
 import (

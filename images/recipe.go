@@ -1,5 +1,3 @@
-// Package images holds the sandbox image's recipe (build.sh and sandbox/),
-// so that a built runbox can tell whether an engine's image is current.
 package images
 
 import (

@@ -1,6 +1,3 @@
-// Package metrics exposes runbox's Prometheus metrics: runs by language,
-// status and error kind, run latency, queue depth, pool sizes and boxes
-// alive.
 package metrics
 
 import (

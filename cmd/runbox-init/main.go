@@ -1,5 +1,7 @@
-// Command runbox-init is the PID 1 of every runbox box: it receives one job
-// on stdin, runs it, and reports on stdout. See package boxinit.
+// Command runbox-init is the PID 1 of every runbox box: it serves the box's
+// side of the channel (a stream multiplexer over its attached stdin and
+// stdout), runs the job it receives there and answers with the report and
+// the artifacts. See package boxinit.
 package main
 
 import (

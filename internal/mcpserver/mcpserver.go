@@ -1,6 +1,3 @@
-// Package mcpserver assembles runbox's MCP server from the manifest and a
-// runner, and serves it on a transport. It holds wiring only: tools,
-// prompts and resources live in their own packages.
 package mcpserver
 
 import (

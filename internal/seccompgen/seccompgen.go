@@ -1,12 +1,3 @@
-// Package seccompgen renders runbox's seccomp profiles from moby's current
-// default (github.com/moby/profiles/seccomp): the allow-list as the Docker
-// engine would expand it for a box with no capabilities on one native
-// architecture, minus what an interpreter never needs, with the dangerous
-// system calls killing the process instead of returning EPERM.
-//
-// The rendered profiles are committed in sandbox/docker/seccomp/ and passed to the
-// engine inline; `go generate ./sandbox/docker` writes them and a test fails when
-// they drift from this code.
 package seccompgen
 
 import (

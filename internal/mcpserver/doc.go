@@ -1,0 +1,7 @@
+// Package mcpserver assembles runbox's MCP server from the manifest and a
+// runner, and serves it on a transport. It holds wiring only: tools,
+// prompts and resources live in their own packages.
+//
+// It must not know an engine or the run algorithm's insides: it hands
+// tools a sandbox.Runner.
+package mcpserver
