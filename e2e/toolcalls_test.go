@@ -3,12 +3,15 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/contract"
 )
@@ -95,6 +98,47 @@ print("sum has 42:", "42" in str(total), "| file:", text if isinstance(text, str
 		r := run2(t, s, "javascript", "(async () => {\n  const { default: tools, call } = await import('runbox_tools');\n  console.log(await tools.everything.echo({message: 'esm'}), await call('everything', 'get-sum', {a: 1, b: 1}));\n})();\n")
 		if !strings.HasPrefix(r.Stdout, "Echo: esm ") || !strings.Contains(r.Stdout, "2") {
 			t.Fatalf("stdout %q stderr %s", r.Stdout, r.Stderr)
+		}
+	})
+
+	t.Run("discovery: run_code names servers and tool counts, search_tools the rest", func(t *testing.T) {
+		list, err := s.c.ListTools(context.Background(), mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var desc string
+		names := []string{}
+		for _, tl := range list.Tools {
+			names = append(names, tl.Name)
+			if tl.Name == "run_code" {
+				desc = tl.Description
+			}
+		}
+		if strings.Join(names, ",") != "run_code,search_tools" && strings.Join(names, ",") != "search_tools,run_code" {
+			t.Fatalf("tools %v", names)
+		}
+		for _, want := range []string{"everything (", " tools)", "memory (9 tools)", "fs (", "import runbox_tools"} {
+			if !strings.Contains(desc, want) {
+				t.Errorf("run_code's description lacks %q:\n%s", want, desc)
+			}
+		}
+		if strings.Contains(desc, "get-sum") || strings.Contains(desc, "create_entities") {
+			t.Errorf("run_code's description names tools:\n%s", desc)
+		}
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "search_tools", map[string]any{"query": "sum"}
+		res, err := s.c.CallTool(context.Background(), req)
+		if err != nil || res.IsError {
+			t.Fatalf("search_tools: %v %+v", err, res)
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		if !strings.Contains(string(b), `"call":"tools.everything.get_sum"`) || strings.Contains(string(b), "input_schema") {
+			t.Fatalf("search_tools: %s", b)
+		}
+		req.Params.Arguments = map[string]any{"query": "get-sum", "schemas": true}
+		res, _ = s.c.CallTool(context.Background(), req)
+		if b, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(b), `"input_schema"`) {
+			t.Fatalf("search_tools with schemas: %s", b)
 		}
 	})
 
