@@ -6,6 +6,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -86,6 +87,9 @@ type SavedTools struct {
 // CallTimeout is the longest a tool call may take.
 func (t ToolCalls) CallTimeout() time.Duration { return seconds(t.CallTimeoutSeconds) }
 
+// reservedServerNames are runbox_tools' own attributes.
+var reservedServerNames = []string{"call", "list", "servers"}
+
 var serverNameRe = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
 // validateServers checks the servers and the tool-call bounds.
@@ -98,6 +102,8 @@ func (m *Manifest) validateServers(bad func(field string, value any, allowed str
 			bad(f+".name", s.Name, "lower-case letters, digits, _ and -, at most 32, starting with a letter")
 		case seen[identifier(s.Name)]:
 			bad(f+".name", s.Name, "unique (with - read as _)")
+		case slices.Contains(reservedServerNames, identifier(s.Name)):
+			bad(f+".name", s.Name, "not one of the libraries' own names ("+strings.Join(reservedServerNames, ", ")+")")
 		}
 		seen[identifier(s.Name)] = true
 		switch {

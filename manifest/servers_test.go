@@ -17,6 +17,7 @@ func TestServersValidate(t *testing.T) {
 		{"both", []Server{{Name: "x", Command: "a", URL: "http://h/"}}, "exactly one of command"},
 		{"bad name", []Server{{Name: "X y", Command: "a"}}, "servers[0].name"},
 		{"same identifier", []Server{{Name: "a-b", Command: "a"}, {Name: "a_b", Command: "a"}}, "unique"},
+		{"a library name", []Server{{Name: "call", Command: "a"}}, "libraries' own names"},
 		{"bad url", []Server{{Name: "x", URL: "ftp://h/"}}, "servers[0].url"},
 		{"headers on stdio", []Server{{Name: "x", Command: "a", Headers: map[string]string{"A": "B"}}}, "only with url"},
 		{"env on http", []Server{{Name: "x", URL: "http://h/", Env: map[string]string{"A": "B"}}}, "only with command"},
