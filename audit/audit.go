@@ -45,6 +45,21 @@ type Entry struct {
 	StderrSHA256 string `json:"stderr_sha256"`
 	// Redacted counts the values replaced in this line.
 	Redacted int `json:"redacted,omitempty"`
+	// ToolCalls are the calls the run's code made to upstream servers.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ToolCall is one call of the code to an upstream server's tool.
+type ToolCall struct {
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+	// ArgsHead is the head of the arguments, redacted.
+	ArgsHead   string `json:"args_head"`
+	DurationMs int64  `json:"duration_ms"`
+	// Outcome is ok or the error kind the code saw.
+	Outcome  string `json:"outcome"`
+	BytesIn  int64  `json:"bytes_in"`
+	BytesOut int64  `json:"bytes_out"`
 }
 
 // Client is who called.

@@ -73,7 +73,19 @@ func main() {
 	server := flag.String("server", "bin/runbox", "the runbox binary")
 	n := flag.Int("n", 20, "calls per scenario")
 	asJSON := flag.String("json", "", "also write the rows as JSON to this file")
+	only := flag.String("only", "", "run only this part: toolcalls")
 	flag.Parse()
+	if *only == "toolcalls" {
+		rows, notes, err := toolCallBench(*server, *n)
+		printRows(rows)
+		fmt.Println()
+		fmt.Println(strings.Join(notes, "\n"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := bench(*server, *n, *asJSON); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -167,16 +179,16 @@ func bench(bin string, n int, jsonPath string) error {
 		measure(print1.name, "docker run --rm, runbox's hardening", 8, 4*n, 0, func() error { return dockerCmd(print1, hardenedRun(image)...) }),
 	)
 
-	fmt.Printf("machine: %d CPUs, %s/%s, %s; image %s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, engineVersion(), image)
-	fmt.Println("| program | scenario | concurrency | n | p50 ms | p95 ms | p99 ms | runs/s |")
-	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-	for _, r := range rows {
-		if r.Failure != "" {
-			fmt.Printf("| %s | %s | %d | %d | failed: %s | | | |\n", r.Program, r.Name, r.Concurrency, r.N, r.Failure)
-			continue
-		}
-		fmt.Printf("| %s | %s | %d | %d | %.0f | %.0f | %.0f | %.1f |\n", r.Program, r.Name, r.Concurrency, r.N, r.P50Ms, r.P95Ms, r.P99Ms, r.RunsPerSec)
+	toolRows, toolNotes, err := toolCallBench(bin, n)
+	if err != nil {
+		toolNotes = append(toolNotes, "tool calls: "+err.Error())
 	}
+	rows = append(rows, toolRows...)
+
+	fmt.Printf("machine: %d CPUs, %s/%s, %s; image %s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, engineVersion(), image)
+	printRows(rows)
+	fmt.Println()
+	fmt.Println(strings.Join(toolNotes, "\n"))
 	if jsonPath != "" {
 		b, _ := json.MarshalIndent(rows, "", "  ")
 		return os.WriteFile(jsonPath, b, 0o644)
@@ -232,6 +244,18 @@ func measure(prog, name string, c, n int, pace time.Duration, f func() error) ro
 	// Throughput counts call time only, not the pacing.
 	r.RunsPerSec = float64(n) / (busy.Seconds() / float64(c))
 	return r
+}
+
+func printRows(rows []row) {
+	fmt.Println("| program | scenario | concurrency | n | p50 ms | p95 ms | p99 ms | runs/s |")
+	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, r := range rows {
+		if r.Failure != "" {
+			fmt.Printf("| %s | %s | %d | %d | failed: %s | | | |\n", r.Program, r.Name, r.Concurrency, r.N, r.Failure)
+			continue
+		}
+		fmt.Printf("| %s | %s | %d | %d | %.2f | %.2f | %.2f | %.1f |\n", r.Program, r.Name, r.Concurrency, r.N, r.P50Ms, r.P95Ms, r.P99Ms, r.RunsPerSec)
+	}
 }
 
 func pct(sorted []float64, p float64) float64 {

@@ -60,6 +60,13 @@ type Manifest struct {
 	Backend string `json:"backend" jsonschema:"enum=docker,enum=kubernetes" jsonschema_description:"Where boxes run: docker (default: the local engine) or kubernetes (one pod per run)."`
 	// Kubernetes configures the kubernetes backend.
 	Kubernetes Kubernetes `json:"kubernetes" jsonschema_description:"The kubernetes backend: cluster, namespace and scheduling of the sandbox pods."`
+	// Servers are MCP servers whose tools code in a box can call
+	// (servers.go).
+	Servers []Server `json:"servers" jsonschema_description:"MCP servers runbox connects to as a client; code in a box calls their tools through runbox (import runbox_tools in Python, require('runbox_tools') in JavaScript)."`
+	// ToolCalls bounds what one run's code may do with them.
+	ToolCalls ToolCalls `json:"tool_calls" jsonschema_description:"Per-run bounds on the code's calls to the servers' tools."`
+	// SavedTools keeps code as tools of its own.
+	SavedTools SavedTools `json:"saved_tools" jsonschema_description:"Code saved as tools (save_tool, delete_tool), kept across restarts."`
 }
 
 // Backends.
@@ -290,6 +297,8 @@ func Default() *Manifest {
 		HTTP:        HTTP{AllowedOrigins: []string{}},
 		Backend:     BackendDocker,
 		Kubernetes:  Kubernetes{Namespace: "runbox-sandbox"},
+		Servers:     []Server{},
+		ToolCalls:   ToolCalls{MaxCalls: 200, MaxBytes: 64 * MiB, CallTimeoutSeconds: 60},
 	}
 }
 
@@ -438,6 +447,7 @@ func (m *Manifest) Validate() error {
 	default:
 		bad("backend", m.Backend, "docker or kubernetes")
 	}
+	m.validateServers(bad)
 	if !userRe.MatchString(m.User) {
 		bad("user", m.User, "a non-root numeric uid:gid such as 1000:1000")
 	}

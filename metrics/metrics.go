@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
 
@@ -23,6 +24,9 @@ type Metrics struct {
 	runs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 	queue   *prometheus.HistogramVec
+	// toolCalls and toolSeconds count the code's upstream tool calls.
+	toolCalls   *prometheus.CounterVec
+	toolSeconds *prometheus.HistogramVec
 }
 
 // New registers every metric; src may be nil (no runner gauges).
@@ -45,6 +49,16 @@ func New(version, isolation string, src Source) *Metrics {
 			Buckets: []float64{0.001, 0.01, 0.1, 0.5, 1, 5, 30, 120},
 		}, []string{"language"}),
 	}
+	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "runbox_tool_calls_total",
+		Help: "Calls of the code to upstream tools, by server and outcome (ok or the error kind the code saw).",
+	}, []string{"server", "outcome"})
+	m.toolSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "runbox_tool_call_duration_seconds",
+		Help:    "Time of the code's calls to upstream tools, by server.",
+		Buckets: []float64{0.001, 0.005, 0.025, 0.1, 0.5, 1, 5, 30, 120},
+	}, []string{"server"})
+	reg.MustRegister(m.toolCalls, m.toolSeconds)
 	reg.MustRegister(m.runs, m.latency, m.queue,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "runbox_build_info", Help: "Always 1; labels say the version and isolation level.",
@@ -107,4 +121,13 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for lang, n := range s.PoolIdle {
 		ch <- prometheus.MustNewConstMetric(descPoolIdle, prometheus.GaugeValue, float64(n), lang)
 	}
+}
+
+// ObserveToolCall counts one call of the code to an upstream tool.
+func (m *Metrics) ObserveToolCall(server, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.toolCalls.WithLabelValues(server, outcome).Inc()
+	m.toolSeconds.WithLabelValues(server).Observe(d.Seconds())
 }

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
 
@@ -21,8 +22,11 @@ func TestScrape(t *testing.T) {
 	m := New("v1.2.3", "runc", fakeSource{})
 	m.Observe(contract.Result{Language: "python", Status: contract.StatusOK, Metrics: contract.Metrics{WallMs: 40, Pooled: true}})
 	m.Observe(contract.Result{Language: "bash", Status: contract.StatusError, Error: &contract.ErrorInfo{Kind: contract.KindTimeout}, Metrics: contract.Metrics{WallMs: 2000, QueueMs: 300}})
+	m.ObserveToolCall("memory", "ok", 3*time.Millisecond)
+	m.ObserveToolCall("memory", "limit", 0)
 	var nilM *Metrics
 	nilM.Observe(contract.Result{}) // no metrics: no-op
+	nilM.ObserveToolCall("x", "ok", 0)
 
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -33,6 +37,9 @@ func TestScrape(t *testing.T) {
 		`runbox_run_duration_seconds_bucket{language="python",pooled="true",le="0.05"} 1`,
 		`runbox_run_duration_seconds_count{language="bash",pooled="false"} 1`,
 		`runbox_queue_depth 5`,
+		`runbox_tool_calls_total{outcome="ok",server="memory"} 1`,
+		`runbox_tool_calls_total{outcome="limit",server="memory"} 1`,
+		`runbox_tool_call_duration_seconds_bucket{server="memory",le="0.005"} 2`,
 		`runbox_runs_in_progress 2`,
 		`runbox_containers_alive 4`,
 		`runbox_pool_idle_boxes{language="python"} 1`,

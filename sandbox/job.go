@@ -44,7 +44,7 @@ func initJob(m *manifest.Manifest, job contract.Job, isolation string) *initprot
 		Code:             []byte(job.Code),
 		Stdin:            []byte(job.Stdin),
 		Files:            files,
-		Env:              programEnv(m, lang),
+		Env:              esmHook(m, lang, job.Code, programEnv(m, lang)),
 		TimeoutMs:        job.Timeout.Milliseconds(),
 		CPUSeconds:       m.Limits.CPUSeconds,
 		MaxOutputBytes:   int(m.Limits.OutputBytes),
@@ -75,6 +75,10 @@ func programEnv(m *manifest.Manifest, lang manifest.Language) []string {
 		// can use the memory it was given, and one that needs more meets
 		// the heap limit (reported as oom) before the kernel's killer.
 		env["NODE_OPTIONS"] = "--max-old-space-size=" + strconv.FormatInt(nodeHeapMiB(int64(m.Limits.Memory)), 10)
+	}
+	if len(m.Servers) > 0 {
+		// runbox-init writes the runbox_tools libraries there.
+		env["PYTHONPATH"], env["NODE_PATH"] = initproto.ToolsLib, initproto.ToolsLib
 	}
 	for k, v := range lang.Env {
 		if k == "NODE_OPTIONS" && env[k] != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/runbox-mcp/runbox/upstream"
 )
 
 // RunCodeName is the tool's name.
@@ -36,6 +37,11 @@ type Deps struct {
 	Logger *slog.Logger
 	// Metrics counts every answered call; nil counts none.
 	Metrics interface{ Observe(contract.Result) }
+	// Upstream are the servers the code may call (toolcalls.go); nil:
+	// none.
+	Upstream *upstream.Set
+	// ToolMetrics counts the code's tool calls; nil counts none.
+	ToolMetrics ToolCallMetrics
 }
 
 // progressEvery is how often a long run reports progress to a client that
@@ -45,7 +51,7 @@ const progressEvery = 2 * time.Second
 // RunCode is the run_code tool: its definition and handler.
 func RunCode(d Deps) server.ServerTool {
 	m := d.Manifest
-	tool := mcp.NewToolWithRawSchema(RunCodeName, m.ToolDescription(), InputSchema(m))
+	tool := mcp.NewToolWithRawSchema(RunCodeName, m.ToolDescription()+ServersParagraph(d.Upstream), InputSchema(m))
 	tool.RawOutputSchema = OutputSchema()
 	// Every hint set explicitly: the defaults say the opposite of what
 	// run_code is.
@@ -77,6 +83,7 @@ func RunCode(d Deps) server.ServerTool {
 			defer stop()
 		}
 		call := DecodeCall(raw)
+		ctx, calls := d.withToolCalls(ctx)
 		res := call.Run(ctx, m, d.Runner)
 		if d.Budgets != nil {
 			d.Budgets.Charge(session, time.Duration(res.Metrics.WallMs)*time.Millisecond)
@@ -88,7 +95,11 @@ func RunCode(d Deps) server.ServerTool {
 			d.Metrics.Observe(res)
 		}
 		if d.Audit != nil {
-			if err := d.Audit.Record(AuditEntry(m, d.Transport, ClientOf(ctx), call, res)); err != nil && d.Logger != nil {
+			e := AuditEntry(m, d.Transport, ClientOf(ctx), call, res)
+			var n int
+			e.ToolCalls, n = calls()
+			e.Redacted += n
+			if err := d.Audit.Record(e); err != nil && d.Logger != nil {
 				d.Logger.Warn("audit log", "run_id", res.RunID, "err", err)
 			}
 		}

@@ -88,6 +88,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 		}
 		defer auditLog.Close()
 		opts := mcpserver.Options{Version: version, Logger: logger, Transport: cfg.transport, Audit: auditLog}
+		opts.Upstream = startUpstream(ctx, m, logger)
+		defer opts.Upstream.Close()
 		var promHandler http.Handler
 		if m.Metrics.Enabled && cfg.transport != mcpserver.TransportStdio {
 			opts.Metrics = metrics.New(version, m.Isolation, runner)

@@ -57,6 +57,7 @@ func serve(conn io.ReadWriteCloser, opts Options) int {
 	if err != nil {
 		rep = &initproto.Report{InitError: "reading job: " + err.Error()}
 	} else {
+		opts.Host = NewHost(sess)
 		rep, contents = Run(context.Background(), job, opts)
 	}
 	// A write can fail after its data went out, when the server ends the

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -44,6 +45,10 @@ type Options struct {
 	// Prestarted is an interpreter started before the job arrived, waiting
 	// for the code's path; nil runs the job's own command.
 	Prestarted *process
+	// Host opens streams to the server during the run (services.go).
+	Host *Host
+	// Services run beside the program; Main runs services().
+	Services []Service
 }
 
 // Main is runbox-init's entry point; it returns the process exit code.
@@ -68,11 +73,16 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 
 	prewarmThreads(spareThreads)
 
-	opts := Options{}
+	opts := Options{Services: services()}
 	if len(args) > 2 && args[1] == initproto.PrestartFlag {
 		// A pooled box: start the interpreter now, while the job is
 		// still on its way.
 		if pre, err := initproto.DecodePrestart(args[2]); err == nil {
+			// Before the interpreter starts: its import path must see
+			// the tool-call libraries when the server has tools to call.
+			if slices.Contains(pre.Env, "PYTHONPATH="+initproto.ToolsLib) {
+				_ = writeLibraries(initproto.ToolsLib)
+			}
 			if self, err := os.Executable(); err == nil {
 				opts.Self = self
 				opts.Reaper = newReaper()
@@ -133,6 +143,12 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 	if err != nil {
 		return &initproto.Report{InitError: err.Error()}, nil
 	}
+	stopServices, err := startServices(ctx, opts, job)
+	if err != nil {
+		return &initproto.Report{InitError: err.Error()}, nil
+	}
+	// Stopped when the program has ended, before the report goes out.
+	defer stopServices()
 
 	rep := &initproto.Report{OOMKills: -1}
 	cg := cgroupFiles(opts.CgroupRoot)

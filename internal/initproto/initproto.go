@@ -32,6 +32,11 @@ type Job struct {
 	// runtimes that cannot enforce a pids cgroup).
 	NProc int64 `json:"nproc,omitempty"`
 
+	// Streams are the kinds of stream the server serves for this run
+	// (sandbox.Streams): box-side services offer only these, since a box
+	// that opens any other kind is killed.
+	Streams []string `json:"streams,omitempty"`
+
 	MaxOutputBytes   int   `json:"max_output_bytes"`
 	MaxArtifacts     int   `json:"max_artifacts"`
 	MaxArtifactBytes int64 `json:"max_artifact_bytes"`

@@ -15,6 +15,7 @@ import (
 	"github.com/runbox-mcp/runbox/prompts"
 	"github.com/runbox-mcp/runbox/sandbox"
 	"github.com/runbox-mcp/runbox/tools"
+	"github.com/runbox-mcp/runbox/upstream"
 )
 
 // Name is the server's name in the MCP handshake.
@@ -29,22 +30,27 @@ type Options struct {
 	Audit *audit.Log
 	// Metrics counts every call; nil counts none.
 	Metrics *metrics.Metrics
+	// Upstream are the servers code may call; nil: none (upstream.go).
+	Upstream *upstream.Set
 }
 
 // New returns the MCP server with every runbox tool registered.
 func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	logger := o.Logger
-	s := server.NewMCPServer(Name, o.Version,
-		server.WithToolCapabilities(false),
+	s := server.NewMCPServer(Name, o.Version, append(upstreamOptions(o),
+		server.WithToolCapabilities(hasUpstream(o) || m.SavedTools.Enabled),
 		server.WithResourceCapabilities(false, false),
 		server.WithPromptCapabilities(false),
 		server.WithRecovery(),
 		server.WithLogger(logger),
 		server.WithInstructions("runbox runs Python, JavaScript and bash in an isolated sandbox with no network. Call run_code to execute code and read its structured result; the tool description lists the limits and installed packages."),
-	)
+	)...)
 	store := tools.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
-	s.AddTools(tools.RunCode(tools.Deps{Manifest: m, Runner: r, Store: store, Budgets: tools.NewBudgets(m.Budgets),
-		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics}))
+	deps := tools.Deps{Manifest: m, Runner: r, Store: store, Budgets: tools.NewBudgets(m.Budgets),
+		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics}
+	s.AddTools(tools.RunCode(deps))
+	addUpstream(s, deps, o)
+	addSaved(s, m, deps, o)
 	s.AddResource(tools.ManifestResource(m).Resource, tools.ManifestResource(m).Handler)
 	at := tools.ArtifactTemplate(store, m)
 	s.AddResourceTemplate(at.Template, at.Handler)

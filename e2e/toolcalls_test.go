@@ -1,0 +1,270 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/runbox-mcp/runbox/contract"
+)
+
+// npmBin is where `make e2e` (npm ci in e2e/ts) puts the reference MCP
+// servers the tool-call tests run.
+func npmBin(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("ts", "node_modules", ".bin", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is not installed: run `cd e2e/ts && npm ci` (make e2e does)", name)
+	}
+	return p
+}
+
+// toolServers is a manifest with the three reference servers over stdio:
+// everything, memory (its file named through a host variable, which must
+// never reach a box) and filesystem on dir.
+func toolServers(t *testing.T, dir string) string {
+	t.Helper()
+	t.Setenv("RUNBOX_TEST_MEMORY_FILE", filepath.Join(dir, "memory.jsonl"))
+	return "servers:\n" +
+		"  - name: everything\n    command: " + npmBin(t, "mcp-server-everything") + "\n" +
+		"  - name: memory\n    command: " + npmBin(t, "mcp-server-memory") + "\n    env:\n      MEMORY_FILE_PATH: RUNBOX_TEST_MEMORY_FILE\n" +
+		"  - name: fs\n    command: " + npmBin(t, "mcp-server-filesystem") + "\n    args: [" + dir + "]\n"
+}
+
+// TestToolCallsChain: a Python and a JavaScript program each chain calls
+// to three real servers and print only a summary.
+func TestToolCallsChain(t *testing.T) {
+	dir := t.TempDir()
+	dir, _ = filepath.EvalSymlinks(dir)
+	s := dockerServer(t, toolServers(t, dir))
+
+	t.Run("python", func(t *testing.T) {
+		code := `import json, os
+import runbox_tools as tools
+total = tools.everything.get_sum(a=2, b=40)
+tools.memory.create_entities(entities=[{"name": "runbox", "entityType": "project", "observations": ["sum: %s" % total]}])
+graph = tools.memory.read_graph()
+names = [e["name"] for e in (graph["entities"] if isinstance(graph, dict) else json.loads(graph)["entities"])]
+tools.fs.write_file(path="` + dir + `/py.txt", content="entities: %s" % names)
+text = tools.call("fs", "read_text_file", {"path": "` + dir + `/py.txt"})
+img = tools.everything.get_tiny_image()
+img = [p for p in img if isinstance(p, bytes)][0] if isinstance(img, list) else img
+doc = tools.everything.get_sum.__doc__
+print("sum has 42:", "42" in str(total), "| file:", text if isinstance(text, str) else text["content"], "| image bytes:", img[:4] == b"\x89PNG", "| doc:", "Returns the sum" in doc and "a:" in doc, "| env:", "RUNBOX_TEST_MEMORY_FILE" in os.environ)
+`
+		r := run2(t, s, "python", code)
+		want := "sum has 42: True | file: entities: ['runbox'] | image bytes: True | doc: True | env: False\n"
+		if r.Stdout != want {
+			t.Fatalf("stdout %q, want %q (stderr %s, error %+v)", r.Stdout, want, r.Stderr, r.Error)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "py.txt")); err != nil || string(b) != "entities: ['runbox']" {
+			t.Fatalf("the file on the host: %q %v", b, err)
+		}
+	})
+
+	t.Run("javascript", func(t *testing.T) {
+		code := `const tools = require('runbox_tools');
+(async () => {
+  const total = await tools.everything.get_sum({a: 1, b: 2});
+  await tools.memory.create_entities({entities: [{name: 'js', entityType: 'lang', observations: [String(total)]}]});
+  const found = await tools.memory.search_nodes({query: 'js'});
+  const entities = typeof found === 'string' ? JSON.parse(found).entities : found.entities;
+  await tools.fs.write_file({path: '` + dir + `/js.txt', content: 'found ' + entities.length});
+  const listing = await tools.call('fs', 'list_directory', {path: '` + dir + `'});
+  let denied = '';
+  try { await tools.everything.no_such_tool({}); } catch (e) { denied = e.name + ':' + e.kind + ':' + e.server + '.' + e.tool; }
+  console.log('sum3', String(JSON.stringify(total)).includes('3'), 'listing', JSON.stringify(listing).includes('js.txt'), denied);
+})().catch((e) => { console.error(e); process.exit(1); });
+`
+		r := run2(t, s, "javascript", code)
+		want := "sum3 true listing true ToolError:unknown_tool:everything.no_such_tool\n"
+		if r.Stdout != want {
+			t.Fatalf("stdout %q, want %q (stderr %s, error %+v)", r.Stdout, want, r.Stderr, r.Error)
+		}
+	})
+
+	t.Run("javascript, imported as an ES module", func(t *testing.T) {
+		r := run2(t, s, "javascript", "(async () => {\n  const { default: tools, call } = await import('runbox_tools');\n  console.log(await tools.everything.echo({message: 'esm'}), await call('everything', 'get-sum', {a: 1, b: 1}));\n})();\n")
+		if !strings.HasPrefix(r.Stdout, "Echo: esm ") || !strings.Contains(r.Stdout, "2") {
+			t.Fatalf("stdout %q stderr %s", r.Stdout, r.Stderr)
+		}
+	})
+
+	t.Run("discovery: run_code names servers and tool counts, search_tools the rest", func(t *testing.T) {
+		list, err := s.c.ListTools(context.Background(), mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var desc string
+		names := []string{}
+		for _, tl := range list.Tools {
+			names = append(names, tl.Name)
+			if tl.Name == "run_code" {
+				desc = tl.Description
+			}
+		}
+		if strings.Join(names, ",") != "run_code,search_tools" && strings.Join(names, ",") != "search_tools,run_code" {
+			t.Fatalf("tools %v", names)
+		}
+		for _, want := range []string{"everything (", " tools)", "memory (9 tools)", "fs (", "import runbox_tools"} {
+			if !strings.Contains(desc, want) {
+				t.Errorf("run_code's description lacks %q:\n%s", want, desc)
+			}
+		}
+		if strings.Contains(desc, "get-sum") || strings.Contains(desc, "create_entities") {
+			t.Errorf("run_code's description names tools:\n%s", desc)
+		}
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "search_tools", map[string]any{"query": "sum"}
+		res, err := s.c.CallTool(context.Background(), req)
+		if err != nil || res.IsError {
+			t.Fatalf("search_tools: %v %+v", err, res)
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		if !strings.Contains(string(b), `"call":"tools.everything.get_sum"`) || strings.Contains(string(b), "input_schema") {
+			t.Fatalf("search_tools: %s", b)
+		}
+		req.Params.Arguments = map[string]any{"query": "get-sum", "schemas": true}
+		res, _ = s.c.CallTool(context.Background(), req)
+		if b, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(b), `"input_schema"`) {
+			t.Fatalf("search_tools with schemas: %s", b)
+		}
+	})
+
+	t.Run("help() shows the stubs' descriptions and typed signatures", func(t *testing.T) {
+		r := run2(t, s, "python", "import pydoc\nimport runbox_tools as tools\nprint(pydoc.render_doc(tools.everything.get_sum, renderer=pydoc.plaintext))\nprint(pydoc.render_doc(tools.everything, renderer=pydoc.plaintext)[:4000])\n")
+		for _, want := range []string{"get_sum(*, a: float, b: float)", "Returns the sum of two numbers", "a: First number", "get_tiny_image", "Tools of MCP server 'everything'"} {
+			if !strings.Contains(r.Stdout, want) {
+				t.Errorf("help lacks %q:\n%s\n%s", want, r.Stdout, r.Stderr)
+			}
+		}
+	})
+
+	t.Run("a tool's error and an unknown server raise typed errors", func(t *testing.T) {
+		code := `import runbox_tools as tools
+try:
+    tools.fs.read_text_file(path="/etc/passwd")
+except tools.ToolError as e:
+    print(e.kind, e.server, e.tool)
+try:
+    tools.nosuch.thing()
+except tools.ToolError as e:
+    print(e.kind, e.server, isinstance(e, AttributeError))
+`
+		r := run2(t, s, "python", code)
+		if r.Stdout != "tool_error fs read_text_file\nunknown_server nosuch True\n" {
+			t.Fatalf("stdout %q stderr %s", r.Stdout, r.Stderr)
+		}
+	})
+}
+
+// run2 runs code on s and returns the result.
+func run2(t *testing.T, s *server, lang, code string) contract.Result {
+	t.Helper()
+	start := time.Now()
+	r, _ := s.call(t, map[string]any{"language": lang, "code": code, "timeout_seconds": 60})
+	t.Logf("%s took %s", lang, time.Since(start).Round(time.Millisecond))
+	return r
+}
+
+// TestToolCallsGVisor: under gVisor the calls take the same channel.
+func TestToolCallsGVisor(t *testing.T) {
+	dir := t.TempDir()
+	s := gvisorServer(t, toolServers(t, dir))
+	r := run2(t, s, "python", `import runbox_tools as tools
+n = tools.everything.get_sum(a=20, b=22)
+tools.memory.create_entities(entities=[{"name": "gv", "entityType": "x", "observations": [str(n)]}])
+print("42" in str(n), len(tools.fs.list_allowed_directories()) > 0)
+`)
+	if r.Stdout != "True True\n" || r.Isolation != "gvisor" {
+		t.Fatalf("stdout %q isolation %q stderr %s error %+v", r.Stdout, r.Isolation, r.Stderr, r.Error)
+	}
+}
+
+// TestToolCallsPooled: a pooled box's interpreter, started before its
+// job, finds the library too.
+func TestToolCallsPooled(t *testing.T) {
+	s := dockerServer(t, toolServers(t, t.TempDir())+"pool:\n  size: 1\n")
+	var r contract.Result
+	waitFor(t, 60*time.Second, func() bool {
+		r = run2(t, s, "python", "import runbox_tools as tools\nprint(tools.everything.echo(message='pooled'))\n")
+		return r.Metrics.Pooled
+	})
+	if r.Stdout != "Echo: pooled\n" {
+		t.Fatalf("stdout %q stderr %s error %+v", r.Stdout, r.Stderr, r.Error)
+	}
+}
+
+// TestToolCallsReadme runs the README's program against its manifest's
+// memory server (the reference server from npm, without npx).
+func TestToolCallsReadme(t *testing.T) {
+	sn := readmeSnippets(t)
+	manifest, program := sn["tools-manifest"], sn["tools-program"]
+	if !strings.Contains(manifest, "@modelcontextprotocol/server-memory") || program == "" {
+		t.Fatalf("README snippets:\n%s\n%s", manifest, program)
+	}
+	// The README's memory server, as installed by e2e/ts (npx would fetch it).
+	dir := t.TempDir()
+	t.Setenv("RUNBOX_MEMORY_FILE", filepath.Join(dir, "memory.jsonl"))
+	memory := strings.Replace(manifest[:strings.Index(manifest, "  - name: files")], "command: npx", "command: "+npmBin(t, "mcp-server-memory"), 1)
+	memory = strings.Replace(memory, `args: ["-y", "@modelcontextprotocol/server-memory"]`, "args: []", 1)
+	s := dockerServer(t, memory)
+	r := run2(t, s, "python", program)
+	if r.Stdout != "2 entities, 1 relation\n" {
+		t.Fatalf("stdout %q stderr %s error %+v", r.Stdout, r.Stderr, r.Error)
+	}
+}
+
+// TestKubeToolCalls: on Kubernetes the calls take the pod's attach stream,
+// the same channel; the pod has no network.
+func TestKubeToolCalls(t *testing.T) {
+	s := kubeServer(t, toolServers(t, t.TempDir()))
+	r := run2(t, s, "python", `import runbox_tools as tools
+n = tools.everything.get_sum(a=20, b=22)
+tools.memory.create_entities(entities=[{"name": "k8s", "entityType": "x", "observations": [str(n)]}])
+print("42" in str(n), [e["name"] for e in tools.memory.read_graph()["entities"]])
+`)
+	if r.Stdout != "True ['k8s']\n" {
+		t.Fatalf("stdout %q stderr %s error %+v", r.Stdout, r.Stderr, r.Error)
+	}
+}
+
+// TestToolCallsAudit: each call is in its run's audit line, its arguments'
+// head redacted.
+func TestToolCallsAudit(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "audit.jsonl")
+	s := startServer(t, secretEnv, "--manifest", writeManifest(t, "audit:\n  enabled: true\n  path: "+log+"\nservers:\n  - name: everything\n    command: "+npmBin(t, "mcp-server-everything")+"\n"))
+	t.Cleanup(s.close)
+	r := run2(t, s, "python", "import runbox_tools as tools\ntools.everything.echo(message='token "+fakeSecret+"')\ntry:\n    tools.call('everything', 'nope', {})\nexcept tools.ToolError:\n    pass\n")
+	mustOK(t, r)
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct {
+		Redacted  int
+		ToolCalls []struct {
+			Server, Tool, Outcome string
+			ArgsHead              string `json:"args_head"`
+		} `json:"tool_calls"`
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if strings.Contains(string(b), fakeSecret) || len(e.ToolCalls) != 2 || e.ToolCalls[0].Tool != "echo" || e.ToolCalls[0].Outcome != "ok" ||
+		!strings.Contains(e.ToolCalls[0].ArgsHead, "token") || e.ToolCalls[1].Outcome != "unknown_tool" || e.Redacted == 0 {
+		t.Fatalf("audit line %s", b)
+	}
+}

@@ -1,0 +1,158 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/runbox-mcp/runbox/audit"
+	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/runbox-mcp/runbox/upstream"
+)
+
+// ToolCallMetrics counts the code's calls to upstream tools.
+type ToolCallMetrics interface {
+	ObserveToolCall(server, outcome string, d time.Duration)
+}
+
+// argsHeadBytes is how much of a call's arguments the audit log keeps.
+const argsHeadBytes = 256
+
+// withToolCalls lets the run's code call the upstream servers: the run's
+// handlers go with ctx; calls returns the audit of the calls made and how
+// many values it redacted.
+func (d Deps) withToolCalls(ctx context.Context) (context.Context, func() ([]audit.ToolCall, int)) {
+	if d.Upstream == nil || len(d.Upstream.Servers()) == 0 {
+		return ctx, func() ([]audit.ToolCall, int) { return nil, 0 }
+	}
+	var mu sync.Mutex
+	var calls []audit.ToolCall
+	redacted := 0
+	observe := func(r upstream.Record) {
+		head := string(r.Args)
+		if len(head) > argsHeadBytes {
+			head = head[:argsHeadBytes]
+			for !utf8.ValidString(head) {
+				head = head[:len(head)-1]
+			}
+			head += "…"
+		}
+		head, n := audit.Redact(head)
+		mu.Lock()
+		redacted += n
+		calls = append(calls, audit.ToolCall{Server: r.Server, Tool: r.Tool, ArgsHead: head, DurationMs: r.Duration.Milliseconds(),
+			Outcome: r.Outcome, BytesIn: r.BytesIn, BytesOut: r.BytesOut})
+		mu.Unlock()
+		if d.ToolMetrics != nil {
+			d.ToolMetrics.ObserveToolCall(r.Server, r.Outcome, r.Duration)
+		}
+	}
+	run := d.Upstream.NewRun(d.Manifest.ToolCalls, Elicit, observe)
+	return sandbox.WithStreams(ctx, run.Streams()), func() ([]audit.ToolCall, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls, redacted
+	}
+}
+
+// Elicit asks the user of the calling client, by MCP elicitation, whether
+// a call may go out, showing its arguments. ctx is the run_code call's (the
+// run's handlers inherit it). A client that declared no elicitation
+// cannot be asked: upstream.ErrNoElicitation.
+func Elicit(ctx context.Context, srvName, tool string, args map[string]any) error {
+	srv := server.ServerFromContext(ctx)
+	cs := server.ClientSessionFromContext(ctx)
+	if srv == nil || cs == nil {
+		return upstream.ErrNoElicitation
+	}
+	if ci, ok := cs.(server.SessionWithClientInfo); !ok || ci.GetClientCapabilities().Elicitation == nil {
+		return upstream.ErrNoElicitation
+	}
+	shown, _ := json.MarshalIndent(args, "", "  ")
+	if len(shown) > 4000 {
+		shown = append(shown[:4000], "…"...)
+	}
+	req := mcp.ElicitationRequest{Params: mcp.ElicitationParams{
+		Message:         fmt.Sprintf("Code running in runbox wants to call the tool %q of the server %q with these arguments:\n%s\nAllow this call?", tool, srvName, shown),
+		RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}},
+	}}
+	res, err := srv.RequestElicitation(ctx, req)
+	switch {
+	case errors.Is(err, server.ErrElicitationNotSupported) || errors.Is(err, server.ErrNoActiveSession):
+		return upstream.ErrNoElicitation
+	case err != nil:
+		return fmt.Errorf("asking the user failed: %w", err)
+	case res.Action != mcp.ElicitationResponseActionAccept:
+		return fmt.Errorf("the user answered %s", res.Action)
+	}
+	return nil
+}
+
+// ServersParagraph is what the run_code description says of the servers:
+// their names and tool counts only; search_tools tells the rest.
+func ServersParagraph(set *upstream.Set) string {
+	if set == nil || len(set.Servers()) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n\nTools of other MCP servers can be called from the code (the box still has no network): ")
+	for i, s := range set.Summaries() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		id := upstream.Identifier(s.Name)
+		if s.Tools > 0 {
+			fmt.Fprintf(&b, "%s (%d tools)", id, s.Tools)
+		} else {
+			b.WriteString(id)
+		}
+	}
+	b.WriteString(". Python: `import runbox_tools as tools; r = tools.<server>.<tool>(**args)` (help(tools.<server>) lists them); JavaScript: `const tools = require('runbox_tools'); const r = await tools.<server>.<tool>({...})`; also tools.call(server, tool, args). A call returns the tool's structured content or its text; a failure raises ToolError (kind, server, tool, message). Call search_tools to find tools and their argument schemas. Keep intermediate results in the code and print only what you need.")
+	return b.String()
+}
+
+// SearchToolsName is the search tool's name.
+const SearchToolsName = "search_tools"
+
+// SearchToolsArgs are search_tools' arguments.
+type SearchToolsArgs struct {
+	Query   string `json:"query,omitempty" jsonschema:"description=Words that must all appear in a tool's server, name or description; empty lists every tool."`
+	Schemas bool   `json:"schemas,omitempty" jsonschema:"description=Also return each hit's full input and output schemas (ask for them once you know which tools you need)."`
+}
+
+// SearchTools finds the upstream tools code can call.
+func SearchTools(set *upstream.Set) server.ServerTool {
+	schema, _ := json.Marshal(map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"query":   map[string]any{"type": "string", "description": "Words that must all appear in a tool's server, name or description; empty lists every tool."},
+			"schemas": map[string]any{"type": "boolean", "description": "Also return each hit's full input and output schemas (ask once you know which tools you need)."},
+		},
+		"additionalProperties": false,
+	})
+	tool := mcp.NewToolWithRawSchema(SearchToolsName, "Find the tools of the MCP servers that code in run_code can call (tools.<server>.<tool>): names and one-line descriptions for a query, full schemas on demand.", schema)
+	tool.Annotations = mcp.ToolAnnotation{Title: "Search the tools code can call", ReadOnlyHint: mcp.ToBoolPtr(true),
+		DestructiveHint: mcp.ToBoolPtr(false), IdempotentHint: mcp.ToBoolPtr(true), OpenWorldHint: mcp.ToBoolPtr(false)}
+	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var args SearchToolsArgs
+		raw, _ := json.Marshal(req.GetRawArguments())
+		if err := json.Unmarshal(raw, &args); err != nil {
+			return mcp.NewToolResultError("invalid arguments: " + err.Error()), nil
+		}
+		hits := set.Search(ctx, args.Query, args.Schemas)
+		if hits == nil {
+			hits = []upstream.Match{}
+		}
+		out := map[string]any{"tools": hits}
+		text, _ := json.Marshal(out)
+		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(string(text))}, StructuredContent: out}, nil
+	}}
+}

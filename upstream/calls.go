@@ -1,0 +1,256 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// StreamTool is the stream kind of the code's tool calls: the request is
+// the first message's blob (JSON), the answer one message whose blob is
+// the JSON the in-box library reads.
+const StreamTool = "tool"
+
+// Error kinds the code sees (ToolError.kind in the libraries).
+const (
+	KindUnknownServer = "unknown_server"
+	KindUnknownTool   = "unknown_tool"
+	KindDenied        = "denied"
+	KindRefused       = "refused"
+	KindLimit         = "limit"
+	KindTimeout       = "timeout"
+	KindUpstream      = "upstream"
+	KindToolError     = "tool_error"
+	KindBadRequest    = "bad_request"
+)
+
+// ErrNoElicitation is what an Asker returns when the client cannot be
+// asked (it declared no elicitation).
+var ErrNoElicitation = errors.New("the client cannot be asked (no elicitation)")
+
+// Asker asks the user whether a call may go out; nil error means yes.
+type Asker func(ctx context.Context, server, tool string, args map[string]any) error
+
+// Record is one call, for the audit log and metrics.
+type Record struct {
+	Server, Tool string
+	Args         json.RawMessage
+	Duration     time.Duration
+	// Outcome is ok or an error kind.
+	Outcome  string
+	BytesIn  int64 // arguments sent
+	BytesOut int64 // result received
+}
+
+// Run serves one run's tool calls: the policy, the run's bounds, the
+// audit. It is the sandbox.StreamHandler of StreamTool.
+type Run struct {
+	set     *Set
+	limits  manifest.ToolCalls
+	ask     Asker
+	observe func(Record)
+
+	calls atomic.Int64
+	bytes atomic.Int64
+	// spent is the time the run's calls took, in nanoseconds.
+	spent atomic.Int64
+}
+
+// NewRun prepares a run's calls; ask may be nil (ask tools are refused),
+// observe may be nil.
+func (s *Set) NewRun(limits manifest.ToolCalls, ask Asker, observe func(Record)) *Run {
+	return &Run{set: s, limits: limits, ask: ask, observe: observe}
+}
+
+// Streams are the run's handlers for sandbox.WithStreams.
+func (r *Run) Streams() *sandbox.Streams {
+	return &sandbox.Streams{Handlers: map[string]sandbox.StreamHandler{StreamTool: r},
+		MaxBytes: 2*int64(r.limits.MaxBytes) + 1<<20}
+}
+
+// Calls is how many calls the run made.
+func (r *Run) Calls() int64 { return r.calls.Load() }
+
+// request is what the in-box library sends.
+type request struct {
+	Op     string         `json:"op"`
+	Server string         `json:"server"`
+	Tool   string         `json:"tool"`
+	Args   map[string]any `json:"args"`
+}
+
+// answer is what it reads back.
+type answer struct {
+	OK         bool           `json:"ok"`
+	Structured any            `json:"structured,omitempty"`
+	Content    []contentItem  `json:"content,omitempty"`
+	Servers    []CatalogEntry `json:"servers,omitempty"`
+	Error      *callError     `json:"error,omitempty"`
+}
+
+type contentItem struct {
+	Type     string `json:"type"`
+	Text     string `json:"text,omitempty"`
+	Data     string `json:"data,omitempty"` // base64
+	MimeType string `json:"mime_type,omitempty"`
+	URI      string `json:"uri,omitempty"`
+}
+
+type callError struct {
+	Kind    string `json:"kind"`
+	Server  string `json:"server"`
+	Tool    string `json:"tool"`
+	Message string `json:"message"`
+}
+
+// ServeStream answers one request of the code.
+func (r *Run) ServeStream(ctx context.Context, s *sandbox.BoxStream) {
+	var a answer
+	var req request
+	if len(s.Blobs) != 1 || json.Unmarshal(s.Blobs[0], &req) != nil {
+		a = fail(KindBadRequest, "", "", "a malformed request")
+	} else if req.Op == "list" {
+		a = answer{OK: true, Servers: r.set.Catalog(ctx)}
+	} else {
+		a = r.call(ctx, req, int64(len(s.Blobs[0])))
+	}
+	out, err := json.Marshal(a)
+	if err != nil {
+		out, _ = json.Marshal(fail(KindUpstream, req.Server, req.Tool, "the result cannot be encoded: "+err.Error()))
+	}
+	_ = initproto.Send(s, struct{}{}, out)
+}
+
+func fail(kind, server, tool, msg string) answer {
+	return answer{Error: &callError{Kind: kind, Server: server, Tool: tool, Message: msg}}
+}
+
+// call makes one call, or says why not.
+func (r *Run) call(ctx context.Context, req request, in int64) (a answer) {
+	start := time.Now()
+	var out int64
+	defer func() {
+		if r.observe == nil {
+			return
+		}
+		outcome := "ok"
+		if a.Error != nil {
+			outcome = a.Error.Kind
+		}
+		args, _ := json.Marshal(req.Args)
+		r.observe(Record{Server: req.Server, Tool: req.Tool, Args: args, Duration: time.Since(start), Outcome: outcome, BytesIn: in, BytesOut: out})
+	}()
+	srv := r.set.Server(req.Server)
+	if srv == nil {
+		return fail(KindUnknownServer, req.Server, req.Tool, fmt.Sprintf("no server %q is configured", req.Server))
+	}
+	req.Server = srv.Name()
+	if n := r.calls.Add(1); n > int64(r.limits.MaxCalls) {
+		return fail(KindLimit, req.Server, req.Tool, fmt.Sprintf("this run made more than the %d tool calls a run may", r.limits.MaxCalls))
+	}
+	if r.bytes.Add(in) > int64(r.limits.MaxBytes) {
+		return fail(KindLimit, req.Server, req.Tool, fmt.Sprintf("this run's tool calls passed the %s they may send and receive", r.limits.MaxBytes))
+	}
+	timeout := r.limits.CallTimeout()
+	if r.limits.MaxSeconds > 0 {
+		left := time.Duration(r.limits.MaxSeconds*float64(time.Second)) - time.Duration(r.spent.Load())
+		if left <= 0 {
+			return fail(KindLimit, req.Server, req.Tool, fmt.Sprintf("this run's tool calls took the %gs they may take together", r.limits.MaxSeconds))
+		}
+		timeout = min(timeout, left)
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	defer func(t0 time.Time) { r.spent.Add(int64(time.Since(t0))) }(time.Now())
+	tools, err := srv.Tools(cctx)
+	if err != nil {
+		return fail(KindUpstream, req.Server, req.Tool, "the server is not reachable: "+err.Error())
+	}
+	tool, ok := findTool(tools, req.Tool)
+	if !ok {
+		return fail(KindUnknownTool, req.Server, req.Tool, fmt.Sprintf("server %q has no tool %q", req.Server, req.Tool))
+	}
+	req.Tool = tool.Name
+	switch srv.Config().Policy(tool.Name) {
+	case manifest.PolicyDeny:
+		return fail(KindDenied, req.Server, req.Tool, "the manifest denies this tool")
+	case manifest.PolicyAsk:
+		if r.ask == nil {
+			return fail(KindRefused, req.Server, req.Tool, "this tool needs the user's approval and there is no one to ask")
+		}
+		if err := r.ask(cctx, req.Server, req.Tool, req.Args); err != nil {
+			return fail(KindRefused, req.Server, req.Tool, "not approved: "+err.Error())
+		}
+	}
+	if req.Args == nil {
+		req.Args = map[string]any{}
+	}
+	res, err := srv.Call(cctx, req.Tool, req.Args)
+	switch {
+	case err != nil && cctx.Err() != nil && ctx.Err() == nil:
+		return fail(KindTimeout, req.Server, req.Tool, fmt.Sprintf("the call took longer than %s and was cancelled", timeout))
+	case err != nil:
+		return fail(KindUpstream, req.Server, req.Tool, err.Error())
+	}
+	a = convert(res)
+	raw, _ := json.Marshal(a)
+	out = int64(len(raw))
+	if r.bytes.Add(out) > int64(r.limits.MaxBytes) {
+		return fail(KindLimit, req.Server, req.Tool, fmt.Sprintf("this run's tool calls passed the %s they may send and receive", r.limits.MaxBytes))
+	}
+	if res.IsError {
+		msg := textOf(a.Content)
+		if msg == "" {
+			msg = "the tool reported an error"
+		}
+		return fail(KindToolError, req.Server, req.Tool, msg)
+	}
+	return a
+}
+
+// convert turns a tool's result into what the library reads.
+func convert(res *mcp.CallToolResult) answer {
+	a := answer{OK: true, Structured: res.StructuredContent}
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case mcp.TextContent:
+			a.Content = append(a.Content, contentItem{Type: "text", Text: c.Text})
+		case mcp.ImageContent:
+			a.Content = append(a.Content, contentItem{Type: "image", Data: c.Data, MimeType: c.MIMEType})
+		case mcp.AudioContent:
+			a.Content = append(a.Content, contentItem{Type: "audio", Data: c.Data, MimeType: c.MIMEType})
+		case mcp.EmbeddedResource:
+			switch rc := c.Resource.(type) {
+			case mcp.TextResourceContents:
+				a.Content = append(a.Content, contentItem{Type: "text", Text: rc.Text, URI: rc.URI, MimeType: rc.MIMEType})
+			case mcp.BlobResourceContents:
+				a.Content = append(a.Content, contentItem{Type: "blob", Data: rc.Blob, URI: rc.URI, MimeType: rc.MIMEType})
+			}
+		case mcp.ResourceLink:
+			a.Content = append(a.Content, contentItem{Type: "link", URI: c.URI, MimeType: c.MIMEType, Text: c.Name})
+		}
+	}
+	return a
+}
+
+func textOf(items []contentItem) string {
+	s := ""
+	for _, c := range items {
+		if c.Type == "text" {
+			if s != "" {
+				s += "\n"
+			}
+			s += c.Text
+		}
+	}
+	return s
+}
