@@ -101,7 +101,9 @@ func TestRunTimeoutKillsEvenWhenSignalsAreIgnored(t *testing.T) {
 	if !rep.TimedOut || rep.Signal != int(syscall.SIGKILL) || string(rep.Stdout) != "started\n" {
 		t.Fatalf("report %+v", rep)
 	}
-	if rep.WallMs < 300 || rep.CPUMs < 100 {
+	// The spinner's CPU time is counted; how much of the 300 ms it gets
+	// depends on what else the machine runs.
+	if rep.WallMs < 300 || rep.CPUMs < 20 {
 		t.Errorf("wall %d ms cpu %d ms", rep.WallMs, rep.CPUMs)
 	}
 }
