@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command runbox-init is the PID 1 of every runbox box: it receives one job
 // on stdin, runs it, and reports on stdout. See package boxinit.
 package main

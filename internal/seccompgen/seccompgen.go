@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package seccompgen renders runbox's seccomp profiles from moby's current
 // default (github.com/moby/profiles/seccomp): the allow-list as the Docker
 // engine would expand it for a box with no capabilities on one native
