@@ -250,5 +250,5 @@ func (d *Docker) pruneInitVolumes(ctx context.Context, current string) {
 
 func imageMissing(image string) error {
 	return &sandbox.EngineError{Msg: fmt.Sprintf("the sandbox image %s is missing", image),
-		Hint: "Build it with `make setup` (debootstrap + import; no registry needed) and retry."}
+		Hint: "Make it available with `runbox setup` (pulls it, or builds it inside the engine; no registry needed) and retry."}
 }
