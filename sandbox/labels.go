@@ -58,5 +58,21 @@ func InitDirOr(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("locating runbox-init: %w", err)
 	}
-	return filepath.Dir(exe), nil
+	return initDirOf(exe), nil
+}
+
+// initDirOf is the directory of runbox-init for the binary at exe.
+func initDirOf(exe string) string {
+	dir := filepath.Dir(exe)
+	// Started through a symbolic link (Homebrew links bin/runbox to the
+	// keg's libexec/runbox, where runbox-init is): the link's target's
+	// directory, when runbox-init is there and not beside the link.
+	if matches, _ := filepath.Glob(filepath.Join(dir, "runbox-init*")); len(matches) == 0 {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			if matches, _ := filepath.Glob(filepath.Join(filepath.Dir(real), "runbox-init*")); len(matches) > 0 {
+				return filepath.Dir(real)
+			}
+		}
+	}
+	return dir
 }
