@@ -175,6 +175,9 @@ func Run(ctx context.Context, e Engine, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if steps[0] == StepEngine && o.Published == "" && (o.Method == "" || o.Method == MethodAuto) {
+		o.logf("this runbox pins no published image (a development build): building it inside the engine")
+	}
 	res := Result{}
 	for i, step := range steps {
 		var err error
