@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +39,23 @@ func TestInitDirOfSymlink(t *testing.T) {
 	}
 	if got := initDirOf(link); got != bin {
 		t.Errorf("with runbox-init beside the link: %s, want %s", got, bin)
+	}
+}
+
+// `GOOS=linux go install .../cmd/runbox-init` beside a `go install`ed
+// runbox puts it in linux_<arch>/ of the same bin directory.
+func TestReadInitBinaryGoInstall(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(bin, "linux_arm64"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "linux_arm64", "runbox-init"), []byte("init"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadInitBinary(bin, "aarch64"); err != nil || string(b) != "init" {
+		t.Fatalf("ReadInitBinary = %q, %v", b, err)
+	}
+	if _, err := ReadInitBinary(bin, "x86_64"); err == nil || !strings.Contains(err.Error(), "linux_amd64") {
+		t.Fatalf("another architecture: %v", err)
 	}
 }

@@ -32,11 +32,13 @@ const (
 )
 
 // ReadInitBinary finds runbox-init for a platform's architecture ("amd64",
-// "x86_64", "arm64", "aarch64") in dir: runbox-init-linux-<arch>, or
-// runbox-init when the server itself is that linux build.
+// "x86_64", "arm64", "aarch64") in dir: runbox-init-linux-<arch>;
+// linux_<arch>/runbox-init, where `GOOS=linux go install` puts it beside a
+// `go install`ed runbox; or runbox-init when the server itself is that
+// linux build.
 func ReadInitBinary(dir, arch string) ([]byte, error) {
 	arch = map[string]string{"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "amd64": "amd64"}[arch]
-	candidates := []string{filepath.Join(dir, "runbox-init-linux-"+arch)}
+	candidates := []string{filepath.Join(dir, "runbox-init-linux-"+arch), filepath.Join(dir, "linux_"+arch, "runbox-init")}
 	if runtime.GOOS == "linux" && runtime.GOARCH == arch {
 		candidates = append(candidates, filepath.Join(dir, "runbox-init"))
 	}
