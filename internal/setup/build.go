@@ -77,6 +77,10 @@ func engineBuild(ctx context.Context, e Engine, o Options) error {
 		o.logf("removed %d intermediate images of the build", n)
 	}
 	if err != nil {
+		o.logf("the end of the build's output:")
+		for _, l := range lines[max(0, len(lines)-25):] {
+			o.logf("  | %s", l)
+		}
 		return err
 	}
 	o.logf("built %s in %s", o.Image, time.Since(start).Round(time.Second))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/exec"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -17,6 +18,8 @@ import (
 // Moby is the Engine of a Docker-API engine (Docker, Podman).
 type Moby struct {
 	cli *client.Client
+	// podman is set by Describe when the engine is Podman.
+	podman bool
 }
 
 var _ Engine = (*Moby)(nil)
@@ -43,7 +46,7 @@ func (m *Moby) Describe(ctx context.Context) (string, error) {
 	product := "Docker"
 	for _, c := range v.Components {
 		if strings.Contains(strings.ToLower(c.Name), "podman") {
-			product = "Podman"
+			product, m.podman = "Podman", true
 		}
 	}
 	return fmt.Sprintf("%s %s, API %s, %s/%s", product, v.Version, v.APIVersion, v.Os, v.Arch), nil
@@ -76,8 +79,26 @@ func (m *Moby) Pull(ctx context.Context, ref string, progress func(string)) erro
 }
 
 // Build implements Engine with the classic builder, which every Docker
-// engine and Podman's compatible API serve without a BuildKit session.
+// engine and Podman's compatible API serve without a BuildKit session; on
+// Podman, with the podman CLI when it is there (podmanBuild says why).
 func (m *Moby) Build(ctx context.Context, req BuildRequest, progress func(string)) error {
+	if m.podman {
+		if p, err := exec.LookPath("podman"); err == nil {
+			return podmanBuild(ctx, p, req, progress)
+		}
+	}
+	var lines []string
+	err := m.apiBuild(ctx, req, func(l string) {
+		lines = append(lines, l)
+		progress(l)
+	})
+	if err != nil && isPodmanNoMknod(lines) {
+		return fmt.Errorf("%w: this engine's build containers cannot create device nodes (Podman's default capabilities lack MKNOD), which debootstrap needs: put the podman CLI on PATH (Podman Desktop installs it) so that runbox setup builds with --cap-add MKNOD, or build on a Linux host with --method host", err)
+	}
+	return err
+}
+
+func (m *Moby) apiBuild(ctx context.Context, req BuildRequest, progress func(string)) error {
 	args := map[string]*string{}
 	for k, v := range req.BuildArgs {
 		args[k] = &v
