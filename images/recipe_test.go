@@ -16,3 +16,18 @@ func TestRecipeHashMatchesBuildScript(t *testing.T) {
 		t.Fatalf("RecipeHash %s, build.sh computes %s", got, want)
 	}
 }
+
+// The linker flag .goreleaser.yaml passes pins the published image.
+func TestPublishedByLinker(t *testing.T) {
+	const ref = "ghcr.io/runbox-mcp/sandbox@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	out, err := exec.Command("go", "run", "-ldflags", "-X github.com/runbox-mcp/runbox/images.published="+ref, "./testdata/published").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go run: %v\n%s", err, out)
+	}
+	if string(out) != ref {
+		t.Fatalf("pinned %q, want %q", out, ref)
+	}
+	if Published() != "" {
+		t.Fatalf("a test build pins %q", Published())
+	}
+}

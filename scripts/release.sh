@@ -100,6 +100,34 @@ verify() {
 			fail=1
 		fi
 	done
+	# The Homebrew formula names the four macOS and Linux archives with their
+	# checksums and installs runbox-init beside runbox; the Scoop manifest names
+	# the two Windows archives.
+	local formula="$DIST/homebrew/Formula/runbox.rb" manifest="$DIST/scoop/runbox.json" a sum
+	if [[ ! -s $formula ]]; then
+		echo "verify: no Homebrew formula at dist/homebrew/Formula/runbox.rb" >&2
+		fail=1
+	else
+		for p in darwin_amd64 darwin_arm64 linux_amd64 linux_arm64; do
+			a=$(basename "$(compgen -G "$DIST/runbox_*_${p}.tar.gz" | head -1)")
+			sum=$(awk -v a="$a" '$2 == a { print $1 }' "$sums")
+			grep -qF "/$a\"" "$formula" && grep -qF "$sum" "$formula" ||
+				{ echo "verify: the formula lacks $a or its checksum" >&2; fail=1; }
+		done
+		grep -qF 'libexec.install "runbox", "runbox-init-linux-amd64", "runbox-init-linux-arm64"' "$formula" ||
+			{ echo "verify: the formula does not install runbox-init beside runbox" >&2; fail=1; }
+		echo "verify: $(basename "$formula"): 4 archives, ok"
+	fi
+	if [[ ! -s $manifest ]]; then
+		echo "verify: no Scoop manifest at dist/scoop/runbox.json" >&2
+		fail=1
+	else
+		for p in windows_amd64 windows_arm64; do
+			a=$(basename "$(compgen -G "$DIST/runbox_*_${p}.zip" | head -1)")
+			grep -qF "/$a\"" "$manifest" || { echo "verify: the Scoop manifest lacks $a" >&2; fail=1; }
+		done
+		echo "verify: $(basename "$manifest"): 2 archives, ok"
+	fi
 	[[ $fail -eq 0 ]] || return 1
 	# The archive of this machine's platform runs and reports its stamped version.
 	local host

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command runbox-init is the PID 1 of every runbox box: it serves the box's
 // side of the channel (a stream multiplexer over its attached stdin and
 // stdout), runs the job it receives there and answers with the report and

@@ -8,6 +8,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/runbox-mcp/runbox/images"
 )
 
 var errHelp = errors.New("help shown")
@@ -18,6 +20,9 @@ Usage:
   runbox serve [flags]            serve the MCP tools (stdio, streamable HTTP or SSE)
   runbox run [flags] FILE | -     run one file (or stdin) in a box and print its output
   runbox manifest [schema]        print the effective manifest as JSON, or its JSON Schema
+  runbox setup [flags]            check the engine and make the sandbox image available on it
+  runbox config CLIENT [--write]  print (or merge into the client's file) an MCP entry for runbox;
+                                  CLIENT is claude-desktop, claude-code or vscode
   runbox doctor [--json]          check the set-up end to end and say how to fix what fails
   runbox runs [--limit N] [--json] list the latest runs from the audit log
   runbox replay RUN_ID [--json]   run a logged call again and say whether the result matches
@@ -50,6 +55,10 @@ type config struct {
 	// runs, replay
 	limit int
 	runID string
+
+	// setup, config
+	setup  setupConfig
+	client clientConfig
 
 	// serve
 	transport string
@@ -96,13 +105,31 @@ func parse(args []string) (config, error) {
 	case "replay":
 		help = "Usage: runbox replay RUN_ID [--json]\n\nRuns a logged call again with its stored code, stdin and files (needs audit.store_code) and\ncompares status, error kind, exit code, stdout, stderr and artifacts; exits 1 when they differ.\n"
 		fs.BoolVar(&cfg.jsonOut, "json", false, "print the comparison and the new result as JSON")
+	case "setup":
+		help = "Usage: runbox setup [flags]\n\nChecks the engine (found as runbox serve finds it: DOCKER_HOST, the Docker context, Docker Desktop's,\nColima's, OrbStack's or Podman's socket), then makes the sandbox image available on it: nothing to do\nwhen it is there with this runbox's recipe; else pull the published image this binary pins by digest\n(when the engine reaches a registry); else build it inside the engine from the embedded recipe\n(debootstrap of Debian bookworm in a pinned Debian base; no root or Linux needed here, a few minutes).\n--method host builds it on this machine instead (Linux, root, debootstrap: images/build.sh).\n"
+		fs.StringVar(&cfg.setup.method, "method", "auto", "auto (current, else pull, else engine build), pull, engine or host")
+		fs.StringVar(&cfg.setup.image, "image", images.Image, "the image tag to make available")
+		fs.StringVar(&cfg.setup.base, "base", images.DebianBase, "the Debian bookworm image the engine build starts from (a local tag where no registry is reachable)")
+		fs.StringVar(&cfg.setup.mirror, "mirror", os.Getenv("RUNBOX_DEBIAN_MIRROR"), "the Debian mirror of the engine build (env RUNBOX_DEBIAN_MIRROR; default: the base's)")
+		fs.StringVar(&cfg.setup.network, "network", "", "the engine build's network mode, e.g. host (default: the engine's)")
+		fs.BoolVar(&cfg.setup.force, "force", false, "make the image again even when it is current")
+	case "config":
+		help = "Usage: runbox config CLIENT [--write] [--file FILE]\n\nPrints the MCP server entry that starts this runbox (by its absolute path) for CLIENT: claude-desktop,\nclaude-code or vscode. With --write, merges it into CLIENT's file for this platform (or FILE), keeping\nevery other server and setting; a file that is not valid JSON is an error and is left as it is.\n"
+		fs.BoolVar(&cfg.client.write, "write", false, "merge the entry into the client's configuration file")
+		fs.StringVar(&cfg.client.file, "file", "", "the configuration file to write (default: the client's, for this platform)")
+		fs.StringVar(&cfg.client.name, "name", "runbox", "the server's name in the file")
 	case "version":
 		help = "Usage: runbox version\n"
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		return cfg, fmt.Errorf("unknown command %q", cfg.command)
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	rest := args[1:]
+	if cfg.command == "config" {
+		// `runbox config claude-desktop --write`: flags after the client too.
+		rest = interspersed(fs, rest)
+	}
+	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(os.Stdout, help+"\nFlags:\n")
 			fs.SetOutput(os.Stdout)
@@ -122,6 +149,11 @@ func parse(args []string) (config, error) {
 			return cfg, errors.New("replay takes one RUN_ID (see runbox runs)")
 		}
 		cfg.runID = fs.Arg(0)
+	case "config":
+		if fs.NArg() != 1 {
+			return cfg, errors.New("config takes one CLIENT: claude-desktop, claude-code or vscode")
+		}
+		cfg.client.client = fs.Arg(0)
 	case "manifest":
 		switch {
 		case fs.NArg() == 1 && fs.Arg(0) == "schema":
@@ -146,6 +178,35 @@ func parse(args []string) (config, error) {
 		return cfg, fmt.Errorf("--log-level %q: use debug, info, warn or error", cfg.logLevel)
 	}
 	return cfg, nil
+}
+
+// interspersed puts the positional arguments after the flags, so that
+// flags may follow them; a flag's value (--file x) stays with its flag.
+func interspersed(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil && i+1 < len(args) {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				i++
+				flags = append(flags, args[i])
+			}
+		}
+	}
+	return append(append(flags, "--"), pos...)
 }
 
 func envOr(key, def string) string {

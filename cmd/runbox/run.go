@@ -39,8 +39,13 @@ func run(ctx context.Context, cfg config) (int, error) {
 	case cfg.command == "manifest" && cfg.schema:
 		_, err := fmt.Printf("%s\n", manifest.Schema())
 		return 0, err
+	case cfg.command == "config":
+		return runConfig(cfg)
 	}
 	disc := useDiscoveredEngine(logger)
+	if cfg.command == "setup" {
+		return runSetup(ctx, cfg, disc)
+	}
 	m, source, err := manifest.LoadDefault(cfg.manifestPath)
 	if cfg.command == "doctor" {
 		return runDoctor(ctx, cfg, m, source, err, logger, disc)

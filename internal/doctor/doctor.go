@@ -216,7 +216,7 @@ func imageCheck(ctx context.Context, d *docker.Docker, lang manifest.Language) C
 	default:
 		c.Status = Warn
 		c.Detail += fmt.Sprintf(", recipe %s, but this runbox's recipe is %s", have, images.RecipeHash())
-		c.Fix = "Rebuild the image: `make setup` (from Debian packages, no registry)."
+		c.Fix = "Rebuild the image: `runbox setup` (`make setup` in a Debian checkout)."
 	}
 	return c
 }

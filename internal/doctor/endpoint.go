@@ -91,6 +91,10 @@ func where(ep enginehost.Endpoint) string {
 	return ep.Engine + " at " + ep.Host
 }
 
+// StartFix says what starts an engine: the one named (as enginehost
+// names it), else this platform's usual ones.
+func StartFix(goos, engine string) string { return startFix(goos, engine) }
+
 // startFix says what starts an engine: the one found, when its name is
 // known, else this platform's usual ones.
 func startFix(goos, engine string) string {

@@ -270,7 +270,7 @@ func stale(vols []volume.Volume, current string, now time.Time) []string {
 
 func imageMissing(image string) error {
 	return noImageError{&sandbox.EngineError{Msg: fmt.Sprintf("the sandbox image %s is missing", image),
-		Hint: "Build it with `make setup` (debootstrap + import; no registry needed) and retry."}}
+		Hint: "Make it available with `runbox setup` (pulls it, or builds it inside the engine; no registry needed) and retry."}}
 }
 
 // noImageError is the sandbox image's absence.

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/runbox-mcp/runbox/images"
+	"github.com/runbox-mcp/runbox/internal/doctor"
+	"github.com/runbox-mcp/runbox/internal/enginehost"
+	"github.com/runbox-mcp/runbox/internal/setup"
+)
+
+// setupConfig is `runbox setup`'s flags.
+type setupConfig struct {
+	method  string
+	image   string
+	base    string
+	mirror  string
+	network string
+	force   bool
+}
+
+// runSetup checks the engine, then makes the sandbox image available on it
+// (internal/setup). Progress goes to stderr; the last line says what was done.
+func runSetup(ctx context.Context, cfg config, disc doctor.Discovery) (int, error) {
+	s := cfg.setup
+	out := os.Stderr
+	switch {
+	case errors.Is(disc.Err, enginehost.ErrNotFound) && os.Getenv("DOCKER_HOST") == "":
+		fmt.Fprintln(out, "setup: no engine found.", doctor.StartFix(disc.GOOS, ""))
+		return 1, errors.New("no container engine")
+	case disc.Err != nil && !errors.Is(disc.Err, enginehost.ErrNotFound):
+		return 1, disc.Err
+	}
+	eng, err := setup.NewMoby()
+	if err != nil {
+		return 1, err
+	}
+	defer eng.Close()
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	desc, err := eng.Describe(pctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(out, "setup:", err)
+		fmt.Fprintln(out, "setup:", doctor.StartFix(disc.GOOS, disc.Endpoint.Engine))
+		return 1, errors.New("the engine does not answer")
+	}
+	where := "the engine"
+	if disc.Err == nil && disc.Endpoint.Host != "" {
+		where = fmt.Sprintf("%s (%s)", disc.Endpoint.Host, disc.Endpoint.Source)
+		if disc.Endpoint.Engine != "" {
+			where = disc.Endpoint.Engine + " at " + where
+		}
+	}
+	fmt.Fprintf(out, "setup: engine: %s, %s\n", where, desc)
+	wd, _ := os.Getwd()
+	res, err := setup.Run(ctx, eng, setup.Options{
+		Image:     s.image,
+		Recipe:    images.RecipeHash(),
+		Method:    setup.Method(s.method),
+		Force:     s.force,
+		Published: images.Published(),
+		Base:      s.base,
+		Mirror:    s.mirror,
+		Network:   s.network,
+		Host:      setup.HostBuild(wd, out),
+		Out:       out,
+	})
+	if err != nil {
+		return 1, err
+	}
+	fmt.Fprintf(out, "setup: ready: %s %s by %s; check everything with `runbox doctor`, then add runbox to your client with `runbox config claude-desktop --write`\n", s.image, shortID(res.ID), res.Step)
+	return 0, nil
+}
+
+func shortID(id string) string {
+	if len(id) > 19 {
+		return id[:19]
+	}
+	return id
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Builds the sandbox's root filesystem in ROOTFS (an empty directory) from
+# Debian packages: debootstrap bookworm with packages.txt, purge what only
+# cut.txt's edges pulled in (a compiler, perl), slim and harden it, check
+# what the box promises, and write the interpreters' versions to VERSIONS.
+#
+#   rootfs.sh ROOTFS VERSIONS
+#
+# The one recipe of both build paths: images/build.sh runs it on the host
+# (then `docker import`s the tree), and images/sandbox/Dockerfile runs it in
+# the engine's build container (then copies the tree into an empty image),
+# so both give the same packages at the same versions. Needs root, chroot
+# and debootstrap on Debian; nothing of Docker.
+#
+# Environment: RUNBOX_DEBIAN_MIRROR (default: the machine's own Debian
+# mirror, else debootstrap's default); RUNBOX_DEBS (a directory that keeps
+# the downloaded .debs between builds; default: none kept); RUNBOX_LOGS
+# (where debootstrap.log and purge.log go; default: ROOTFS's parent).
+set -euo pipefail
+export LC_ALL=C
+[[ $# == 2 ]] || { echo "usage: rootfs.sh ROOTFS VERSIONS" >&2; exit 2; }
+RECIPE=$(cd "$(dirname "$0")" && pwd)
+rootfs=$(cd "$1" && pwd)
+versions=$2
+logs=${RUNBOX_LOGS:-$(dirname "$rootfs")}
+debs=${RUNBOX_DEBS:-}
+log() { echo "images: $*" >&2; }
+
+[[ $(id -u) == 0 ]] || { log "building the image needs root (debootstrap, chroot)"; exit 1; }
+in_root() { chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
+
+packages=$(grep -v '^\s*\(#\|$\)' "$RECIPE/packages.txt" | sed 's/\s*#.*//' | paste -sd, -)
+# The mirror the machine's own apt uses (only Debian's mirrors may be
+# reachable); debootstrap's default otherwise.
+mirror=${RUNBOX_DEBIAN_MIRROR:-$(grep -hoE '^(URIs:|deb) +[a-z]+://[^ ]+/debian/?( |$)' \
+  /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | head -1 || true)}
+log "debootstrap bookworm from ${mirror:-the default mirror of debootstrap} with: $packages (a few minutes)"
+start=$(date +%s)
+debootstrap --variant=minbase --include="$packages" ${debs:+--cache-dir="$debs"} \
+  bookworm "$rootfs" ${mirror:+"$mirror"} >"$logs/debootstrap.log" 2>&1 || {
+  log "debootstrap failed; the end of $logs/debootstrap.log:"; tail -20 "$logs/debootstrap.log" >&2; exit 1; }
+log "debootstrap took $(($(date +%s) - start))s"
+
+# Keep only the .debs of this build in the download cache.
+if [[ -n $debs ]]; then
+  in_root dpkg-query -W -f='${Package}_${Version}_${Architecture}.deb\n' | sed 's/:/%3a/' | sort >"$rootfs/tmp/debs"
+  find "$debs" -maxdepth 1 -name '*.deb' -printf '%f\n' | sort | comm -23 - "$rootfs/tmp/debs" |
+    sed "s|^|$debs/|" | xargs -r rm -f
+fi
+
+# Purge what only the dependencies in cut.txt pulled in (a C++ compiler,
+# Boost, Python headers, perl), so no compiler is in the box.
+cp "$RECIPE/prune.py" "$RECIPE/packages.txt" "$RECIPE/cut.txt" "$rootfs/tmp/"
+purge=$(in_root python3 /tmp/prune.py /tmp/packages.txt /tmp/cut.txt)
+if [[ -n $purge ]]; then
+  log "purging $(wc -w <<<"$purge") packages that nothing in the box needs"
+  # shellcheck disable=SC2086  # one package a word
+  in_root dpkg --purge --force-depends $purge >"$logs/purge.log" 2>&1 || {
+    log "dpkg --purge failed; see $logs/purge.log"; tail -20 "$logs/purge.log" >&2; exit 1; }
+fi
+
+# matplotlib's font list, built once here; runbox_mplcache (loaded by a .pth
+# file) copies it into the writable cache directory on a program's first
+# `import matplotlib`, which saves ~100 ms a run.
+in_root MPLCONFIGDIR=/usr/share/runbox/matplotlib MPLBACKEND=Agg PYTHONDONTWRITEBYTECODE=1 \
+  python3 -c 'import matplotlib.font_manager'
+rm -f "$rootfs"/usr/share/runbox/matplotlib/.matplotlib-lock
+ls "$rootfs"/usr/share/runbox/matplotlib/fontlist-v*.json >/dev/null
+site="$rootfs/usr/lib/python3/dist-packages"
+install -m 0644 "$RECIPE/python/runbox_mplcache.py" "$RECIPE/python/runbox-mplcache.pth" "$site/"
+in_root python3 -m py_compile /usr/lib/python3/dist-packages/runbox_mplcache.py
+
+# Slim: no package manager state, docs, man pages, translations, logs or
+# test suites in the box.
+rm -rf "$rootfs"/var/cache/apt/* "$rootfs"/var/lib/apt/lists/* \
+       "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
+       "$rootfs"/usr/share/lintian "$rootfs"/usr/share/bug \
+       "$rootfs"/var/log/* "$rootfs"/var/cache/debconf/*-old "$rootfs"/var/lib/dpkg/*-old
+find "$rootfs/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+# Packages' own test suites (~145 MB: pandas, sympy, numpy, scipy, ...);
+# they need pytest, which is not in the box, and nothing imports them.
+find "$rootfs/usr/lib/python3/dist-packages" -depth -type d -name tests -exec rm -rf {} +
+
+# Defence in depth: no setuid or setgid file in the image at all.
+find "$rootfs" -xdev -type f \( -perm -4000 -o -perm -2000 \) -exec chmod ug-s {} +
+# The program's identity, so that tools which look the uid up find it.
+grep -q '^sandbox:' "$rootfs/etc/passwd" || echo 'sandbox:x:1000:1000:runbox sandbox:/tmp:/usr/sbin/nologin' >>"$rootfs/etc/passwd"
+grep -q '^sandbox:' "$rootfs/etc/group" || echo 'sandbox:x:1000:' >>"$rootfs/etc/group"
+install -d -m 0755 "$rootfs/workspace" "$rootfs/.runbox"
+# Nothing of the build machine: debootstrap copies its resolv.conf and
+# hostname (the engine mounts its own over them).
+: >"$rootfs/etc/resolv.conf"
+echo runbox >"$rootfs/etc/hostname"
+
+# Check what the box promises, before packing it.
+in_root HOME=/tmp MPLBACKEND=Agg PYTHONDONTWRITEBYTECODE=1 python3 -c '
+import numpy, pandas, scipy, scipy.optimize, scipy.stats, scipy.interpolate, scipy.signal, scipy.linalg, sympy
+import matplotlib.pyplot as plt
+plt.plot([1, 2]); plt.savefig("/tmp/check.png")' || { log "the rootfs fails its own check (python)"; exit 1; }
+in_root node -e 'process.exit(0)' || { log "the rootfs fails its own check (node)"; exit 1; }
+for tool in gcc cc g++ c++ cpp ld as; do
+  if in_root sh -c "command -v $tool" >/dev/null; then log "$tool is in the rootfs; cut.txt no longer keeps the compiler out"; exit 1; fi
+done
+if [[ -n $(find "$rootfs" -xdev -type f \( -perm -4000 -o -perm -2000 \) -print -quit) ]]; then
+  log "a setuid/setgid file is left"; exit 1
+fi
+# Versions, for people and the manifest.
+in_root python3 -c '
+import sys, numpy, pandas, matplotlib, scipy, sympy
+print("python", sys.version.split()[0])
+for m in (numpy, pandas, matplotlib, scipy, sympy): print(m.__name__, m.__version__)' >"$rootfs/tmp/versions"
+{ cat "$rootfs/tmp/versions"
+  echo "node $(in_root node --version)"
+  echo "bash $(in_root bash -c 'echo $BASH_VERSION')"
+} >"$versions"
+
+# Empty what the engine provides or the box mounts over.
+find "$rootfs/tmp" "$rootfs/dev" "$rootfs/proc" "$rootfs/sys" "$rootfs/run" -mindepth 1 -xdev -delete 2>/dev/null || true
+log "built the rootfs in $(($(date +%s) - start))s"
