@@ -33,7 +33,7 @@ type Manifest struct {
 	Languages   []Language `json:"languages" jsonschema_description:"The runnable languages; a list here replaces the built-in one."`
 	Limits      Limits     `json:"limits" jsonschema_description:"Resource bounds of every run."`
 	Isolation   string     `json:"isolation" jsonschema_description:"runc (default) or gvisor (runsc)."`
-	Network     string     `json:"network" jsonschema_description:"Always none: boxes never have a network."`
+	Network     Network    `json:"network" jsonschema_description:"What a box may reach: it never has a network interface; declared endpoints are reached through runbox's proxy, each connection checked and recorded."`
 	Concurrency int        `json:"concurrency" jsonschema_description:"How many boxes run at once; further calls wait in the queue."`
 	// QueueSize bounds how many calls may wait for a slot before new ones
 	// are refused with resource_limit/busy.
@@ -277,7 +277,7 @@ func Default() *Manifest {
 			ImageBytes:        4 * MiB,
 		},
 		Isolation:   IsolationRunc,
-		Network:     "none",
+		Network:     Network{Allow: []Endpoint{}, MaxBytes: 64 * MiB, ConnectionSeconds: 60, MaxConnections: 256},
 		Concurrency: 4,
 		QueueSize:   64,
 		User:        "1000:1000",
@@ -399,9 +399,7 @@ func (m *Manifest) Validate() error {
 	if m.Isolation != IsolationRunc && m.Isolation != IsolationGVisor {
 		bad("isolation", m.Isolation, "runc or gvisor")
 	}
-	if m.Network != "none" {
-		bad("network", m.Network, "none (runbox never gives a box a network)")
-	}
+	m.Network.validate(bad)
 	rangeI("concurrency", int64(m.Concurrency), 1, 1024)
 	rangeI("queue_size", int64(m.QueueSize), 0, 100000)
 	rangeF("artifacts.ttl_seconds", m.Artifacts.TTLSeconds, 0, 7*24*3600)

@@ -54,7 +54,7 @@ func RunCode(d Deps) server.ServerTool {
 		ReadOnlyHint:    mcp.ToBoolPtr(false),
 		DestructiveHint: mcp.ToBoolPtr(false),
 		IdempotentHint:  mcp.ToBoolPtr(false),
-		OpenWorldHint:   mcp.ToBoolPtr(m.Network != "none"),
+		OpenWorldHint:   mcp.ToBoolPtr(m.Network.Enabled()),
 	}
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		raw, err := json.Marshal(req.GetRawArguments())
