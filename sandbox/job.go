@@ -54,6 +54,9 @@ func initJob(m *manifest.Manifest, job contract.Job, isolation string) *initprot
 	if len(lang.Check) > 0 {
 		ij.Check = expand(lang.Check)
 	}
+	if m.Network.Enabled() {
+		ij.Proxy = initproto.ProxyAddr
+	}
 	if isolation == manifest.IsolationGVisor {
 		// runsc refuses a pids cgroup: gVisor's own kernel counts the
 		// box's processes under RLIMIT_NPROC instead.
@@ -76,6 +79,7 @@ func programEnv(m *manifest.Manifest, lang manifest.Language) []string {
 		// the heap limit (reported as oom) before the kernel's killer.
 		env["NODE_OPTIONS"] = "--max-old-space-size=" + strconv.FormatInt(nodeHeapMiB(int64(m.Limits.Memory)), 10)
 	}
+	networkEnv(m, env)
 	for k, v := range lang.Env {
 		if k == "NODE_OPTIONS" && env[k] != "" {
 			v = env[k] + " " + v

@@ -21,7 +21,16 @@ const (
 	// StreamArtifact is opened by the box after its report: one artifact's
 	// content, Index naming it among the report's sent artifacts.
 	StreamArtifact = "artifact"
+	// StreamProxy is opened by the box for each connection its program
+	// made to runbox-init's proxy: after the header, the connection's raw
+	// bytes both ways; the server reads the HTTP proxy request itself.
+	StreamProxy = "proxy"
 )
+
+// ProxyAddr is where runbox-init's HTTP proxy listens in a box whose
+// manifest declares endpoints: the box's loopback, the only interface it
+// has.
+const ProxyAddr = "127.0.0.1:3128"
 
 // Header opens every stream.
 type Header struct {

@@ -32,6 +32,10 @@ type Job struct {
 	// runtimes that cannot enforce a pids cgroup).
 	NProc int64 `json:"nproc,omitempty"`
 
+	// Proxy, when set, is the address runbox-init serves its HTTP proxy
+	// on before the program starts (ProxyAddr).
+	Proxy string `json:"proxy,omitempty"`
+
 	MaxOutputBytes   int   `json:"max_output_bytes"`
 	MaxArtifacts     int   `json:"max_artifacts"`
 	MaxArtifactBytes int64 `json:"max_artifact_bytes"`
