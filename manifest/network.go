@@ -158,3 +158,17 @@ func ParseAddrRange(s string) (netip.Prefix, error) {
 	}
 	return p.Masked(), nil
 }
+
+// describe is the network rule of the tool description: none at all, or
+// the declared endpoints and how to reach them.
+func (n Network) describe() string {
+	if !n.Enabled() {
+		return "- No network: HTTP requests, DNS, pip install and npm install all fail. Work with the data you pass in.\n"
+	}
+	eps := make([]string, len(n.Allow))
+	for i, e := range n.Allow {
+		eps[i] = e.String()
+	}
+	return fmt.Sprintf("- Network: only HTTP and HTTPS to these declared endpoints, through a proxy the environment names (HTTP_PROXY, HTTPS_PROXY; Python's urllib and requests, pip, curl and Node's fetch use it): %s. Anything else is refused with 403 and the run's network list says why; raw sockets and DNS lookups fail. At most %s per run, %gs per connection.\n",
+		strings.Join(eps, "; "), n.MaxBytes, n.ConnectionSeconds)
+}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/egress"
 	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
@@ -22,4 +23,31 @@ func networkEnv(m *manifest.Manifest, env map[string]string) {
 	} else {
 		env["NODE_OPTIONS"] = egress.NodeOptions()
 	}
+}
+
+// withNetwork puts a run's connections in its result and, when the run
+// failed after the proxy refused a connection, says so: a runtime error
+// (an exception about the refused request, most likely) becomes
+// forbidden_network, naming the first refused host.
+func withNetwork(res *contract.Result, recs []contract.Connection) {
+	if recs == nil {
+		recs = []contract.Connection{}
+	}
+	res.Network = recs
+	var first *contract.Connection
+	refused := 0
+	for i := range recs {
+		if !recs[i].Allowed {
+			if first == nil {
+				first = &recs[i]
+			}
+			refused++
+		}
+	}
+	if first == nil || res.Status != contract.StatusError || res.Error == nil || res.Error.Kind != contract.KindRuntime {
+		return
+	}
+	info := contract.ForbiddenNetwork(*first, refused)
+	info.Type, info.Line, info.Column = res.Error.Type, res.Error.Line, res.Error.Column
+	res.Error = &info
 }
