@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,8 @@ type channel struct {
 	counted *countingConn
 	mu      sync.Mutex
 	sess    *yamux.Session
+	// boxStreams serves the streams the box opens (channel_streams.go).
+	boxStreams
 }
 
 // collected is what came over the channel.
@@ -39,8 +42,13 @@ type collected struct {
 	err       error
 }
 
-func newChannel(conn Conn, l manifest.Limits, artifactWait time.Duration) *channel {
-	return &channel{conn: conn, limits: l, artifactWait: artifactWait, counted: &countingConn{Conn: conn, max: maxStream(l)}}
+// newChannel is the channel over conn; streams serve the streams the box
+// opens during its run (nil: none), with ctx until the run ends.
+func newChannel(ctx context.Context, conn Conn, l manifest.Limits, artifactWait time.Duration, streams *Streams) *channel {
+	c := &channel{conn: conn, limits: l, artifactWait: artifactWait}
+	c.boxStreams = newBoxStreams(ctx, l, streams)
+	c.counted = &countingConn{Conn: conn, max: maxStream(l) + c.boxStreams.maxBytes()}
+	return c
 }
 
 // maxStream bounds what is accepted from a box: the report with its capped
@@ -69,7 +77,11 @@ func (c *channel) run(job *initproto.Job) (got collected) {
 		if got.err != nil && c.counted.over() {
 			got.violation = fmt.Sprintf("it sent more than the %d bytes a run may", c.counted.max)
 		}
+		if why := c.broken(); why != "" && got.violation == "" {
+			got.violation = why
+		}
 	}()
+	go c.accept(sess)
 	st, err := sess.OpenStream()
 	if err != nil {
 		got.err = err
@@ -101,7 +113,7 @@ func (c *channel) run(job *initproto.Job) (got collected) {
 		got.violation = fmt.Sprintf("its report names %d artifacts of %d bytes, past the caps of %d and %s", len(want), total, c.limits.Artifacts, c.limits.ArtifactBytes)
 		return got
 	}
-	got.contents, got.violation, got.err = c.artifacts(sess, want)
+	got.contents, got.violation, got.err = c.artifacts(want)
 	if got.err != nil {
 		// A report whose artifacts did not all come is not the run's.
 		got.report, got.contents = nil, nil
@@ -109,30 +121,33 @@ func (c *channel) run(job *initproto.Job) (got collected) {
 	return got
 }
 
-// artifacts accepts one stream per artifact the report names as sent.
-func (c *channel) artifacts(sess *yamux.Session, want []initproto.Artifact) (contents [][]byte, violation string, err error) {
+// artifacts takes one stream per artifact the report names as sent, as
+// the accept loop read them.
+func (c *channel) artifacts(want []initproto.Artifact) (contents [][]byte, violation string, err error) {
 	contents = make([][]byte, len(want))
-	timer := time.AfterFunc(c.artifactWait, func() { _ = sess.Close() })
+	timer := time.NewTimer(c.artifactWait)
 	defer timer.Stop()
 	for range want {
-		st, err := sess.AcceptStream()
-		if err != nil {
-			return nil, "", fmt.Errorf("waiting for artifacts: %w", err)
+		var a artifactStream
+		select {
+		case a = <-c.arts:
+		case <-timer.C:
+			return nil, "", errors.New("waiting for artifacts: the box did not send them in time")
+		case <-c.lost:
+			return nil, "", errors.New("waiting for artifacts: the session ended")
 		}
-		var h initproto.Header
+		h, blobs, err := a.h, a.blobs, a.err
 		i := -1
-		blobs, err := initproto.Receive(st, &h, int64(c.limits.ArtifactBytes))
-		if err == nil && h.Kind == initproto.StreamArtifact && h.Index >= 0 && h.Index < len(want) {
+		if err == nil && h.Index >= 0 && h.Index < len(want) {
 			i = h.Index
 		}
-		_ = st.Close()
 		switch {
 		case errors.Is(err, initproto.ErrTooLarge):
 			return nil, "an artifact larger than the artifact cap", nil
 		case err != nil:
 			return nil, "", fmt.Errorf("reading an artifact: %w", err)
 		case i < 0:
-			return nil, fmt.Sprintf("a %q stream where an artifact was due", h.Kind), nil
+			return nil, fmt.Sprintf("artifact %d where its report names %d", h.Index, len(want)), nil
 		case contents[i] != nil:
 			return nil, fmt.Sprintf("artifact %d sent twice", i), nil
 		case len(blobs) != 1 || int64(len(blobs[0])) != want[i].Size:
@@ -152,6 +167,7 @@ func (c *channel) close() {
 		_ = sess.Close()
 	}
 	_ = c.conn.Close()
+	c.boxStreams.end()
 }
 
 // countingConn fails reads past max bytes, so a box that floods its

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func FuzzChannel(f *testing.F) {
 		<-sess.CloseChan()
 	}()
 	l := manifest.Default().Limits
-	newChannel(fakeConn{host}, l, time.Second).run(&initproto.Job{})
+	newChannel(context.Background(), fakeConn{host}, l, time.Second, nil).run(&initproto.Job{})
 	host.Close()
 	f.Add(rec.Bytes())
 	f.Add([]byte{})
@@ -57,7 +58,9 @@ func FuzzChannel(f *testing.F) {
 		}()
 		l.OutputBytes, l.ArtifactBytes = 1<<16, 1<<16
 		done := make(chan collected, 1)
-		go func() { done <- newChannel(fakeConn{host}, l, 200*time.Millisecond).run(&initproto.Job{}) }()
+		go func() {
+			done <- newChannel(context.Background(), fakeConn{host}, l, 200*time.Millisecond, nil).run(&initproto.Job{})
+		}()
 		select {
 		case c := <-done:
 			if c.report != nil {

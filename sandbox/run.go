@@ -74,7 +74,7 @@ func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job) (o ou
 		b.Kill()
 		return r.judge(ctx, b, o, sent)
 	}
-	ch := newChannel(conn, r.m.Limits, r.grace)
+	ch := newChannel(ctx, conn, r.m.Limits, r.grace, StreamsFrom(ctx))
 	got := make(chan collected, 1)
 	go func() { got <- ch.run(initJob(r.m, job, r.d.Isolation())) }()
 

@@ -59,6 +59,7 @@ func serve(conn io.ReadWriteCloser, opts Options) int {
 	} else if px, perr := serveNetwork(sess, job); perr != nil {
 		rep = &initproto.Report{InitError: "starting the network proxy: " + perr.Error()}
 	} else {
+		opts.Host = NewHost(sess)
 		rep, contents = Run(context.Background(), job, opts)
 		px.stop()
 	}

@@ -44,6 +44,10 @@ type Options struct {
 	// Prestarted is an interpreter started before the job arrived, waiting
 	// for the code's path; nil runs the job's own command.
 	Prestarted *process
+	// Host opens streams to the server during the run (services.go).
+	Host *Host
+	// Services run beside the program; Main runs services().
+	Services []Service
 }
 
 // Main is runbox-init's entry point; it returns the process exit code.
@@ -68,7 +72,7 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 
 	prewarmThreads(spareThreads)
 
-	opts := Options{}
+	opts := Options{Services: services()}
 	if len(args) > 2 && args[1] == initproto.PrestartFlag {
 		// A pooled box: start the interpreter now, while the job is
 		// still on its way.
@@ -133,6 +137,12 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 	if err != nil {
 		return &initproto.Report{InitError: err.Error()}, nil
 	}
+	stopServices, err := startServices(ctx, opts, job)
+	if err != nil {
+		return &initproto.Report{InitError: err.Error()}, nil
+	}
+	// Stopped when the program has ended, before the report goes out.
+	defer stopServices()
 
 	rep := &initproto.Report{OOMKills: -1}
 	cg := cgroupFiles(opts.CgroupRoot)

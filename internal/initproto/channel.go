@@ -32,6 +32,11 @@ const (
 // has.
 const ProxyAddr = "127.0.0.1:3128"
 
+// MaxBoxStreams bounds the streams a box keeps open at once besides the
+// job's and its artifacts': runbox-init's services wait for a free one,
+// and the server treats a box past it as breaking the protocol.
+const MaxBoxStreams = 16
+
 // Header opens every stream.
 type Header struct {
 	Kind string `json:"kind"`
@@ -40,6 +45,10 @@ type Header struct {
 	Job *Job `json:"job,omitempty"`
 	// Index is an artifact's place among the report's sent artifacts.
 	Index int `json:"index,omitempty"`
+	// Data is a kind's own request on a stream the box opens during its
+	// run (a tool call's server, name and arguments; a connection's
+	// target); its bulk travels as the message's blobs.
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // MaxHeader bounds a message's JSON line: a job's argv and environment, a
@@ -87,6 +96,15 @@ func Send(w io.Writer, body any, blobs ...[]byte) error {
 // the blobs together; a message past it, or a JSON line past MaxHeader, is
 // ErrTooLarge before anything of that size is allocated.
 func Receive(r io.Reader, body any, limit int64) ([][]byte, error) {
+	return ReceiveWith(r, body, func() int64 { return limit })
+}
+
+// ReceiveWith is Receive with the blobs' bound chosen once the body is
+// decoded: a receiver that serves several kinds of stream bounds each
+// kind's first message by what that kind may carry. A reader that is a
+// *bufio.Reader of at least 64 KiB is read through directly, so what
+// follows the message stays in it for the next read.
+func ReceiveWith(r io.Reader, body any, limit func() int64) ([][]byte, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var line []byte
 	for {
@@ -113,12 +131,13 @@ func Receive(r io.Reader, body any, limit int64) ([][]byte, error) {
 		return nil, fmt.Errorf("initproto: bad body: %w", err)
 	}
 	var total int64
+	max := limit()
 	for _, n := range env.Blobs {
 		if n < 0 {
 			return nil, fmt.Errorf("initproto: a blob of %d bytes", n)
 		}
-		if total += n; total > limit {
-			return nil, fmt.Errorf("%w: %d bytes of data, at most %d", ErrTooLarge, total, limit)
+		if total += n; total > max {
+			return nil, fmt.Errorf("%w: %d bytes of data, at most %d", ErrTooLarge, total, max)
 		}
 	}
 	blobs := make([][]byte, len(env.Blobs))

@@ -1,6 +1,9 @@
 package initproto
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
 	"io"
 	"net"
 	"testing"
@@ -52,5 +55,35 @@ func TestHalfClosedStreamWaitsForTheAnswer(t *testing.T) {
 	got, err := io.ReadAll(st)
 	if err != nil || string(got) != "report for job" {
 		t.Fatalf("after a %s run: %q, %v", runs, got, err)
+	}
+}
+
+func TestReceiveWith(t *testing.T) {
+	var buf bytes.Buffer
+	_ = Send(&buf, Header{Kind: "big"}, make([]byte, 100))
+	_ = Send(&buf, Header{Kind: "next"})
+	buf.WriteString("raw after")
+	br := bufio.NewReaderSize(&buf, 64<<10)
+	var h Header
+	limit := func() int64 {
+		if h.Kind == "big" {
+			return 100
+		}
+		return 10
+	}
+	if blobs, err := ReceiveWith(br, &h, limit); err != nil || len(blobs[0]) != 100 {
+		t.Fatalf("first: %v", err)
+	}
+	// What followed the first message is still in the reader.
+	if _, err := ReceiveWith(br, &h, limit); err != nil || h.Kind != "next" {
+		t.Fatalf("second: %q %v", h.Kind, err)
+	}
+	if rest, _ := io.ReadAll(br); string(rest) != "raw after" {
+		t.Fatalf("rest %q", rest)
+	}
+	buf.Reset()
+	_ = Send(&buf, Header{Kind: "small"}, make([]byte, 11))
+	if _, err := ReceiveWith(&buf, &h, limit); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("past the kind's bound: %v", err)
 	}
 }

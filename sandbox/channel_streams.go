@@ -1,0 +1,202 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// boxStreams accepts every stream the box opens, from the start of the
+// session to its end: artifacts go to the report's collector, other kinds
+// to the run's handlers. It is the channel's only acceptor.
+type boxStreams struct {
+	bounds Streams
+	limits manifest.Limits
+	ctx    context.Context
+	cancel context.CancelFunc
+	// arts carries the artifact streams read so far.
+	arts chan artifactStream
+	// lost is closed when the session ends.
+	lost chan struct{}
+
+	accepted  int          // streams accepted (the accept loop's own)
+	live      atomic.Int64 // accepted streams not yet done with
+	open      atomic.Int64 // handler streams open now
+	served    atomic.Int64 // handler streams over the run
+	artifacts atomic.Int64 // artifact streams seen
+	sent      atomic.Int64 // bytes the box sent on handler streams
+	handlers  sync.WaitGroup
+	why       atomic.Pointer[string]
+	sess      *yamux.Session
+}
+
+// artifactStream is one artifact stream's message.
+type artifactStream struct {
+	h     initproto.Header
+	blobs [][]byte
+	err   error
+}
+
+func newBoxStreams(ctx context.Context, l manifest.Limits, s *Streams) boxStreams {
+	ctx, cancel := context.WithCancel(ctx)
+	return boxStreams{bounds: s.bounded(), limits: l, ctx: ctx, cancel: cancel,
+		arts: make(chan artifactStream, l.Artifacts+1), lost: make(chan struct{})}
+}
+
+// maxBytes is what the session may carry on top of the report and the
+// artifacts: the handlers' bytes and the framing of every stream.
+func (b *boxStreams) maxBytes() int64 {
+	if len(b.bounds.Handlers) == 0 {
+		return 0
+	}
+	return b.bounds.MaxBytes + int64(b.bounds.MaxTotal)*256
+}
+
+// broke records how the box broke the protocol (the first reason wins)
+// and ends the session, which ends the run.
+func (b *boxStreams) broke(format string, args ...any) {
+	why := fmt.Sprintf(format, args...)
+	if b.why.CompareAndSwap(nil, &why) && b.sess != nil {
+		_ = b.sess.Close()
+	}
+}
+
+// broken says how the box broke the protocol, or "".
+func (b *boxStreams) broken() string {
+	if p := b.why.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// accept serves the streams the box opens until the session ends.
+func (b *boxStreams) accept(sess *yamux.Session) {
+	b.sess = sess
+	defer close(b.lost)
+	// Everything accepted is bounded: the handlers' streams, the
+	// artifacts, and the streams whose first message is on its way.
+	maxLive := int64(b.bounds.MaxOpen + b.limits.Artifacts + initproto.MaxBoxStreams)
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			return
+		}
+		b.accepted++
+		if b.accepted > b.bounds.MaxTotal+b.limits.Artifacts {
+			_ = st.Close()
+			b.broke("it opened more than the %d streams a run may", b.bounds.MaxTotal)
+			return
+		}
+		if b.live.Add(1) > maxLive {
+			_ = st.Close()
+			b.broke("it opened more than %d streams at once", maxLive)
+			return
+		}
+		go b.serve(st)
+	}
+}
+
+// serve reads a stream's first message and hands the stream on.
+func (b *boxStreams) serve(st *yamux.Stream) {
+	defer b.live.Add(-1)
+	counted := &streamCounter{r: st}
+	br := bufio.NewReaderSize(counted, 64<<10)
+	var h initproto.Header
+	blobs, err := initproto.ReceiveWith(br, &h, func() int64 {
+		if h.Kind == initproto.StreamArtifact {
+			return int64(b.limits.ArtifactBytes)
+		}
+		return b.bounds.MaxBytes - b.sent.Load()
+	})
+	if h.Kind == initproto.StreamArtifact {
+		_ = st.Close()
+		if b.artifacts.Add(1) > int64(b.limits.Artifacts) {
+			b.broke("it sent more than the %d artifacts a run may", b.limits.Artifacts)
+			return
+		}
+		b.arts <- artifactStream{h: h, blobs: blobs, err: err}
+		return
+	}
+	handler := b.bounds.Handlers[h.Kind]
+	switch {
+	case errors.Is(err, initproto.ErrTooLarge):
+		b.broke("it sent more than the %d bytes its streams may", b.bounds.MaxBytes)
+	case err != nil:
+		// A stream the box gave up on before its first message.
+	case handler == nil:
+		b.broke("it opened a %q stream, which this run does not serve", h.Kind)
+	case b.served.Add(1) > int64(b.bounds.MaxTotal):
+		b.broke("it opened more than the %d streams a run may", b.bounds.MaxTotal)
+	case b.open.Add(1) > int64(b.bounds.MaxOpen):
+		b.open.Add(-1)
+		b.broke("it kept more than %d streams open at once", b.bounds.MaxOpen)
+	default:
+		// From here on the handler's stream counts what it reads
+		// against the run's bytes.
+		if b.sent.Add(counted.take(b)) > b.bounds.MaxBytes {
+			b.open.Add(-1)
+			b.broke("it sent more than the %d bytes its streams may", b.bounds.MaxBytes)
+			break
+		}
+		b.handlers.Add(1)
+		defer b.handlers.Done()
+		s := &BoxStream{Header: h, Blobs: blobs, r: br, st: st, release: func() { b.open.Add(-1) }}
+		handler.ServeStream(b.ctx, s)
+		_ = s.Close()
+		return
+	}
+	_ = st.Close()
+}
+
+// end cancels the handlers and waits a little for them: a handler that
+// ignores its context is logged by nobody and outlives the run, but never
+// holds the run's answer.
+func (b *boxStreams) end() {
+	b.cancel()
+	done := make(chan struct{})
+	go func() {
+		b.handlers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(KillTimeout):
+	}
+}
+
+// streamCounter counts what a stream reads: into itself until take, then
+// into the run's total, failing a read past the bound.
+type streamCounter struct {
+	r   io.Reader
+	n   int64
+	run *boxStreams
+}
+
+func (c *streamCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if c.run == nil {
+		c.n += int64(n)
+		return n, err
+	}
+	if c.run.sent.Add(int64(n)) > c.run.bounds.MaxBytes {
+		c.run.broke("it sent more than the %d bytes its streams may", c.run.bounds.MaxBytes)
+		return n, errFlood
+	}
+	return n, err
+}
+
+// take switches the counter to the run's total and returns what it had.
+func (c *streamCounter) take(run *boxStreams) int64 {
+	c.run = run
+	return c.n
+}
