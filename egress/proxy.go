@@ -25,6 +25,20 @@ type Approver func(ctx context.Context, host string, port int, rule string) erro
 // ErrNoApprover refuses an approve: ask endpoint when nobody can be asked.
 var ErrNoApprover = errors.New("this endpoint needs the user's approval and the client cannot ask for it (no MCP elicitation)")
 
+type approverKey struct{}
+
+// WithApprover returns ctx carrying the approver of its run's approve: ask
+// endpoints (the MCP client's elicitation).
+func WithApprover(ctx context.Context, a Approver) context.Context {
+	return context.WithValue(ctx, approverKey{}, a)
+}
+
+// ApproverFrom returns the approver WithApprover put in ctx, or nil.
+func ApproverFrom(ctx context.Context) Approver {
+	a, _ := ctx.Value(approverKey{}).(Approver)
+	return a
+}
+
 // Options configure one run's proxy.
 type Options struct {
 	Network manifest.Network
@@ -89,16 +103,33 @@ func (p *Proxy) Overflow() int {
 // client that drips them holds nothing for long.
 const headerTimeout = 10 * time.Second
 
-// maxHeaderBytes bounds a proxied request's line and headers.
-const maxHeaderBytes = 64 << 10
+// MaxRequestHeader bounds a proxied request's line and headers.
+const MaxRequestHeader = 64 << 10
 
 // Serve handles one connection the box's program opened to its proxy: it
 // reads the request (CONNECT host:port, or a plain HTTP request with an
 // absolute URI), checks it, connects and relays until either side ends,
-// a cap cuts it or ctx ends. It always closes box.
-func (p *Proxy) Serve(ctx context.Context, box net.Conn) {
+// a cap cuts it or ctx ends. It always closes box; box's Close may be a
+// half-close (a channel stream's is), the answer's end.
+func (p *Proxy) Serve(ctx context.Context, box io.ReadWriteCloser) {
 	defer box.Close()
 	start := time.Now()
+	hdrWait := headerTimeout
+	if !p.deadline.IsZero() {
+		hdrWait = min(hdrWait, time.Until(p.deadline))
+	}
+	// A request that drips in is given up, its connection closed.
+	hdrTimer := time.AfterFunc(hdrWait, func() { _ = box.Close() })
+	lr := &io.LimitedReader{R: box, N: MaxRequestHeader}
+	br := bufio.NewReader(lr)
+	req, rerr := http.ReadRequest(br)
+	if !hdrTimer.Stop() && rerr == nil {
+		rerr = errors.New("the request's headers took too long")
+	}
+	if errors.Is(rerr, io.EOF) {
+		// Opened and closed without a word: nothing to record.
+		return
+	}
 	rec := p.record()
 	if rec == nil {
 		refuse(box, http.StatusTooManyRequests, fmt.Sprintf("runbox: this run opened network.max_connections (%d) connections already", p.net.MaxConnections))
@@ -114,21 +145,11 @@ func (p *Proxy) Serve(ctx context.Context, box net.Conn) {
 		f(rec)
 		p.mu.Unlock()
 	}
-
-	hdrDeadline := time.Now().Add(headerTimeout)
-	if !p.deadline.IsZero() && p.deadline.Before(hdrDeadline) {
-		hdrDeadline = p.deadline
-	}
-	_ = box.SetReadDeadline(hdrDeadline)
-	lr := &io.LimitedReader{R: box, N: maxHeaderBytes}
-	br := bufio.NewReader(lr)
-	req, err := http.ReadRequest(br)
-	if err != nil {
-		set(func(r *contract.Connection) { r.Reason = "no HTTP proxy request: " + err.Error() })
+	if rerr != nil {
+		set(func(r *contract.Connection) { r.Reason = "no HTTP proxy request: " + rerr.Error() })
 		refuse(box, http.StatusBadRequest, "runbox: the proxy expects CONNECT host:port or an absolute http:// URI")
 		return
 	}
-	_ = box.SetReadDeadline(time.Time{})
 	lr.N = 1 << 62
 
 	host, port, perr := target(req)
@@ -311,7 +332,7 @@ func forward(req *http.Request, up net.Conn, toUp, toBox io.Writer) {
 
 // relay copies both ways until both ends finished; an end's EOF is passed
 // on as a half-close, so request-then-response protocols work.
-func relay(fromBox io.Reader, box, up net.Conn, toUp, toBox io.Writer) {
+func relay(fromBox io.Reader, box io.Closer, up net.Conn, toUp, toBox io.Writer) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -343,7 +364,7 @@ func relay(fromBox io.Reader, box, up net.Conn, toUp, toBox io.Writer) {
 // afterUpstream is how long a tunnel stays open once its server ended it.
 const afterUpstream = 2 * time.Second
 
-func closeWrite(c net.Conn) {
+func closeWrite(c io.Closer) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 		return

@@ -1,6 +1,10 @@
 package sandbox
 
 import (
+	"context"
+	"maps"
+	"time"
+
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/egress"
 	"github.com/runbox-mcp/runbox/internal/initproto"
@@ -50,4 +54,33 @@ func withNetwork(res *contract.Result, recs []contract.Connection) {
 	info := contract.ForbiddenNetwork(*first, refused)
 	info.Type, info.Line, info.Column = res.Error.Type, res.Error.Line, res.Error.Column
 	res.Error = &info
+}
+
+// withProxy returns ctx serving the run's proxy streams with a fresh
+// egress proxy, when the manifest declares endpoints; other streams the
+// context already serves are kept. No connection outlives the run.
+func (r *BoxRunner) withProxy(ctx context.Context, job contract.Job) (context.Context, *egress.Proxy) {
+	if !r.m.Network.Enabled() {
+		return ctx, nil
+	}
+	n := r.m.Network
+	px := egress.New(egress.Options{Network: n, Deadline: time.Now().Add(job.Timeout + r.grace), Approve: egress.ApproverFrom(ctx)})
+	s := Streams{}
+	if prev := StreamsFrom(ctx); prev != nil {
+		s = *prev
+		if len(s.Handlers) > 0 && s.MaxBytes <= 0 {
+			s.MaxBytes = defaultMaxStreamBytes
+		}
+	}
+	s.Handlers = maps.Clone(s.Handlers)
+	if s.Handlers == nil {
+		s.Handlers = map[string]StreamHandler{}
+	}
+	s.Handlers[initproto.StreamProxy] = StreamHandlerFunc(func(ctx context.Context, bs *BoxStream) { px.Serve(ctx, bs) })
+	s.MaxOpen = initproto.MaxBoxStreams
+	// What the box may send: the bytes the proxy lets through, plus each
+	// connection's request headers, which it reads before deciding.
+	s.MaxBytes += int64(n.MaxBytes) + int64(n.MaxConnections+1)*egress.MaxRequestHeader + 1<<20
+	s.MaxTotal = max(s.MaxTotal, defaultMaxStreams)
+	return WithStreams(ctx, &s), px
 }

@@ -56,12 +56,9 @@ func serve(conn io.ReadWriteCloser, opts Options) int {
 	var contents [][]byte
 	if err != nil {
 		rep = &initproto.Report{InitError: "reading job: " + err.Error()}
-	} else if px, perr := serveNetwork(sess, job); perr != nil {
-		rep = &initproto.Report{InitError: "starting the network proxy: " + perr.Error()}
 	} else {
 		opts.Host = NewHost(sess)
 		rep, contents = Run(context.Background(), job, opts)
-		px.stop()
 	}
 	// A write can fail after its data went out, when the server ends the
 	// session as soon as it has read it: that is not a failure.

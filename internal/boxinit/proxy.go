@@ -1,14 +1,20 @@
 package boxinit
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"sync"
 
-	"github.com/hashicorp/yamux"
-
 	"github.com/runbox-mcp/runbox/internal/initproto"
 )
+
+// stream is a connection's way to the host: a HostStream.
+type stream interface {
+	io.ReadWriteCloser
+	CloseWrite() error
+}
 
 // proxy is runbox-init's HTTP proxy: it listens on the box's loopback and
 // carries each connection, byte for byte, on a stream of its own to the
@@ -17,19 +23,19 @@ import (
 // hostile, and everything that decides happens outside it.
 type proxy struct {
 	ln   net.Listener
-	open func() (net.Conn, error)
+	open func() (stream, error)
 	wg   sync.WaitGroup
 	mu   sync.Mutex
-	live map[net.Conn]struct{}
+	live map[io.Closer]struct{}
 }
 
 // startProxy listens on addr and serves until stop.
-func startProxy(addr string, open func() (net.Conn, error)) (*proxy, error) {
+func startProxy(addr string, open func() (stream, error)) (*proxy, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	p := &proxy{ln: ln, open: open, live: map[net.Conn]struct{}{}}
+	p := &proxy{ln: ln, open: open, live: map[io.Closer]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -72,13 +78,12 @@ func (p *proxy) carry(c net.Conn) {
 			_ = tc.CloseWrite()
 		}
 	}()
-	// A yamux stream's Close is a half-close: the answer still arrives.
 	_, _ = io.Copy(st, c)
-	_ = st.Close()
+	_ = st.CloseWrite()
 	<-done
 }
 
-func (p *proxy) track(c net.Conn, add bool) {
+func (p *proxy) track(c io.Closer, add bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if add {
@@ -102,21 +107,23 @@ func (p *proxy) stop() {
 	p.wg.Wait()
 }
 
-// serveNetwork starts the job's proxy, when it has one, carrying its
-// connections on proxy streams of sess; nil when the job has none.
-func serveNetwork(sess *yamux.Session, job *initproto.Job) (*proxy, error) {
+// networkService is the proxy as a box service: it runs for a job that
+// names a proxy address, each connection on a proxy stream to the host.
+type networkService struct{}
+
+// Start listens on the job's proxy address, when it has one.
+func (networkService) Start(ctx context.Context, host *Host, job *initproto.Job) (func(), error) {
 	if job.Proxy == "" {
-		return nil, nil
+		return func() {}, nil
 	}
-	return startProxy(job.Proxy, func() (net.Conn, error) {
-		st, err := sess.OpenStream()
-		if err != nil {
-			return nil, err
-		}
-		if err := initproto.Send(st, initproto.Header{Kind: initproto.StreamProxy}); err != nil {
-			_ = st.Close()
-			return nil, err
-		}
-		return st, nil
+	// Connections still waiting for a stream give up when it stops.
+	ctx, cancel := context.WithCancel(ctx)
+	p, err := startProxy(job.Proxy, func() (stream, error) {
+		return host.Open(ctx, initproto.StreamProxy, nil)
 	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("the network proxy: %w", err)
+	}
+	return func() { cancel(); p.stop() }, nil
 }

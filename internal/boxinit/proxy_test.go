@@ -42,6 +42,7 @@ func TestProxyOverTheChannel(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 	port, _ := strconv.Atoi(u.Port())
 
+	var proxyAddr string
 	hostEnd, boxEnd := net.Pipe()
 	hs, err := yamux.Client(hostEnd, initproto.MuxConfig())
 	if err != nil {
@@ -79,14 +80,28 @@ func TestProxyOverTheChannel(t *testing.T) {
 		}
 	}()
 
-	if p, err := serveNetwork(bs, &initproto.Job{}); p != nil || err != nil {
-		t.Fatalf("a job without a proxy got one: %v", err)
-	}
-	p, err := serveNetwork(bs, &initproto.Job{Proxy: "127.0.0.1:0"})
+	host := NewHost(bs)
+	stop, err := networkService{}.Start(context.Background(), host, &initproto.Job{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxyURL := &url.URL{Scheme: "http", Host: p.ln.Addr().String()}
+	stop()
+	if ln, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
+		// The job names a free port; a job without a proxy opened none.
+		addr := ln.Addr().String()
+		ln.Close()
+		stop, err = networkService{}.Start(context.Background(), host, &initproto.Job{Proxy: addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if stop != nil {
+				stop()
+			}
+		}()
+		proxyAddr = addr
+	}
+	proxyURL := &url.URL{Scheme: "http", Host: proxyAddr}
 	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), DisableKeepAlives: true}, Timeout: 10 * time.Second}
 
 	var cwg sync.WaitGroup
@@ -130,7 +145,8 @@ func TestProxyOverTheChannel(t *testing.T) {
 	if resp.StatusCode != 403 || !strings.Contains(string(b), "network.allow: [{host: undeclared.example, ports: [80]}]") {
 		t.Fatalf("refusal: %d %q", resp.StatusCode, b)
 	}
-	p.stop()
+	stop()
+	stop = nil
 	wg.Wait()
 	if recs := px.Records(); len(recs) != 102 {
 		t.Fatalf("%d records", len(recs))

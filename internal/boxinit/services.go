@@ -20,7 +20,7 @@ type Service interface {
 
 // services are the box-side services runbox-init runs for every job.
 func services() []Service {
-	return nil
+	return []Service{networkService{}}
 }
 
 // startServices starts opts' services; the stop returned stops those

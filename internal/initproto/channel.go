@@ -34,8 +34,11 @@ const ProxyAddr = "127.0.0.1:3128"
 
 // MaxBoxStreams bounds the streams a box keeps open at once besides the
 // job's and its artifacts': runbox-init's services wait for a free one,
-// and the server treats a box past it as breaking the protocol.
-const MaxBoxStreams = 16
+// and the server treats a box past it as breaking the protocol. Each
+// connection a program makes through the proxy holds one while it is
+// open (clients keep idle keep-alive connections), so this is as many as
+// a program may reasonably open at once: 100 parallel requests work.
+const MaxBoxStreams = 128
 
 // Header opens every stream.
 type Header struct {
