@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
 )
 
@@ -309,4 +311,31 @@ func TestNetworkGVisor(t *testing.T) {
 	ns := startNetServers(t)
 	s := gvisorServer(t, ns.manifest(""))
 	testNetworkClients(t, s, ns)
+}
+
+// Every connection, refused ones included, is a part of the run's audit
+// line.
+func TestNetworkAudit(t *testing.T) {
+	ns := startNetServers(t)
+	logPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	s := startServer(t, secretEnv, "--manifest", writeManifest(t, fmt.Sprintf("audit:\n  enabled: true\n  path: %s\n", logPath)+ns.manifest("")))
+	t.Cleanup(s.close)
+	r := netCall(t, s, "python", fmt.Sprintf(`
+import urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:%d/a", timeout=10).read().decode())
+urllib.request.urlopen("http://undeclared.example/", timeout=10)
+`, ns.pport), nil, 30)
+	wantError(t, r, contract.KindForbiddenNetwork, "")
+	entries, err := audit.Read(logPath, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := audit.Find(entries, r.RunID)
+	if !ok {
+		t.Fatalf("run %s not in the audit log", r.RunID)
+	}
+	if e.Error == nil || e.Error.Kind != contract.KindForbiddenNetwork || len(e.Network) != 2 ||
+		!e.Network[0].Allowed || e.Network[1].Allowed || e.Network[1].Host != "undeclared.example" || !strings.Contains(e.Network[1].Reason, "not declared") {
+		t.Fatalf("audit entry: %+v %+v", e.Error, e.Network)
+	}
 }
