@@ -82,6 +82,9 @@ type Kubernetes struct {
 	// InitImage holds only runbox-init; empty means
 	// runbox/init:<first 16 hex of its sha256>.
 	InitImage string `json:"init_image,omitempty" jsonschema_description:"The image holding only runbox-init, copied into each pod by an init container; empty: runbox/init:<first 16 hex of the binary's sha256> (scripts/k8s/import-init.sh builds it)."`
+	// KeepInterfaces leaves the pod's network interfaces in place,
+	// relying on the cluster's NetworkPolicy alone.
+	KeepInterfaces bool `json:"keep_interfaces,omitempty" jsonschema_description:"Leaves the pod's network interfaces in place (for a namespace that must stay at the restricted Pod Security level), relying on the cluster enforcing the deny-all NetworkPolicy. Off (default): an init step of runbox's, the only one with a capability (NET_ADMIN, over the pod's network namespace), removes every interface but lo before the code starts, as on Docker."`
 }
 
 // Toleration is a pod toleration.

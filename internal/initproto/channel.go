@@ -27,6 +27,11 @@ const (
 	StreamProxy = "proxy"
 )
 
+// UnplugArg, as runbox-init's only argument, makes it remove every
+// network interface but lo from its network namespace and exit: the
+// Kubernetes backend's init step.
+const UnplugArg = "__unplug"
+
 // ProxyAddr is where runbox-init's HTTP proxy listens in a box whose
 // manifest declares endpoints: the box's loopback, the only interface it
 // has.
