@@ -339,3 +339,17 @@ urllib.request.urlopen("http://undeclared.example/", timeout=10)
 		t.Fatalf("audit entry: %+v %+v", e.Error, e.Network)
 	}
 }
+
+// On Kubernetes the same: the pod has only lo (runbox's unplug step
+// removed the CNI's interface), and declared endpoints are reached
+// through the channel alone.
+func TestKubeNetwork(t *testing.T) {
+	ns := startNetServers(t)
+	s := kubeServer(t, ns.manifest(""))
+	r := netCall(t, s, "bash", "ls /sys/class/net", nil, 30)
+	mustOK(t, r)
+	if r.Stdout != "lo\n" {
+		t.Fatalf("/sys/class/net: %q", r.Stdout)
+	}
+	testNetworkClients(t, s, ns)
+}
