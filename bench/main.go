@@ -10,7 +10,9 @@
 // between runs) and `docker run --rm` with runbox's hardening flags. Warm
 // calls are paced so the pool keeps up, as an agent's think time does; the
 // pause is not counted. Then back-to-back calls (no pause: a pool must not
-// make them slower than no pool), and throughput at concurrency 8.
+// make them slower than no pool), an HTTPS GET of 1 MiB through the box's
+// proxy against the same GET from the host (timed by the program itself),
+// and throughput at concurrency 8.
 package main
 
 import (
@@ -73,7 +75,18 @@ func main() {
 	server := flag.String("server", "bin/runbox", "the runbox binary")
 	n := flag.Int("n", 20, "calls per scenario")
 	asJSON := flag.String("json", "", "also write the rows as JSON to this file")
+	networkOnly := flag.Bool("network-only", false, "only the network rows (the HTTPS GET through the box's proxy and from the host)")
 	flag.Parse()
+	if *networkOnly {
+		dir, err := os.MkdirTemp("", "runbox-bench-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(dir)
+		printRows(networkRows(*server, dir, max(*n, 30)))
+		return
+	}
 	if err := bench(*server, *n, *asJSON); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -161,6 +174,7 @@ func bench(bin string, n int, jsonPath string) error {
 	} else {
 		fmt.Fprintln(os.Stderr, "bench: runsc does not work on this engine; no gVisor rows")
 	}
+	rows = append(rows, networkRows(bin, dir, max(n, 30))...)
 	rows = append(rows,
 		measure(print1.name, "runbox warm (pooled box)", 8, 4*n, 0, func() error { return callRunbox(warm, print1) }),
 		measure(print1.name, "runbox cold (new box)", 8, 4*n, 0, func() error { return callRunbox(cold, print1) }),
@@ -168,15 +182,7 @@ func bench(bin string, n int, jsonPath string) error {
 	)
 
 	fmt.Printf("machine: %d CPUs, %s/%s, %s; image %s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, engineVersion(), image)
-	fmt.Println("| program | scenario | concurrency | n | p50 ms | p95 ms | p99 ms | runs/s |")
-	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-	for _, r := range rows {
-		if r.Failure != "" {
-			fmt.Printf("| %s | %s | %d | %d | failed: %s | | | |\n", r.Program, r.Name, r.Concurrency, r.N, r.Failure)
-			continue
-		}
-		fmt.Printf("| %s | %s | %d | %d | %.0f | %.0f | %.0f | %.1f |\n", r.Program, r.Name, r.Concurrency, r.N, r.P50Ms, r.P95Ms, r.P99Ms, r.RunsPerSec)
-	}
+	printRows(rows)
 	if jsonPath != "" {
 		b, _ := json.MarshalIndent(rows, "", "  ")
 		return os.WriteFile(jsonPath, b, 0o644)
@@ -355,4 +361,16 @@ func engineVersion() string {
 		return "engine unknown"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+func printRows(rows []row) {
+	fmt.Println("| program | scenario | concurrency | n | p50 ms | p95 ms | p99 ms | runs/s |")
+	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, r := range rows {
+		if r.Failure != "" {
+			fmt.Printf("| %s | %s | %d | %d | failed: %s | | | |\n", r.Program, r.Name, r.Concurrency, r.N, r.Failure)
+			continue
+		}
+		fmt.Printf("| %s | %s | %d | %d | %.0f | %.0f | %.0f | %.1f |\n", r.Program, r.Name, r.Concurrency, r.N, r.P50Ms, r.P95Ms, r.P99Ms, r.RunsPerSec)
+	}
 }
