@@ -3,18 +3,25 @@
 package e2e
 
 import (
+	"context"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
@@ -352,4 +359,80 @@ func TestKubeNetwork(t *testing.T) {
 		t.Fatalf("/sys/class/net: %q", r.Stdout)
 	}
 	testNetworkClients(t, s, ns)
+}
+
+// elicitor answers every elicitation with allow, and counts them.
+type elicitor struct {
+	allow bool
+	asked atomic.Int64
+	last  atomic.Value
+}
+
+func (e *elicitor) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	e.asked.Add(1)
+	e.last.Store(req.Params.Message)
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept, Content: map[string]any{"allow": e.allow}}}, nil
+}
+
+// startElicitingServer is startServer with a client that supports
+// elicitation.
+func startElicitingServer(t *testing.T, e *elicitor, manifestPath string) *server {
+	t.Helper()
+	s := &server{stderr: &syncBuffer{}}
+	tr := transport.NewStdioWithOptions(runboxBin, secretEnv, []string{"serve", "--manifest", manifestPath},
+		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
+			cmd := exec.Command(command, args...)
+			cmd.Env = append(os.Environ(), env...)
+			cmd.Stderr = s.stderr
+			s.cmd = cmd
+			return cmd, nil
+		}))
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.c = client.NewClient(tr, client.WithElicitationHandler(e))
+	if err := s.c.Start(context.Background()); err != nil {
+		s.kill()
+		t.Fatal(err)
+	}
+	if err := initialize(s.c); err != nil {
+		s.kill()
+		t.Fatalf("initialize: %v\n%s", err, s.stderr)
+	}
+	t.Cleanup(s.close)
+	return s
+}
+
+// approve: ask: a client that can ask its user is asked once per call,
+// before the run, naming the endpoint; the answer decides; a client that
+// cannot ask gets a refusal that says why.
+func TestNetworkApprove(t *testing.T) {
+	ns := startNetServers(t)
+	m := writeManifest(t, fmt.Sprintf("audit:\n  enabled: false\nnetwork:\n  allow:\n    - host: 127.0.0.1\n      ports: [%d]\n      approve: ask\n", ns.pport))
+	code := fmt.Sprintf(`
+import urllib.request
+for i in range(3):
+    print(urllib.request.urlopen("http://127.0.0.1:%d/x", timeout=30).read().decode())
+`, ns.pport)
+
+	yes := &elicitor{allow: true}
+	r := netCall(t, startElicitingServer(t, yes, m), "python", code, nil, 60)
+	mustOK(t, r)
+	if r.Stdout != "GET /x \nGET /x \nGET /x \n" || yes.asked.Load() != 1 || !strings.Contains(yes.last.Load().(string), fmt.Sprintf("127.0.0.1:%d", ns.pport)) {
+		t.Fatalf("stdout %q, asked %d: %v", r.Stdout, yes.asked.Load(), yes.last.Load())
+	}
+
+	no := &elicitor{allow: false}
+	r = netCall(t, startElicitingServer(t, no, m), "python", code, nil, 60)
+	info := wantError(t, r, contract.KindForbiddenNetwork, "")
+	if no.asked.Load() != 1 || !strings.Contains(info.Message, "was not approved: the user did not allow it") {
+		t.Fatalf("asked %d, error %+v", no.asked.Load(), info)
+	}
+
+	// The harness's usual client declares no elicitation.
+	r = netCall(t, startServer(t, secretEnv, "--manifest", m), "python", code, nil, 60)
+	info = wantError(t, r, contract.KindForbiddenNetwork, "")
+	if !strings.Contains(info.Message, "needs the user's approval and the client cannot ask for it") {
+		t.Fatalf("error %+v", info)
+	}
 }

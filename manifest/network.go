@@ -38,8 +38,8 @@ type Endpoint struct {
 	// ranges) that this entry's names may resolve to; without them such
 	// an address is refused (DNS rebinding, cloud metadata).
 	Addresses []string `json:"addresses,omitempty" jsonschema_description:"Private, loopback or link-local addresses or CIDR ranges this entry's names may resolve to (e.g. 10.0.0.0/8 for an internal service). Without them such an address is refused, so a public name that resolves to 127.0.0.1 or 169.254.169.254 reaches nothing."`
-	// Approve "ask" makes the first connection of a run wait for a person.
-	Approve string `json:"approve,omitempty" jsonschema:"enum=,enum=ask" jsonschema_description:"ask: the first connection of a run to this endpoint waits for the user's approval through MCP elicitation, and is refused when the client cannot ask."`
+	// Approve "ask" makes a run_code call ask the client's user first.
+	Approve string `json:"approve,omitempty" jsonschema:"enum=,enum=ask" jsonschema_description:"ask: before a run, runbox asks the client's user through MCP elicitation whether the run may use this endpoint (one question per call naming every such endpoint); a declined question, or a client that cannot elicit, gets the endpoint's connections refused with that reason."`
 }
 
 // Approval modes of an endpoint.

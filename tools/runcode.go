@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/egress"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -65,6 +66,10 @@ func RunCode(d Deps) server.ServerTool {
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
 			session = cs.SessionID()
 		}
+		approver, ask := networkApproval(ctx, m, req)
+		if ask != nil {
+			return ask, nil
+		}
 		if d.Budgets != nil {
 			if bad := d.Budgets.Admit(session); bad != nil {
 				res := contract.Fail(contract.Job{RunID: NewRunID()}, *bad)
@@ -77,7 +82,7 @@ func RunCode(d Deps) server.ServerTool {
 			defer stop()
 		}
 		call := DecodeCall(raw)
-		res := call.Run(ctx, m, d.Runner)
+		res := call.Run(egress.WithApprover(ctx, approver), m, d.Runner)
 		if d.Budgets != nil {
 			d.Budgets.Charge(session, time.Duration(res.Metrics.WallMs)*time.Millisecond)
 		}
