@@ -167,7 +167,10 @@ func checkAllowed(t *testing.T, r contract.Result, n int) {
 // run that fails after one is forbidden_network naming the host.
 func TestNetworkRefusals(t *testing.T) {
 	ns := startNetServers(t)
-	s := engineServer(t, "", ns.manifest(""))
+	testNetworkRefusals(t, engineServer(t, "", ns.manifest("")), ns)
+}
+
+func testNetworkRefusals(t *testing.T, s *server, ns *netServers) {
 
 	// Plain HTTP: a 403 whose body names the entry to add.
 	r := netCall(t, s, "python", `
@@ -313,11 +316,13 @@ print(len(body))
 	}
 }
 
-// Under gVisor the same clients work through the same channel.
+// Under gVisor the same clients work and the same refusals hold, through
+// the same channel.
 func TestNetworkGVisor(t *testing.T) {
 	ns := startNetServers(t)
 	s := gvisorServer(t, ns.manifest(""))
 	testNetworkClients(t, s, ns)
+	testNetworkRefusals(t, s, ns)
 }
 
 // Every connection, refused ones included, is a part of the run's audit
