@@ -302,6 +302,23 @@ print("cut after %%.0f s" %% (time.time() - start))
 		t.Fatalf("network %+v", r.Network)
 	}
 
+	// An idle tunnel is cut at the cap too, and its record ends there,
+	// not when the program lets go of it.
+	r = netCall(t, s, "python", fmt.Sprintf(`
+import socket, time
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: x\r\n\r\n")
+s.recv(100)
+start = time.time()
+s.recv(100)
+print("closed after %%.0f s" %% (time.time() - start))
+time.sleep(3)
+`, ns.pport), nil, 30)
+	mustOK(t, r)
+	if r.Stdout != "closed after 2 s\n" || len(r.Network) != 1 || r.Network[0].Cut != contract.CutTime || r.Network[0].DurationMs > 3000 {
+		t.Fatalf("stdout %q network %+v", r.Stdout, r.Network)
+	}
+
 	r = netCall(t, s, "python", fmt.Sprintf(`
 import urllib.request
 body = urllib.request.urlopen("http://127.0.0.1:%d/big?n=4194304", timeout=10).read()

@@ -119,7 +119,7 @@ func (p *Proxy) Serve(ctx context.Context, box io.ReadWriteCloser) {
 		hdrWait = min(hdrWait, time.Until(p.deadline))
 	}
 	// A request that drips in is given up, its connection closed.
-	hdrTimer := time.AfterFunc(hdrWait, func() { _ = box.Close() })
+	hdrTimer := time.AfterFunc(hdrWait, func() { abort(box) })
 	lr := &io.LimitedReader{R: box, N: MaxRequestHeader}
 	br := bufio.NewReader(lr)
 	req, rerr := http.ReadRequest(br)
@@ -201,7 +201,7 @@ func (p *Proxy) Serve(ctx context.Context, box io.ReadWriteCloser) {
 	stop := func(why string) {
 		cut.CompareAndSwap(nil, why)
 		_ = up.Close()
-		_ = box.Close()
+		abort(box)
 	}
 	timer := time.AfterFunc(time.Until(end), func() { stop(contract.CutTime) })
 	defer timer.Stop()
@@ -355,7 +355,7 @@ func relay(fromBox io.Reader, box io.Closer, up net.Conn, toUp, toBox io.Writer)
 	select {
 	case <-finished:
 	case <-time.After(afterUpstream):
-		_ = box.Close()
+		abort(box)
 		_ = up.Close()
 		<-finished
 	}
@@ -397,4 +397,14 @@ func (c *counter) Write(b []byte) (int, error) {
 	n, err := c.w.Write(b)
 	c.n(int64(n))
 	return n, err
+}
+
+// abort ends a connection at once: a channel stream's Close only
+// half-closes it, so a read that waits on the box is released by a
+// deadline in the past first.
+func abort(c io.Closer) {
+	if d, ok := c.(interface{ SetReadDeadline(time.Time) error }); ok {
+		_ = d.SetReadDeadline(time.Unix(1, 0))
+	}
+	_ = c.Close()
 }
