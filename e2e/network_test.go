@@ -458,3 +458,11 @@ for i in range(3):
 		t.Fatalf("error %+v", info)
 	}
 }
+
+// On Podman (its Docker-compatible API) the same clients and refusals.
+func TestNetworkPodman(t *testing.T) {
+	ns := startNetServers(t)
+	s := podmanServer(t, ns.manifest(""))
+	testNetworkClients(t, s, ns)
+	testNetworkRefusals(t, s, ns)
+}
