@@ -466,3 +466,18 @@ func TestNetworkPodman(t *testing.T) {
 	testNetworkClients(t, s, ns)
 	testNetworkRefusals(t, s, ns)
 }
+
+// A pooled box (its interpreter started before the job, numpy and pandas
+// preloaded) reaches the endpoints too: the proxy's address does not
+// depend on the job, and runbox-init serves it once the job arrives.
+func TestNetworkPooled(t *testing.T) {
+	ns := startNetServers(t)
+	s := engineServer(t, "", ns.manifest("pool:\n  size: 1\n"))
+	time.Sleep(3 * time.Second) // the pool fills
+	r := netCall(t, s, "python", fmt.Sprintf(pyClient, ns.pport, ns.tport), ns.files(), 30)
+	mustOK(t, r)
+	if !r.Metrics.Pooled || r.Stdout != "GET /get \nPOST /post hello\nGET /get \nPOST /post hello\n" {
+		t.Fatalf("pooled %v stdout %q stderr %q", r.Metrics.Pooled, r.Stdout, r.Stderr)
+	}
+	checkAllowed(t, r, 4)
+}
