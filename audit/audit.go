@@ -37,6 +37,9 @@ type Entry struct {
 	ExitCode  *int             `json:"exit_code"`
 	Error     *Error           `json:"error,omitempty"`
 	Artifacts []Artifact       `json:"artifacts"`
+	// Network is every connection the run made or tried through the
+	// proxy (host, port, verdict and rule, bytes, duration).
+	Network []contract.Connection `json:"network,omitempty"`
 	// Heads of the output, redacted; the hashes are of the whole streams,
 	// for replay to compare.
 	StdoutHead   string `json:"stdout_head"`

@@ -10,7 +10,9 @@
 // between runs) and `docker run --rm` with runbox's hardening flags. Warm
 // calls are paced so the pool keeps up, as an agent's think time does; the
 // pause is not counted. Then back-to-back calls (no pause: a pool must not
-// make them slower than no pool), and throughput at concurrency 8.
+// make them slower than no pool), an HTTPS GET of 1 MiB through the box's
+// proxy against the same GET from the host (timed by the program itself),
+// and throughput at concurrency 8.
 package main
 
 import (
@@ -73,9 +75,11 @@ func main() {
 	server := flag.String("server", "bin/runbox", "the runbox binary")
 	n := flag.Int("n", 20, "calls per scenario")
 	asJSON := flag.String("json", "", "also write the rows as JSON to this file")
-	only := flag.String("only", "", "run only this part: toolcalls")
+	only := flag.String("only", "", "run only this part: toolcalls or network")
 	flag.Parse()
-	if *only == "toolcalls" {
+	switch *only {
+	case "":
+	case "toolcalls":
 		rows, notes, err := toolCallBench(*server, *n)
 		printRows(rows)
 		fmt.Println()
@@ -85,6 +89,18 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	case "network":
+		dir, err := os.MkdirTemp("", "runbox-bench-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(dir)
+		printRows(networkRows(*server, dir, max(*n, 30)))
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "bench: --only takes toolcalls or network, not %q\n", *only)
+		os.Exit(2)
 	}
 	if err := bench(*server, *n, *asJSON); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -173,6 +189,7 @@ func bench(bin string, n int, jsonPath string) error {
 	} else {
 		fmt.Fprintln(os.Stderr, "bench: runsc does not work on this engine; no gVisor rows")
 	}
+	rows = append(rows, networkRows(bin, dir, max(n, 30))...)
 	rows = append(rows,
 		measure(print1.name, "runbox warm (pooled box)", 8, 4*n, 0, func() error { return callRunbox(warm, print1) }),
 		measure(print1.name, "runbox cold (new box)", 8, 4*n, 0, func() error { return callRunbox(cold, print1) }),

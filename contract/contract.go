@@ -31,11 +31,14 @@ const (
 	KindOutputLimit      Kind = "output_limit"
 	KindInvalidRequest   Kind = "invalid_request"
 	KindSandbox          Kind = "sandbox"
+	// KindForbiddenNetwork: the run failed after the proxy refused one of
+	// its connections (an endpoint the manifest does not declare).
+	KindForbiddenNetwork Kind = "forbidden_network"
 )
 
 // Kinds lists every kind, in the order the contract names them.
 var Kinds = []Kind{KindSyntax, KindRuntime, KindTimeout, KindOOM, KindForbiddenSyscall,
-	KindResourceLimit, KindOutputLimit, KindInvalidRequest, KindSandbox}
+	KindResourceLimit, KindOutputLimit, KindInvalidRequest, KindSandbox, KindForbiddenNetwork}
 
 // Limit names the limit a timeout, resource_limit or oom hit.
 type Limit string
@@ -88,11 +91,14 @@ type Result struct {
 	Metrics          Metrics `json:"metrics"`
 	Isolation        string  `json:"isolation" jsonschema:"description=The isolation level the run had: runc or gvisor."`
 	Image            string  `json:"image" jsonschema:"description=Digest of the image the run used."`
+	// Network lists the connections the program made or tried through
+	// the proxy, when the manifest declares endpoints.
+	Network []Connection `json:"network,omitempty" jsonschema_description:"Each connection the program made or tried through runbox's proxy: host, port, allowed or refused and by which manifest entry, bytes each way, duration. Absent when the manifest declares no endpoints."`
 }
 
 // ErrorInfo is a typed failure an agent can act on.
 type ErrorInfo struct {
-	Kind    Kind   `json:"kind" jsonschema:"enum=syntax,enum=runtime,enum=timeout,enum=oom,enum=forbidden_syscall,enum=resource_limit,enum=output_limit,enum=invalid_request,enum=sandbox"`
+	Kind    Kind   `json:"kind" jsonschema:"enum=syntax,enum=runtime,enum=timeout,enum=oom,enum=forbidden_syscall,enum=resource_limit,enum=output_limit,enum=invalid_request,enum=sandbox,enum=forbidden_network"`
 	Type    string `json:"type,omitempty" jsonschema:"description=The language's own name for the error, e.g. ZeroDivisionError."`
 	Message string `json:"message"`
 	Line    int    `json:"line,omitempty" jsonschema:"description=1-based line in the submitted code."`

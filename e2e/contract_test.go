@@ -331,13 +331,7 @@ for host in [("1.1.1.1", 443), ("172.17.0.1", 2375), ("169.254.169.254", 80), ("
 print("token", os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount/token"))
 print("services", sorted(k for k in os.environ if k.endswith("_SERVICE_HOST")))
 print("interfaces", [n for _, n in socket.if_nameindex()])
-`, want: outcome{stdout: "token False\nservices []\ninterfaces ['lo']\n"},
-			on: map[string]outcome{
-				// A pod has the cluster network's interface: the egress
-				// NetworkPolicy (deploy/kubernetes) cuts it, and on the
-				// test cluster it leads nowhere (docs/security.md).
-				"kubernetes": {stdout: "token False\nservices []\ninterfaces ['lo', 'eth0']\n"},
-			}},
+`, want: outcome{stdout: "token False\nservices []\ninterfaces ['lo']\n"}},
 
 		// No capability, no way to gain one, runbox's seccomp filter on
 		// (asked of the kernel: gVisor's /proc/self/status has no

@@ -197,7 +197,15 @@ func checkHardened(t *testing.T, p corev1.Pod) {
 	}
 	for _, c := range append(append([]corev1.Container{}, sp.InitContainers...), sp.Containers...) {
 		sc := c.SecurityContext
-		if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		// runbox's unplug step alone runs as root, with NET_ADMIN alone.
+		unplug := c.Name == "unplug"
+		if unplug && (sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.Capabilities == nil || len(sc.Capabilities.Add) != 1 || sc.Capabilities.Add[0] != "NET_ADMIN" || len(c.VolumeMounts) != 0) {
+			t.Errorf("unplug step: %+v", sc)
+		}
+		if !unplug && sc != nil && sc.Capabilities != nil && len(sc.Capabilities.Add) != 0 {
+			t.Errorf("container %s adds capabilities %v", c.Name, sc.Capabilities.Add)
+		}
+		if sc == nil || sc.RunAsNonRoot == nil || *sc.RunAsNonRoot == unplug || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
 			sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 ||
 			sc.Capabilities.Drop[0] != "ALL" || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost ||
 			sc.SeccompProfile.LocalhostProfile == nil || *sc.SeccompProfile.LocalhostProfile != "runbox.json" {

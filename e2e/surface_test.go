@@ -271,8 +271,12 @@ func TestResourcesAndPrompts(t *testing.T) {
 		t.Fatalf("unknown run: %v", err)
 	}
 	man, err := read("runbox://manifest")
-	if err != nil || !strings.Contains(man.Contents[0].(mcp.TextResourceContents).Text, `"network": "none"`) {
-		t.Fatalf("manifest resource: %v %+v", err, man)
+	var declared struct {
+		Network struct{ Allow []any } `json:"network"`
+	}
+	if err != nil || json.Unmarshal([]byte(man.Contents[0].(mcp.TextResourceContents).Text), &declared) != nil ||
+		declared.Network.Allow == nil || len(declared.Network.Allow) != 0 {
+		t.Fatalf("manifest resource (want network.allow: []): %v %+v", err, man)
 	}
 	time.Sleep(3500 * time.Millisecond)
 	if _, err := read(r.Artifacts[0].URI); err == nil || !strings.Contains(err.Error(), "expired") {

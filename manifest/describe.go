@@ -23,12 +23,16 @@ func (m *Manifest) ToolDescription() string {
 		b.WriteString("\n")
 	}
 	b.WriteString("\nRules, enforced on every run:\n")
-	b.WriteString("- No network: HTTP requests, DNS, pip install and npm install all fail. Work with the data you pass in.\n")
+	b.WriteString(m.Network.describe())
 	fmt.Fprintf(&b, "- Time: %gs by default; set timeout_seconds up to %g.\n", l.TimeoutSeconds, l.MaxTimeoutSeconds)
 	fmt.Fprintf(&b, "- Memory %s, %g CPU, %d processes/threads, disk %s in /workspace and %s in /tmp.\n", l.Memory, l.CPUs, l.Pids, l.WorkspaceBytes, l.TmpBytes)
 	fmt.Fprintf(&b, "- Output: the first and last %s of stdout and of stderr are kept; print summaries, not whole datasets.\n", l.OutputBytes/2)
 	fmt.Fprintf(&b, "- Every run starts from an empty /workspace (the working directory); nothing persists between runs. Pass data with files (up to %s in all) and stdin.\n", l.InputBytes)
 	fmt.Fprintf(&b, "- Files the code writes under /workspace come back as artifacts (up to %d files, %s); images are shown inline. Save plots with matplotlib's savefig('plot.png').\n", l.Artifacts, l.ArtifactBytes)
-	b.WriteString("\nOn failure, error.kind says what happened (syntax, runtime, timeout, oom, resource_limit, output_limit, invalid_request, sandbox), error.line points into your code, and error.hint says what to change.")
+	kinds := "syntax, runtime, timeout, oom, resource_limit, output_limit, invalid_request, sandbox"
+	if m.Network.Enabled() {
+		kinds += ", forbidden_network"
+	}
+	fmt.Fprintf(&b, "\nOn failure, error.kind says what happened (%s), error.line points into your code, and error.hint says what to change.", kinds)
 	return b.String()
 }

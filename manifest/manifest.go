@@ -33,7 +33,7 @@ type Manifest struct {
 	Languages   []Language `json:"languages" jsonschema_description:"The runnable languages; a list here replaces the built-in one."`
 	Limits      Limits     `json:"limits" jsonschema_description:"Resource bounds of every run."`
 	Isolation   string     `json:"isolation" jsonschema_description:"runc (default) or gvisor (runsc)."`
-	Network     string     `json:"network" jsonschema_description:"Always none: boxes never have a network."`
+	Network     Network    `json:"network" jsonschema_description:"What a box may reach: it never has a network interface; declared endpoints are reached through runbox's proxy, each connection checked and recorded."`
 	Concurrency int        `json:"concurrency" jsonschema_description:"How many boxes run at once; further calls wait in the queue."`
 	// QueueSize bounds how many calls may wait for a slot before new ones
 	// are refused with resource_limit/busy.
@@ -89,6 +89,9 @@ type Kubernetes struct {
 	// InitImage holds only runbox-init; empty means
 	// runbox/init:<first 16 hex of its sha256>.
 	InitImage string `json:"init_image,omitempty" jsonschema_description:"The image holding only runbox-init, copied into each pod by an init container; empty: runbox/init:<first 16 hex of the binary's sha256> (scripts/k8s/import-init.sh builds it)."`
+	// KeepInterfaces leaves the pod's network interfaces in place,
+	// relying on the cluster's NetworkPolicy alone.
+	KeepInterfaces bool `json:"keep_interfaces,omitempty" jsonschema_description:"Leaves the pod's network interfaces in place (for a namespace that must stay at the restricted Pod Security level), relying on the cluster enforcing the deny-all NetworkPolicy. Off (default): an init step of runbox's, the only one with a capability (NET_ADMIN, over the pod's network namespace), removes every interface but lo before the code starts, as on Docker."`
 }
 
 // Toleration is a pod toleration.
@@ -284,7 +287,7 @@ func Default() *Manifest {
 			ImageBytes:        4 * MiB,
 		},
 		Isolation:   IsolationRunc,
-		Network:     "none",
+		Network:     Network{Allow: []Endpoint{}, MaxBytes: 64 * MiB, ConnectionSeconds: 60, MaxConnections: 256},
 		Concurrency: 4,
 		QueueSize:   64,
 		User:        "1000:1000",
@@ -408,9 +411,7 @@ func (m *Manifest) Validate() error {
 	if m.Isolation != IsolationRunc && m.Isolation != IsolationGVisor {
 		bad("isolation", m.Isolation, "runc or gvisor")
 	}
-	if m.Network != "none" {
-		bad("network", m.Network, "none (runbox never gives a box a network)")
-	}
+	m.Network.validate(bad)
 	rangeI("concurrency", int64(m.Concurrency), 1, 1024)
 	rangeI("queue_size", int64(m.QueueSize), 0, 100000)
 	rangeF("artifacts.ttl_seconds", m.Artifacts.TTLSeconds, 0, 7*24*3600)

@@ -22,7 +22,16 @@ func TestValidateNamesFieldValueAndRange(t *testing.T) {
 		{"timeout above max", func(m *Manifest) { m.Limits.TimeoutSeconds = 999 }, "limits.timeout_seconds = 999: from 0.1 to 300"},
 		{"memory too small", func(m *Manifest) { m.Limits.Memory = 1 }, "limits.memory = 1B: from 16MiB to 64GiB"},
 		{"root user", func(m *Manifest) { m.User = "0:0" }, "user = 0:0: a non-root"},
-		{"network", func(m *Manifest) { m.Network = "bridge" }, "network = bridge"},
+		{"network wildcard everything", func(m *Manifest) { m.Network.Allow = []Endpoint{{Host: "*"}} }, "network.allow[0].host = *"},
+		{"network wildcard tld", func(m *Manifest) { m.Network.Allow = []Endpoint{{Host: "*.com"}} }, "network.allow[0].host = *.com"},
+		{"network upper case", func(m *Manifest) { m.Network.Allow = []Endpoint{{Host: "API.example.com"}} }, "network.allow[0].host = API.example.com"},
+		{"network port", func(m *Manifest) { m.Network.Allow = []Endpoint{{Host: "a.example", Ports: []int{0}}} }, "network.allow[0].ports = 0: from 1 to 65535"},
+		{"network address", func(m *Manifest) {
+			m.Network.Allow = []Endpoint{{Host: "a.example", Addresses: []string{"10.0.0.0/33"}}}
+		}, "network.allow[0].addresses = 10.0.0.0/33"},
+		{"network approve", func(m *Manifest) { m.Network.Allow = []Endpoint{{Host: "a.example", Approve: "yes"}} }, "network.allow[0].approve = yes: empty or ask"},
+		{"network hosts", func(m *Manifest) { m.Network.Hosts = map[string]string{"a.example": "nope"} }, "network.hosts.a.example = nope"},
+		{"network bytes", func(m *Manifest) { m.Network.MaxBytes = 1 }, "network.max_bytes = 1B"},
 		{"isolation", func(m *Manifest) { m.Isolation = "kata" }, "isolation = kata: runc or gvisor"},
 		{"duplicate language", func(m *Manifest) { m.Languages = append(m.Languages, m.Languages[0]) }, "languages[3].name = python: unique"},
 		{"command without file", func(m *Manifest) { m.Languages[0].Command = []string{"python3"} }, "languages[0].command"},

@@ -27,6 +27,8 @@ type Metrics struct {
 	// toolCalls and toolSeconds count the code's upstream tool calls.
 	toolCalls   *prometheus.CounterVec
 	toolSeconds *prometheus.HistogramVec
+	conns       *prometheus.CounterVec
+	bytes       *prometheus.CounterVec
 }
 
 // New registers every metric; src may be nil (no runner gauges).
@@ -48,6 +50,14 @@ func New(version, isolation string, src Source) *Metrics {
 			Help:    "Time calls waited for a slot.",
 			Buckets: []float64{0.001, 0.01, 0.1, 0.5, 1, 5, 30, 120},
 		}, []string{"language"}),
+		conns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runbox_network_connections_total",
+			Help: "Connections programs made or tried through the proxy, by outcome: allowed, denied (the policy refused it), failed (allowed, but the destination did not answer), cut (a byte or time cap ended it).",
+		}, []string{"outcome"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runbox_network_bytes_total",
+			Help: "Bytes carried through the proxy, by direction: out (from programs), in (to programs).",
+		}, []string{"direction"}),
 	}
 	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "runbox_tool_calls_total",
@@ -59,7 +69,7 @@ func New(version, isolation string, src Source) *Metrics {
 		Buckets: []float64{0.001, 0.005, 0.025, 0.1, 0.5, 1, 5, 30, 120},
 	}, []string{"server"})
 	reg.MustRegister(m.toolCalls, m.toolSeconds)
-	reg.MustRegister(m.runs, m.latency, m.queue,
+	reg.MustRegister(m.runs, m.latency, m.queue, m.conns, m.bytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "runbox_build_info", Help: "Always 1; labels say the version and isolation level.",
 		ConstLabels: prometheus.Labels{"version": version, "isolation": isolation}})
@@ -89,6 +99,20 @@ func (m *Metrics) Observe(res contract.Result) {
 	total := float64(res.Metrics.QueueMs+res.Metrics.StartupMs+res.Metrics.WallMs) / 1000
 	m.latency.WithLabelValues(lang, pooled).Observe(total)
 	m.queue.WithLabelValues(lang).Observe(float64(res.Metrics.QueueMs) / 1000)
+	for _, c := range res.Network {
+		outcome := "allowed"
+		switch {
+		case !c.Allowed:
+			outcome = "denied"
+		case c.Cut != "":
+			outcome = "cut"
+		case c.Address == "":
+			outcome = "failed"
+		}
+		m.conns.WithLabelValues(outcome).Inc()
+		m.bytes.WithLabelValues("out").Add(float64(c.BytesOut))
+		m.bytes.WithLabelValues("in").Add(float64(c.BytesIn))
+	}
 }
 
 // Handler serves the metrics in Prometheus's text format.

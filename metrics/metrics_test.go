@@ -24,6 +24,12 @@ func TestScrape(t *testing.T) {
 	m.Observe(contract.Result{Language: "bash", Status: contract.StatusError, Error: &contract.ErrorInfo{Kind: contract.KindTimeout}, Metrics: contract.Metrics{WallMs: 2000, QueueMs: 300}})
 	m.ObserveToolCall("memory", "ok", 3*time.Millisecond)
 	m.ObserveToolCall("memory", "limit", 0)
+	m.Observe(contract.Result{Language: "python", Status: contract.StatusError, Error: &contract.ErrorInfo{Kind: contract.KindForbiddenNetwork}, Network: []contract.Connection{
+		{Host: "a.example", Allowed: true, Address: "1.2.3.4:443", BytesOut: 100, BytesIn: 5000},
+		{Host: "b.example", Allowed: true, Address: "1.2.3.5:443", BytesOut: 10, BytesIn: 20, Cut: contract.CutBytes},
+		{Host: "c.example"},
+		{Host: "d.example", Allowed: true},
+	}})
 	var nilM *Metrics
 	nilM.Observe(contract.Result{}) // no metrics: no-op
 	nilM.ObserveToolCall("x", "ok", 0)
@@ -45,6 +51,13 @@ func TestScrape(t *testing.T) {
 		`runbox_pool_idle_boxes{language="python"} 1`,
 		`runbox_build_info{isolation="runc",version="v1.2.3"} 1`,
 		`process_resident_memory_bytes`,
+		`runbox_runs_total{error_kind="forbidden_network",language="python",status="error"} 1`,
+		`runbox_network_connections_total{outcome="allowed"} 1`,
+		`runbox_network_connections_total{outcome="cut"} 1`,
+		`runbox_network_connections_total{outcome="denied"} 1`,
+		`runbox_network_connections_total{outcome="failed"} 1`,
+		`runbox_network_bytes_total{direction="in"} 5020`,
+		`runbox_network_bytes_total{direction="out"} 110`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("missing %s", want)

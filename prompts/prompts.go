@@ -80,9 +80,9 @@ How to work with it:
 2. Keep runs short: the default limit is %gs (timeout_seconds up to %g). For long jobs, process a sample first.
 3. Print summaries, not whole datasets: each stream keeps only its first and last %s.
 4. Return files by writing them under /workspace: they come back as artifacts (images inline, everything as runbox://runs/{run_id}/files/{path} resources for %s). Save plots with plt.savefig("plot.png").
-5. There is no network and nothing can be installed: use only the installed packages listed above.
+5. %s
 6. When a run fails, read error.kind, error.line and error.hint, fix that one thing, and run again. Do not retry the same code unchanged.`,
-		l.TimeoutSeconds, l.MaxTimeoutSeconds, l.OutputBytes/2, m.Artifacts.TTL())
+		l.TimeoutSeconds, l.MaxTimeoutSeconds, l.OutputBytes/2, m.Artifacts.TTL(), networkAdvice(m))
 	return b.String()
 }
 
@@ -170,7 +170,7 @@ func advice(m *manifest.Manifest, kind contract.Kind, limit contract.Limit) stri
 	case "runtime":
 		return "- Read the traceback in stderr from the bottom: error.line is the line of your code involved. Check the values that reach it (print them if unsure)."
 	case "timeout":
-		return fmt.Sprintf("- The run exceeded its wall-clock limit (up to %gs is allowed). Find the slow loop; work on a sample; avoid reading stdin that never comes; never wait on the network (there is none).", l.MaxTimeoutSeconds)
+		return fmt.Sprintf("- The run exceeded its wall-clock limit (up to %gs is allowed). Find the slow loop; work on a sample; avoid reading stdin that never comes; never wait on the network (%s).", l.MaxTimeoutSeconds, networkWord(m))
 	case "oom":
 		return fmt.Sprintf("- The program needed more than %s of memory. Process data in chunks, use smaller dtypes, avoid building huge lists or strings.", l.Memory)
 	case "resource_limit":
@@ -189,8 +189,29 @@ func advice(m *manifest.Manifest, kind contract.Kind, limit contract.Limit) stri
 		return "- The arguments were rejected before anything ran. Fix them as the message says."
 	case "sandbox":
 		return "- The sandbox failed, not your code. Retry once; if it fails again, tell the user the sandbox is unavailable."
+	case "forbidden_network":
+		return "- The program tried to reach a host the sandbox does not allow (error.message names it). " + networkAdvice(m)
 	case "forbidden_syscall":
 		return "- The program made a system call the sandbox forbids. Do not use low-level system features (ptrace, mounts, namespaces, raw sockets)."
 	}
 	return "- Read the message and the hint."
+}
+
+// networkAdvice says what the program may reach.
+func networkAdvice(m *manifest.Manifest) string {
+	if !m.Network.Enabled() {
+		return "There is no network and nothing can be installed: use only the installed packages listed above."
+	}
+	eps := make([]string, len(m.Network.Allow))
+	for i, e := range m.Network.Allow {
+		eps[i] = e.String()
+	}
+	return "The network reaches only these declared endpoints, over HTTP(S) through the proxy the environment names: " + strings.Join(eps, "; ") + ". Any other host is refused: use only those, and the installed packages listed above."
+}
+
+func networkWord(m *manifest.Manifest) string {
+	if !m.Network.Enabled() {
+		return "there is none"
+	}
+	return "set timeouts on your requests"
 }

@@ -90,3 +90,13 @@ func TestBadArgumentsAreInvalidParams(t *testing.T) {
 		t.Fatalf("a good call: %v %+v", err, res)
 	}
 }
+
+func TestGuideListsEndpoints(t *testing.T) {
+	m := manifest.Default()
+	m.Network.Allow = []manifest.Endpoint{{Host: "api.example.com", Ports: []int{443}}}
+	g := GuideText(m)
+	if !strings.Contains(g, "5. The network reaches only these declared endpoints, over HTTP(S) through the proxy the environment names: api.example.com:443.") ||
+		strings.Contains(g, "There is no network") {
+		t.Fatalf("guide:\n%s", g)
+	}
+}

@@ -54,6 +54,9 @@ func initJob(m *manifest.Manifest, job contract.Job, isolation string) *initprot
 	if len(lang.Check) > 0 {
 		ij.Check = expand(lang.Check)
 	}
+	if m.Network.Enabled() {
+		ij.Proxy = initproto.ProxyAddr
+	}
 	if isolation == manifest.IsolationGVisor {
 		// runsc refuses a pids cgroup: gVisor's own kernel counts the
 		// box's processes under RLIMIT_NPROC instead.
@@ -80,6 +83,7 @@ func programEnv(m *manifest.Manifest, lang manifest.Language) []string {
 		// runbox-init writes the runbox_tools libraries there.
 		env["PYTHONPATH"], env["NODE_PATH"] = initproto.ToolsLib, initproto.ToolsLib
 	}
+	networkEnv(m, env)
 	for k, v := range lang.Env {
 		if k == "NODE_OPTIONS" && env[k] != "" {
 			v = env[k] + " " + v

@@ -51,11 +51,15 @@ func (r *BoxRunner) run(ctx context.Context, job contract.Job) contract.Result {
 	// The answer need not wait for the removal: the box is done.
 	defer r.remove(b)
 	startup := time.Since(t0).Milliseconds()
+	ctx, px := r.withProxy(ctx, job)
 	o := r.exchange(ctx, b, job)
 	if o.cancelled {
 		return contract.Fail(job, contract.Cancelled())
 	}
 	res := buildResult(r.m, job, o)
+	if px != nil {
+		withNetwork(&res, px.Records())
+	}
 	res.Metrics.StartupMs = startup
 	res.Metrics.Pooled = pooled
 	// Asked after the run: a platform may learn the digest from the box.

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/yamux"
 
@@ -117,6 +118,10 @@ func (s *BoxStream) Read(p []byte) (int, error) { return s.r.Read(p) }
 
 // Write sends p to the box.
 func (s *BoxStream) Write(p []byte) (int, error) { return s.st.Write(p) }
+
+// SetReadDeadline bounds the wait for what the box sends; a time in the
+// past releases a read that waits now (Close only half-closes).
+func (s *BoxStream) SetReadDeadline(t time.Time) error { return s.st.SetReadDeadline(t) }
 
 // Close ends the server's side of the stream; it frees the stream's place
 // among those open at once before the box can see the end, so the box may

@@ -62,6 +62,10 @@ func AuditEntry(m *manifest.Manifest, transport string, client audit.Client, cal
 	if res.Error != nil {
 		e.Error = &audit.Error{Kind: res.Error.Kind, Limit: res.Error.Limit, Syscall: res.Error.Syscall, Message: redact(res.Error.Message)}
 	}
+	for _, c := range res.Network {
+		c.Reason = redact(c.Reason)
+		e.Network = append(e.Network, c)
+	}
 	for i, a := range res.Artifacts {
 		e.Artifacts[i] = audit.Artifact{Path: redact(a.Path), SizeBytes: a.SizeBytes, MimeType: a.MimeType, SHA256: a.SHA256}
 	}

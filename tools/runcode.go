@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/egress"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -60,7 +61,7 @@ func RunCode(d Deps) server.ServerTool {
 		ReadOnlyHint:    mcp.ToBoolPtr(false),
 		DestructiveHint: mcp.ToBoolPtr(false),
 		IdempotentHint:  mcp.ToBoolPtr(false),
-		OpenWorldHint:   mcp.ToBoolPtr(m.Network != "none"),
+		OpenWorldHint:   mcp.ToBoolPtr(m.Network.Enabled()),
 	}
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		raw, err := json.Marshal(req.GetRawArguments())
@@ -70,6 +71,10 @@ func RunCode(d Deps) server.ServerTool {
 		session := ""
 		if cs := server.ClientSessionFromContext(ctx); cs != nil {
 			session = cs.SessionID()
+		}
+		approver, ask := networkApproval(ctx, m, req)
+		if ask != nil {
+			return ask, nil
 		}
 		if d.Budgets != nil {
 			if bad := d.Budgets.Admit(session); bad != nil {
@@ -84,7 +89,7 @@ func RunCode(d Deps) server.ServerTool {
 		}
 		call := DecodeCall(raw)
 		ctx, calls := d.withToolCalls(ctx)
-		res := call.Run(ctx, m, d.Runner)
+		res := call.Run(egress.WithApprover(ctx, approver), m, d.Runner)
 		if d.Budgets != nil {
 			d.Budgets.Charge(session, time.Duration(res.Metrics.WallMs)*time.Millisecond)
 		}

@@ -61,6 +61,9 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	if len(args) == 3 && args[1] == InstallArg {
 		return install(args[2])
 	}
+	if len(args) == 2 && args[1] == initproto.UnplugArg {
+		return unplugMain()
+	}
 	// Nothing in the box may read our memory or descriptors (the result
 	// channel): non-dumpable makes /proc/1/{fd,mem} root-only and refuses
 	// ptrace from the same uid.

@@ -22,7 +22,7 @@ type Service interface {
 
 // services are the box-side services runbox-init runs for every job.
 func services() []Service {
-	return []Service{toolCalls{socket: initproto.ToolsSocket, lib: initproto.ToolsLib}}
+	return []Service{toolCalls{socket: initproto.ToolsSocket, lib: initproto.ToolsLib}, networkService{}}
 }
 
 // startServices starts opts' services; the stop returned stops those

@@ -21,12 +21,29 @@ const (
 	// StreamArtifact is opened by the box after its report: one artifact's
 	// content, Index naming it among the report's sent artifacts.
 	StreamArtifact = "artifact"
+	// StreamProxy is opened by the box for each connection its program
+	// made to runbox-init's proxy: after the header, the connection's raw
+	// bytes both ways; the server reads the HTTP proxy request itself.
+	StreamProxy = "proxy"
 )
+
+// UnplugArg, as runbox-init's only argument, makes it remove every
+// network interface but lo from its network namespace and exit: the
+// Kubernetes backend's init step.
+const UnplugArg = "__unplug"
+
+// ProxyAddr is where runbox-init's HTTP proxy listens in a box whose
+// manifest declares endpoints: the box's loopback, the only interface it
+// has.
+const ProxyAddr = "127.0.0.1:3128"
 
 // MaxBoxStreams bounds the streams a box keeps open at once besides the
 // job's and its artifacts': runbox-init's services wait for a free one,
-// and the server treats a box past it as breaking the protocol.
-const MaxBoxStreams = 16
+// and the server treats a box past it as breaking the protocol. Each
+// connection a program makes through the proxy holds one while it is
+// open (clients keep idle keep-alive connections), so this is as many as
+// a program may reasonably open at once: 100 parallel requests work.
+const MaxBoxStreams = 128
 
 // Header opens every stream.
 type Header struct {

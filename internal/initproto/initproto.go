@@ -36,6 +36,9 @@ type Job struct {
 	// (sandbox.Streams): box-side services offer only these, since a box
 	// that opens any other kind is killed.
 	Streams []string `json:"streams,omitempty"`
+	// Proxy, when set, is the address runbox-init serves its HTTP proxy
+	// on before the program starts (ProxyAddr).
+	Proxy string `json:"proxy,omitempty"`
 
 	MaxOutputBytes   int   `json:"max_output_bytes"`
 	MaxArtifacts     int   `json:"max_artifacts"`

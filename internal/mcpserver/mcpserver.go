@@ -43,7 +43,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 		server.WithPromptCapabilities(false),
 		server.WithRecovery(),
 		server.WithLogger(logger),
-		server.WithInstructions("runbox runs Python, JavaScript and bash in an isolated sandbox with no network. Call run_code to execute code and read its structured result; the tool description lists the limits and installed packages."),
+		server.WithInstructions(instructions(m)),
 	)...)
 	store := tools.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
 	deps := tools.Deps{Manifest: m, Runner: r, Store: store, Budgets: tools.NewBudgets(m.Budgets),
@@ -80,4 +80,14 @@ type slogWriter struct{ l *slog.Logger }
 func (w slogWriter) Write(p []byte) (int, error) {
 	w.l.Warn("mcp", "msg", string(p))
 	return len(p), nil
+}
+
+// instructions are the server's MCP instructions; the network clause
+// follows the manifest.
+func instructions(m *manifest.Manifest) string {
+	network := "with no network"
+	if m.Network.Enabled() {
+		network = "that reaches only the network endpoints the tool description lists"
+	}
+	return "runbox runs Python, JavaScript and bash in an isolated sandbox " + network + ". Call run_code to execute code and read its structured result; the tool description lists the limits and installed packages."
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/sandbox"
 
 	coordv1 "k8s.io/api/coordination/v1"
@@ -374,6 +375,9 @@ func (k *Kube) podSpec(name string, lang manifest.Language, all map[string]strin
 			}},
 		},
 	}
+	if !k.m.Kubernetes.KeepInterfaces {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, unplugContainer(k.initImage, seccomp, reqs))
+	}
 	if rc := k.m.Kubernetes.RuntimeClass; rc != "" {
 		pod.Spec.RuntimeClassName = &rc
 	}
@@ -424,5 +428,30 @@ func (k *Kube) background(ctx context.Context) {
 			return
 		case <-time.After(leaseDuration / 3):
 		}
+	}
+}
+
+// unplugContainer is the init step that removes every network interface
+// but lo from the pod's network namespace (runbox-init __unplug), so a pod
+// has what a Docker box has whatever the CNI gave it. It alone holds a
+// capability: NET_ADMIN, as root, which reaches no further than the pod's
+// own network namespace; no privilege escalation, read-only root, the
+// pod's seccomp profile. The program's container never has it.
+func unplugContainer(image string, seccomp *corev1.SeccompProfile, reqs corev1.ResourceRequirements) corev1.Container {
+	t, f := true, false
+	root := int64(0)
+	return corev1.Container{
+		Name:            "unplug",
+		Image:           image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"/runbox-init", initproto.UnplugArg},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot: &f, RunAsUser: &root, RunAsGroup: &root,
+			AllowPrivilegeEscalation: &f, Privileged: &f, ReadOnlyRootFilesystem: &t,
+			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN"}},
+			SeccompProfile: seccomp,
+		},
+		Resources:                reqs,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 }

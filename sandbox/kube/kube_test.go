@@ -38,10 +38,27 @@ func TestKubePodSpecHardened(t *testing.T) {
 		sp.RestartPolicy != corev1.RestartPolicyNever || *sp.ActiveDeadlineSeconds != 61 || sp.RuntimeClassName != nil {
 		t.Fatalf("pod spec: %+v", sp)
 	}
-	if len(sp.InitContainers) != 1 || len(sp.Containers) != 1 {
-		t.Fatal("want one init container and one box")
+	if len(sp.InitContainers) != 2 || len(sp.Containers) != 1 {
+		t.Fatal("want two init containers (install, unplug) and one box")
 	}
 	init, box := sp.InitContainers[0], sp.Containers[0]
+	// The unplug step alone has a capability: NET_ADMIN as root, nothing
+	// else, over the pod's own network namespace.
+	un := sp.InitContainers[1]
+	usc := un.SecurityContext
+	if un.Image != k.initImage || strings.Join(un.Command, " ") != "/runbox-init __unplug" || *usc.RunAsUser != 0 || *usc.RunAsNonRoot ||
+		*usc.AllowPrivilegeEscalation || *usc.Privileged || !*usc.ReadOnlyRootFilesystem || len(usc.Capabilities.Drop) != 1 || usc.Capabilities.Drop[0] != "ALL" ||
+		len(usc.Capabilities.Add) != 1 || usc.Capabilities.Add[0] != "NET_ADMIN" || len(un.VolumeMounts) != 0 || sp.HostNetwork {
+		t.Errorf("unplug container %+v %+v", un, usc)
+	}
+	if box.SecurityContext.Capabilities.Add != nil || init.SecurityContext.Capabilities.Add != nil {
+		t.Error("a capability beyond the unplug step")
+	}
+	k.m.Kubernetes.KeepInterfaces = true
+	if n := len(k.podSpec("runbox-python-y", lang, nil, time.Minute, nil).Spec.InitContainers); n != 1 {
+		t.Errorf("keep_interfaces: %d init containers", n)
+	}
+	k.m.Kubernetes.KeepInterfaces = false
 	if init.Image != k.initImage || strings.Join(init.Command, " ") != "/runbox-init __install "+sandbox.InitPath {
 		t.Errorf("init container %s %v", init.Image, init.Command)
 	}

@@ -1,0 +1,34 @@
+package egress
+
+import (
+	_ "embed"
+	"encoding/base64"
+)
+
+//go:embed node_proxy.mjs
+var nodeProxy []byte
+
+// BoxEnv is what a box's environment gains when its manifest declares
+// endpoints: the proxy variables, upper and lower case (curl reads only
+// http_proxy in lower case; Python, pip and requests read either), an
+// empty NO_PROXY (nothing in a box is reachable but through the proxy),
+// and, for Node, NodeOptions to add to NODE_OPTIONS.
+func BoxEnv(proxyAddr string) map[string]string {
+	u := "http://" + proxyAddr
+	return map[string]string{
+		"HTTP_PROXY": u, "http_proxy": u,
+		"HTTPS_PROXY": u, "https_proxy": u,
+		"ALL_PROXY": u, "all_proxy": u,
+		"NO_PROXY": "", "no_proxy": "",
+		// npm reads its proxy settings from these as well.
+		"npm_config_proxy": u, "npm_config_https_proxy": u,
+	}
+}
+
+// NodeOptions makes Node's fetch, which ignores the proxy variables
+// before Node 24, go through the proxy: a module loaded before the
+// program (--import, Node 18.18 and later) as a data: URL, so nothing
+// needs to be installed in the image.
+func NodeOptions() string {
+	return "--import=data:text/javascript;base64," + base64.StdEncoding.EncodeToString(nodeProxy)
+}

@@ -1,0 +1,14 @@
+// Package egress is the host's side of a box's network: the policy over
+// the manifest's declared endpoints, the resolver and dialer that connect
+// only to the addresses it resolved and checked, and the HTTP proxy
+// (CONNECT and absolute-URI plain HTTP) that serves each connection a
+// box's program opens, carried to the host as a stream of the box's
+// channel. Every connection, allowed or not, becomes a
+// contract.Connection.
+//
+// A box never has a network interface: runbox-init only forwards the
+// bytes of each connection accepted on the box's loopback, so everything
+// that decides (parsing the request, the policy, DNS, the caps) happens
+// here, outside the box. egress knows nothing of engines, MCP or the
+// channel's framing.
+package egress

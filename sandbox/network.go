@@ -1,0 +1,86 @@
+package sandbox
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/egress"
+	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// networkEnv adds, when the manifest declares endpoints, what makes the
+// program's clients use runbox-init's proxy: the proxy variables, and for
+// Node a module that routes fetch through it. Every language gets it, so a
+// bash script's node or a Python subprocess's curl use it too.
+func networkEnv(m *manifest.Manifest, env map[string]string) {
+	if !m.Network.Enabled() {
+		return
+	}
+	for k, v := range egress.BoxEnv(initproto.ProxyAddr) {
+		env[k] = v
+	}
+	if opts := env["NODE_OPTIONS"]; opts != "" {
+		env["NODE_OPTIONS"] = opts + " " + egress.NodeOptions()
+	} else {
+		env["NODE_OPTIONS"] = egress.NodeOptions()
+	}
+}
+
+// withNetwork puts a run's connections in its result and, when the run
+// failed after the proxy refused a connection, says so: a runtime error
+// (an exception about the refused request, most likely) becomes
+// forbidden_network, naming the first refused host.
+func withNetwork(res *contract.Result, recs []contract.Connection) {
+	if recs == nil {
+		recs = []contract.Connection{}
+	}
+	res.Network = recs
+	var first *contract.Connection
+	refused := 0
+	for i := range recs {
+		if !recs[i].Allowed {
+			if first == nil {
+				first = &recs[i]
+			}
+			refused++
+		}
+	}
+	if first == nil || res.Status != contract.StatusError || res.Error == nil || res.Error.Kind != contract.KindRuntime {
+		return
+	}
+	info := contract.ForbiddenNetwork(*first, refused)
+	info.Type, info.Line, info.Column = res.Error.Type, res.Error.Line, res.Error.Column
+	res.Error = &info
+}
+
+// withProxy returns ctx serving the run's proxy streams with a fresh
+// egress proxy, when the manifest declares endpoints; other streams the
+// context already serves are kept. No connection outlives the run.
+func (r *BoxRunner) withProxy(ctx context.Context, job contract.Job) (context.Context, *egress.Proxy) {
+	if !r.m.Network.Enabled() {
+		return ctx, nil
+	}
+	n := r.m.Network
+	px := egress.New(egress.Options{Network: n, Deadline: time.Now().Add(job.Timeout + r.grace), Approve: egress.ApproverFrom(ctx)})
+	s := Streams{}
+	if prev := StreamsFrom(ctx); prev != nil {
+		s = *prev
+		if len(s.Handlers) > 0 && s.MaxBytes <= 0 {
+			s.MaxBytes = defaultMaxStreamBytes
+		}
+	}
+	s.Handlers = maps.Clone(s.Handlers)
+	if s.Handlers == nil {
+		s.Handlers = map[string]StreamHandler{}
+	}
+	s.Handlers[initproto.StreamProxy] = StreamHandlerFunc(func(ctx context.Context, bs *BoxStream) { px.Serve(ctx, bs) })
+	s.MaxOpen = initproto.MaxBoxStreams
+	// What the box may send: the bytes the proxy lets through, plus each
+	// connection's request headers, which it reads before deciding.
+	s.MaxBytes += int64(n.MaxBytes) + int64(n.MaxConnections+1)*egress.MaxRequestHeader + 1<<20
+	s.MaxTotal = max(s.MaxTotal, defaultMaxStreams)
+	return WithStreams(ctx, &s), px
+}
