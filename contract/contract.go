@@ -35,7 +35,7 @@ const (
 
 // Kinds lists every kind, in the order the contract names them.
 var Kinds = []Kind{KindSyntax, KindRuntime, KindTimeout, KindOOM, KindForbiddenSyscall,
-	KindResourceLimit, KindOutputLimit, KindInvalidRequest, KindSandbox}
+	KindResourceLimit, KindOutputLimit, KindInvalidRequest, KindSandbox, KindSessionLost, KindSessionNotFound}
 
 // Limit names the limit a timeout, resource_limit or oom hit.
 type Limit string
@@ -88,11 +88,13 @@ type Result struct {
 	Metrics          Metrics `json:"metrics"`
 	Isolation        string  `json:"isolation" jsonschema:"description=The isolation level the run had: runc or gvisor."`
 	Image            string  `json:"image" jsonschema:"description=Digest of the image the run used."`
+	// Session is set when the call ran in a session (run_code's session_id).
+	Session *SessionRef `json:"session,omitempty" jsonschema:"description=The session the call ran in: its id, the call's number and whether its state lives on."`
 }
 
 // ErrorInfo is a typed failure an agent can act on.
 type ErrorInfo struct {
-	Kind    Kind   `json:"kind" jsonschema:"enum=syntax,enum=runtime,enum=timeout,enum=oom,enum=forbidden_syscall,enum=resource_limit,enum=output_limit,enum=invalid_request,enum=sandbox"`
+	Kind    Kind   `json:"kind" jsonschema:"enum=syntax,enum=runtime,enum=timeout,enum=oom,enum=forbidden_syscall,enum=resource_limit,enum=output_limit,enum=invalid_request,enum=sandbox,enum=session_lost,enum=session_not_found"`
 	Type    string `json:"type,omitempty" jsonschema:"description=The language's own name for the error, e.g. ZeroDivisionError."`
 	Message string `json:"message"`
 	Line    int    `json:"line,omitempty" jsonschema:"description=1-based line in the submitted code."`

@@ -56,6 +56,8 @@ type Manifest struct {
 	Metrics Metrics `json:"metrics" jsonschema_description:"Prometheus metrics at /metrics on the HTTP transports."`
 	// HTTP configures the HTTP transports (serve --transport http or sse).
 	HTTP HTTP `json:"http" jsonschema_description:"The HTTP transports (serve --transport http or sse)."`
+	// Sessions configures long-lived boxes that keep state between calls.
+	Sessions Sessions `json:"sessions" jsonschema_description:"Sessions: a long-lived box per session whose interpreter keeps its state between run_code calls."`
 	// Backend is where boxes run: docker or kubernetes.
 	Backend string `json:"backend" jsonschema:"enum=docker,enum=kubernetes" jsonschema_description:"Where boxes run: docker (default: the local engine) or kubernetes (one pod per run)."`
 	// Kubernetes configures the kubernetes backend.
@@ -290,6 +292,7 @@ func Default() *Manifest {
 		HTTP:        HTTP{AllowedOrigins: []string{}},
 		Backend:     BackendDocker,
 		Kubernetes:  Kubernetes{Namespace: "runbox-sandbox"},
+		Sessions:    DefaultSessions(),
 	}
 }
 
@@ -417,6 +420,7 @@ func (m *Manifest) Validate() error {
 	rangeF("cache.ttl_seconds", m.Cache.TTLSeconds, 1, 7*24*3600)
 	rangeB("cache.max_bytes", m.Cache.MaxBytes, 0, 16*GiB)
 	rangeB("audit.max_bytes", m.Audit.MaxBytes, 64*KiB, 64*GiB)
+	m.Sessions.validate(rangeI, rangeF, rangeB)
 	rangeI("audit.keep", int64(m.Audit.Keep), 0, 1000)
 	if m.Metrics.Listen != "" {
 		if _, _, err := net.SplitHostPort(m.Metrics.Listen); err != nil {
