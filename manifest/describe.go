@@ -28,7 +28,10 @@ func (m *Manifest) ToolDescription() string {
 	fmt.Fprintf(&b, "- Memory %s, %g CPU, %d processes/threads, disk %s in /workspace and %s in /tmp.\n", l.Memory, l.CPUs, l.Pids, l.WorkspaceBytes, l.TmpBytes)
 	fmt.Fprintf(&b, "- Output: the first and last %s of stdout and of stderr are kept; print summaries, not whole datasets.\n", l.OutputBytes/2)
 	fmt.Fprintf(&b, "- Every run starts from an empty /workspace (the working directory); nothing persists between runs. Pass data with files (up to %s in all) and stdin.\n", l.InputBytes)
+	if m.Sessions.Enabled {
+		b.WriteString("- To keep state across calls (load data once, explore it over many calls), open a session with session_open and pass its session_id: the same interpreter runs each call.\n")
+	}
 	fmt.Fprintf(&b, "- Files the code writes under /workspace come back as artifacts (up to %d files, %s); images are shown inline. Save plots with matplotlib's savefig('plot.png').\n", l.Artifacts, l.ArtifactBytes)
-	b.WriteString("\nOn failure, error.kind says what happened (syntax, runtime, timeout, oom, resource_limit, output_limit, invalid_request, sandbox), error.line points into your code, and error.hint says what to change.")
+	b.WriteString("\nOn failure, error.kind says what happened (syntax, runtime, timeout, oom, resource_limit, output_limit, invalid_request, sandbox, session_lost, session_not_found), error.line points into your code, and error.hint says what to change.")
 	return b.String()
 }

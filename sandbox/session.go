@@ -735,3 +735,23 @@ type sessionConn struct {
 
 func (c sessionConn) Write(p []byte) (int, error) { return c.w.Write(p) }
 func (c sessionConn) Close() error                { return c.c.Close() }
+
+// SessionRunner is a Runner that keeps sessions.
+type SessionRunner interface {
+	OpenSession(ctx context.Context, req SessionRequest) (SessionInfo, *contract.ErrorInfo)
+	RunInSession(ctx context.Context, id, client string, job contract.Job) contract.Result
+	CloseSession(ctx context.Context, id, client string) *contract.ErrorInfo
+	Sessions(client string) []SessionInfo
+}
+
+var _ SessionRunner = (*BoxRunner)(nil)
+
+// SessionsOf returns the session runner behind r (past the result cache,
+// which never answers a session's call), if r keeps sessions.
+func SessionsOf(r Runner) (SessionRunner, bool) {
+	if c, ok := r.(*Cache); ok {
+		r = c.next
+	}
+	sr, ok := r.(SessionRunner)
+	return sr, ok
+}

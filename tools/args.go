@@ -22,6 +22,9 @@ type RunCodeArgs struct {
 	Stdin          string      `json:"stdin,omitempty" jsonschema:"description=Text fed to the program's standard input."`
 	Files          []InputFile `json:"files,omitempty" jsonschema:"description=Input files written into /workspace before the code runs."`
 	TimeoutSeconds *float64    `json:"timeout_seconds,omitempty" jsonschema:"description=Wall-clock limit for this run in seconds."`
+	// SessionID runs the code in an open session (session_open) instead
+	// of a fresh box.
+	SessionID string `json:"session_id,omitempty" jsonschema:"description=Run in this session (from session_open): the same interpreter as its earlier calls, so variables, imports and loaded data are still there. Omit for a fresh, empty sandbox."`
 }
 
 // InputFile is a file placed in the workspace before the run.

@@ -77,6 +77,7 @@ func RunCode(d Deps) server.ServerTool {
 			defer stop()
 		}
 		call := DecodeCall(raw)
+		call.Client = PrincipalOf(ctx)
 		res := call.Run(ctx, m, d.Runner)
 		if d.Budgets != nil {
 			d.Budgets.Charge(session, time.Duration(res.Metrics.WallMs)*time.Millisecond)
@@ -134,6 +135,8 @@ type Call struct {
 	Raw  []byte
 	Args RunCodeArgs
 	Bad  *contract.ErrorInfo
+	// Client is who calls, for sessions (PrincipalOf).
+	Client string
 }
 
 // DecodeCall reads a call's raw arguments, strictly (see DecodeArgs).
@@ -150,6 +153,9 @@ func (c Call) Run(ctx context.Context, m *manifest.Manifest, r sandbox.Runner) c
 	if bad == nil {
 		var job contract.Job
 		job, bad = Validate(m, c.Args, runID)
+		if bad == nil && c.Args.SessionID != "" {
+			return runInSession(ctx, m, r, c, job)
+		}
 		if bad == nil {
 			return r.Run(ctx, job)
 		}

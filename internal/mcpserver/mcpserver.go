@@ -46,8 +46,10 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 		server.WithInstructions("runbox runs Python, JavaScript and bash in an isolated sandbox with no network. Call run_code to execute code and read its structured result; the tool description lists the limits and installed packages."),
 	)
 	store := tools.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
-	s.AddTools(tools.RunCode(tools.Deps{Manifest: m, Runner: r, Store: store, Budgets: tools.NewBudgets(m.Budgets),
-		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics}))
+	deps := tools.Deps{Manifest: m, Runner: r, Store: store, Budgets: tools.NewBudgets(m.Budgets),
+		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics}
+	s.AddTools(tools.RunCode(deps))
+	s.AddTools(tools.SessionTools(deps)...)
 	s.AddResource(tools.ManifestResource(m).Resource, tools.ManifestResource(m).Handler)
 	at := tools.ArtifactTemplate(store, m)
 	s.AddResourceTemplate(at.Template, at.Handler)
