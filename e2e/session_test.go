@@ -78,7 +78,15 @@ func (s *server) in(t testing.TB, id, language, code string, extra ...any) contr
 func sessionBoxes() []string { return boxes("label=" + sandbox.LabelSession) }
 
 func TestSessionStatePersists(t *testing.T) {
-	s := dockerServer(t, "")
+	for _, b := range []struct {
+		name  string
+		start func(*testing.T, string) *server
+	}{{"docker", dockerServer}, {"gvisor", gvisorServer}} {
+		t.Run(b.name, func(t *testing.T) { sessionStatePersists(t, b.start(t, "")) })
+	}
+}
+
+func sessionStatePersists(t *testing.T, s *server) {
 	t.Run("python", func(t *testing.T) {
 		id := s.open(t, "python")
 		mustOK(t, s.in(t, id, "python", "import json\nx = 41\nrows = [{'a': 1}]\n"))
