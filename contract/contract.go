@@ -125,6 +125,8 @@ type Artifact struct {
 	// ContentOmitted: the byte cap stopped the content; only the
 	// metadata is known.
 	ContentOmitted bool `json:"content_omitted,omitempty"`
+	// SavedTo is where the artifact was saved on the host (save_artifacts).
+	SavedTo string `json:"saved_to,omitempty" jsonschema:"description=Where the artifact was saved in the outputs folder, when the call asked for it."`
 	// Data is the content, kept out of the structured result.
 	Data []byte `json:"-"`
 }

@@ -56,6 +56,11 @@ type Manifest struct {
 	Metrics Metrics `json:"metrics" jsonschema_description:"Prometheus metrics at /metrics on the HTTP transports."`
 	// HTTP configures the HTTP transports (serve --transport http or sse).
 	HTTP HTTP `json:"http" jsonschema_description:"The HTTP transports (serve --transport http or sse)."`
+	// Mounts are host folders every box sees read-only at /mnt/<name>.
+	Mounts []Mount `json:"mounts" jsonschema_description:"Host folders every box sees read-only at /mnt/<name> (one-off runs and sessions); a run_code file may name a file in one instead of carrying its content."`
+	// Outputs is a host folder where a call that asks for it gets its
+	// artifacts saved, under the run's id.
+	Outputs string `json:"outputs" jsonschema_description:"A host folder where a run_code call with save_artifacts gets its artifacts saved, in a folder named for its run id (never overwriting, never outside it); empty: off."`
 	// Sessions configures long-lived boxes that keep state between calls.
 	Sessions Sessions `json:"sessions" jsonschema_description:"Sessions: a long-lived box per session whose interpreter keeps its state between run_code calls."`
 	// Backend is where boxes run: docker or kubernetes.
@@ -293,6 +298,7 @@ func Default() *Manifest {
 		Backend:     BackendDocker,
 		Kubernetes:  Kubernetes{Namespace: "runbox-sandbox"},
 		Sessions:    DefaultSessions(),
+		Mounts:      []Mount{},
 	}
 }
 
@@ -421,6 +427,7 @@ func (m *Manifest) Validate() error {
 	rangeB("cache.max_bytes", m.Cache.MaxBytes, 0, 16*GiB)
 	rangeB("audit.max_bytes", m.Audit.MaxBytes, 64*KiB, 64*GiB)
 	m.Sessions.validate(rangeI, rangeF, rangeB)
+	m.validateMounts(bad)
 	rangeI("audit.keep", int64(m.Audit.Keep), 0, 1000)
 	if m.Metrics.Listen != "" {
 		if _, _, err := net.SplitHostPort(m.Metrics.Listen); err != nil {

@@ -154,10 +154,18 @@ func (c Call) Run(ctx context.Context, m *manifest.Manifest, r sandbox.Runner) c
 		var job contract.Job
 		job, bad = Validate(m, c.Args, runID)
 		if bad == nil && c.Args.SessionID != "" {
-			return runInSession(ctx, m, r, c, job)
+			res := runInSession(ctx, m, r, c, job)
+			if c.Args.SaveArtifacts {
+				saveArtifacts(m.Outputs, &res)
+			}
+			return res
 		}
 		if bad == nil {
-			return r.Run(ctx, job)
+			res := r.Run(ctx, job)
+			if c.Args.SaveArtifacts {
+				saveArtifacts(m.Outputs, &res)
+			}
+			return res
 		}
 	}
 	res := contract.Fail(contract.Job{RunID: runID}, *bad)
