@@ -26,8 +26,8 @@ type RunCodeArgs struct {
 	// of a fresh box.
 	// SaveArtifacts also saves the artifacts in the manifest's outputs
 	// folder.
-	SaveArtifacts bool `json:"save_artifacts,omitempty" jsonschema:"description=Also save the run's artifacts in the user's outputs folder (when the server declares one), under a folder named for the run id; each artifact's saved_to says where."`
-	SessionID string `json:"session_id,omitempty" jsonschema:"description=Run in this session (from session_open): the same interpreter as its earlier calls, so variables, imports and loaded data are still there. Omit for a fresh, empty sandbox."`
+	SaveArtifacts bool   `json:"save_artifacts,omitempty" jsonschema:"description=Also save the run's artifacts in the user's outputs folder (when the server declares one), under a folder named for the run id; each artifact's saved_to says where."`
+	SessionID     string `json:"session_id,omitempty" jsonschema:"description=Run in this session (from session_open): the same interpreter as its earlier calls, so variables, imports and loaded data are still there. Omit for a fresh, empty sandbox."`
 }
 
 // InputFile is a file placed in the workspace before the run.
