@@ -125,6 +125,9 @@ type HTTP struct {
 	// whose requests are served: any other Origin header is refused, so
 	// that a web page cannot drive the server through a user's browser
 	// (DNS rebinding).
+	// Tokens are named bearer tokens, one per person or agent of a team
+	// server: a session belongs to the token that opened it.
+	Tokens []Token `json:"tokens,omitempty" jsonschema_description:"Named bearer tokens (one per person or agent); each one's value comes from an environment variable. A session opened with one token is not found with another. With tokens, --auth-token is one more, named default."`
 	AllowedOrigins []string `json:"allowed_origins" jsonschema_description:"Browser origins (scheme://host[:port], no path) allowed to use the MCP paths besides the listener's own (and its localhost equivalents), e.g. the https:// origin of a reverse proxy in front of runbox. A request with any other Origin header gets 403; requests without one (non-browser clients) are unaffected."`
 }
 
@@ -428,6 +431,7 @@ func (m *Manifest) Validate() error {
 	rangeB("audit.max_bytes", m.Audit.MaxBytes, 64*KiB, 64*GiB)
 	m.Sessions.validate(rangeI, rangeF, rangeB)
 	m.validateMounts(bad)
+	m.HTTP.validateTokens(bad)
 	rangeI("audit.keep", int64(m.Audit.Keep), 0, 1000)
 	if m.Metrics.Listen != "" {
 		if _, _, err := net.SplitHostPort(m.Metrics.Listen); err != nil {

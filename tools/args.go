@@ -22,10 +22,9 @@ type RunCodeArgs struct {
 	Stdin          string      `json:"stdin,omitempty" jsonschema:"description=Text fed to the program's standard input."`
 	Files          []InputFile `json:"files,omitempty" jsonschema:"description=Input files written into /workspace before the code runs."`
 	TimeoutSeconds *float64    `json:"timeout_seconds,omitempty" jsonschema:"description=Wall-clock limit for this run in seconds."`
-	// SessionID runs the code in an open session (session_open) instead
-	// of a fresh box.
 	// SaveArtifacts also saves the artifacts in the manifest's outputs
-	// folder.
+	// folder; SessionID runs the code in an open session (session_open)
+	// instead of a fresh box.
 	SaveArtifacts bool   `json:"save_artifacts,omitempty" jsonschema:"description=Also save the run's artifacts in the user's outputs folder (when the server declares one), under a folder named for the run id; each artifact's saved_to says where."`
 	SessionID     string `json:"session_id,omitempty" jsonschema:"description=Run in this session (from session_open): the same interpreter as its earlier calls, so variables, imports and loaded data are still there. Omit for a fresh, empty sandbox."`
 }
