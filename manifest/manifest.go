@@ -127,7 +127,7 @@ type HTTP struct {
 	// (DNS rebinding).
 	// Tokens are named bearer tokens, one per person or agent of a team
 	// server: a session belongs to the token that opened it.
-	Tokens []Token `json:"tokens,omitempty" jsonschema_description:"Named bearer tokens (one per person or agent); each one's value comes from an environment variable. A session opened with one token is not found with another. With tokens, --auth-token is one more, named default."`
+	Tokens         []Token  `json:"tokens,omitempty" jsonschema_description:"Named bearer tokens (one per person or agent); each one's value comes from an environment variable. A session opened with one token is not found with another. With tokens, --auth-token is one more, named default."`
 	AllowedOrigins []string `json:"allowed_origins" jsonschema_description:"Browser origins (scheme://host[:port], no path) allowed to use the MCP paths besides the listener's own (and its localhost equivalents), e.g. the https:// origin of a reverse proxy in front of runbox. A request with any other Origin header gets 403; requests without one (non-browser clients) are unaffected."`
 }
 
