@@ -48,6 +48,16 @@ type Entry struct {
 	StderrSHA256 string `json:"stderr_sha256"`
 	// Redacted counts the values replaced in this line.
 	Redacted int `json:"redacted,omitempty"`
+	// Session is set for a call run in a session.
+	Session *Session `json:"session,omitempty"`
+}
+
+// Session names the session a call ran in. The id is a capability, so the
+// log keeps its sha256 (the session box's label), never the id itself.
+type Session struct {
+	Key   string `json:"key"`
+	Call  int    `json:"call"`
+	State string `json:"state"`
 }
 
 // Client is who called.
@@ -55,6 +65,8 @@ type Client struct {
 	Name    string `json:"name,omitempty"`
 	Version string `json:"version,omitempty"`
 	Session string `json:"session,omitempty"`
+	// Principal is who called: the bearer token's name over HTTP.
+	Principal string `json:"principal,omitempty"`
 }
 
 // Limits are the bounds the run had.

@@ -227,6 +227,11 @@ func TestSessionSurvivesKill9(t *testing.T) {
 	if left := sessionBoxes(); len(left) != 1 {
 		t.Fatalf("session boxes after kill -9: %v", left)
 	}
+	// runbox sessions lists it by its key, never its id.
+	out, err := exec.Command(runboxBin, "sessions", "--json", "--manifest", manifest).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), sandbox.SessionKey(id)) || strings.Contains(string(out), id) {
+		t.Fatalf("runbox sessions: %v\n%s", err, out)
+	}
 
 	b := startServer(t, secretEnv, "--manifest", manifest)
 	defer b.close()

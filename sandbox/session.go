@@ -100,6 +100,9 @@ type SessionStats struct {
 	Calls  int64
 }
 
+// SessionKey is how an id is held, labelled and logged: its sha256.
+func SessionKey(id string) string { return sessionKey(id) }
+
 // sessionKey is how an id is held and labelled: its sha256.
 func sessionKey(id string) string {
 	s := sha256.Sum256([]byte(id))

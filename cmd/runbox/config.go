@@ -21,6 +21,7 @@ Usage:
   runbox doctor [--json]          check the set-up end to end and say how to fix what fails
   runbox runs [--limit N] [--json] list the latest runs from the audit log
   runbox replay RUN_ID [--json]   run a logged call again and say whether the result matches
+  runbox sessions [--json]        list the session boxes on the backend (any server's)
   runbox version                  print version, commit and build date
 
 Common flags:
@@ -96,6 +97,9 @@ func parse(args []string) (config, error) {
 	case "replay":
 		help = "Usage: runbox replay RUN_ID [--json]\n\nRuns a logged call again with its stored code, stdin and files (needs audit.store_code) and\ncompares status, error kind, exit code, stdout, stderr and artifacts; exits 1 when they differ.\n"
 		fs.BoolVar(&cfg.jsonOut, "json", false, "print the comparison and the new result as JSON")
+	case "sessions":
+		help = "Usage: runbox sessions [--json]\n\nLists the session boxes on the backend, whichever server opened them: box, language, the\nsession's key (the sha256 of its id: ids are capabilities and are never stored), the client's\nhash, and when its maximum lifetime ends (the reaper removes it then).\n"
+		fs.BoolVar(&cfg.jsonOut, "json", false, "print the sessions as JSON")
 	case "version":
 		help = "Usage: runbox version\n"
 	default:

@@ -107,6 +107,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 		}
 		return 0, mcpserver.ServeHTTP(ctx, s, mcpserver.HTTPConfig{Transport: cfg.transport, Addr: cfg.listen, Token: cfg.authToken, Tokens: tokens,
 			AllowedOrigins: m.HTTP.AllowedOrigins, Logger: logger, Metrics: promHandler, MetricsAddr: m.Metrics.Listen})
+	case "sessions":
+		return listSessions(ctx, cfg, runner)
 	case "run":
 		return runFile(ctx, cfg, m, runner)
 	case "replay":

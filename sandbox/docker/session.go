@@ -12,12 +12,17 @@ import (
 
 var _ sandbox.SessionDriver = (*Docker)(nil)
 
-// FindBoxes lists the running boxes that carry all of labels.
+// FindBoxes lists the running boxes that carry all of labels (an empty
+// value: the label with any value).
 func (d *Docker) FindBoxes(ctx context.Context, labels map[string]string) ([]sandbox.FoundBox, error) {
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	f := make(client.Filters).Add("label", sandbox.LabelManaged+"=true").Add("status", "running")
 	for k, v := range labels {
+		if v == "" {
+			f = f.Add("label", k) // any value
+			continue
+		}
 		f = f.Add("label", k+"="+v)
 	}
 	list, err := d.cli.ContainerList(actx, client.ContainerListOptions{Filters: f})
