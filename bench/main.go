@@ -73,8 +73,13 @@ func main() {
 	server := flag.String("server", "bin/runbox", "the runbox binary")
 	n := flag.Int("n", 20, "calls per scenario")
 	asJSON := flag.String("json", "", "also write the rows as JSON to this file")
+	sessionsOnly := flag.Bool("sessions-only", false, "only the session rows (and the pooled run they compare with)")
 	flag.Parse()
-	if err := bench(*server, *n, *asJSON); err != nil {
+	run := bench
+	if *sessionsOnly {
+		run = benchSessionsOnly
+	}
+	if err := run(*server, *n, *asJSON); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -139,6 +144,11 @@ func bench(bin string, n int, jsonPath string) error {
 		measure(print1.name, "back to back: runbox cold (no pool)", 1, max(n, 30), 0, func() error { return callRunbox(cold, print1) }),
 	)
 	b2b.Close()
+	srows, err := sessionRows(warm, n)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, srows...)
 	if runscWorks(image) {
 		gvWarm, err := startRunbox(bin, gvWarmM)
 		if err != nil {
@@ -167,6 +177,10 @@ func bench(bin string, n int, jsonPath string) error {
 		measure(print1.name, "docker run --rm, runbox's hardening", 8, 4*n, 0, func() error { return dockerCmd(print1, hardenedRun(image)...) }),
 	)
 
+	return printRows(rows, image, jsonPath)
+}
+
+func printRows(rows []row, image, jsonPath string) error {
 	fmt.Printf("machine: %d CPUs, %s/%s, %s; image %s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, engineVersion(), image)
 	fmt.Println("| program | scenario | concurrency | n | p50 ms | p95 ms | p99 ms | runs/s |")
 	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
