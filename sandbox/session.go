@@ -103,10 +103,11 @@ type SessionStats struct {
 // SessionKey is how an id is held, labelled and logged: its sha256.
 func SessionKey(id string) string { return sessionKey(id) }
 
-// sessionKey is how an id is held and labelled: its sha256.
+// sessionKey is how an id is held and labelled: the first 192 bits of
+// its sha256, in hex (a Kubernetes label value holds at most 63 bytes).
 func sessionKey(id string) string {
 	s := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(s[:])
+	return hex.EncodeToString(s[:24])
 }
 
 // newSessionID is 192 random bits: a capability nobody guesses.
@@ -533,6 +534,12 @@ func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, job con
 // callSession runs one job over the session's channel, opening it (again)
 // when needed; lost says why the session's state is gone.
 func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contract.Job) (res contract.Result, lost string) {
+	if ls.ch != nil && ls.ch.mux.IsClosed() {
+		// Broken while idle (another server attached to the box and
+		// reset its channel): no job is lost, open it again.
+		ls.ch.close()
+		ls.ch = nil
+	}
 	if ls.ch == nil {
 		ch, err := r.connectSession(ctx, ls)
 		if err != nil {

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"context"
 	"maps"
 	"slices"
@@ -48,7 +49,12 @@ func (k *Kube) Reap(ctx context.Context) (int, error) {
 		age := time.Since(p.CreationTimestamp.Time)
 		inst := labels[sandbox.LabelInstance]
 		var reap bool
+		isSession, expired := sandbox.SessionBoxExpired(labels, time.Now())
 		switch alive, known := sandbox.OwnerAlive(labels, k.owner); {
+		case isSession:
+			// A session outlives its server (and lives on another
+			// replica): it ends at its lifetime or when its box ended.
+			reap = expired || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 		case age > maxAge:
 			reap = true
 		case inst == k.owner.Instance:
