@@ -1,8 +1,8 @@
 package kube
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	"context"
+	corev1 "k8s.io/api/core/v1"
 	"maps"
 	"slices"
 	"time"
