@@ -2,13 +2,13 @@ package kube
 
 import (
 	"context"
-	corev1 "k8s.io/api/core/v1"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/runbox-mcp/runbox/sandbox"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
