@@ -396,10 +396,18 @@ func (s *sessions) end(ls *liveSession, lost string, isLost bool) {
 		s.lost++
 		s.gone[ls.key] = tomb{why: lost, client: ls.client, until: ls.ends}
 	}
+	b := ls.box
 	s.mu.Unlock()
 	// The channel belongs to whoever holds the turn; closing the box ends it.
-	ls.box.Kill()
-	s.r.remove(ls.box)
+	b.Kill()
+	s.r.remove(b)
+}
+
+// setBox replaces the box a session is reached through (a new attach).
+func (s *sessions) setBox(ls *liveSession, b Box) {
+	s.mu.Lock()
+	ls.box = b
+	s.mu.Unlock()
 }
 
 func (s *sessions) forget(key string) {
@@ -433,7 +441,7 @@ func (s *sessions) janitor() {
 		}
 		s.mu.Unlock()
 		for _, ls := range ended {
-			s.r.log.Info("session expired", "box", ls.box.ID(), "idle", ls.idle)
+			s.r.log.Info("session expired", "idle", ls.idle)
 			s.end(ls, "", false)
 		}
 	}
@@ -680,13 +688,13 @@ func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*sessi
 		if !ok {
 			return nil, err
 		}
-		if b, err = sd.Attach(ctx, ls.box.ID()); err != nil {
+		if b, err = sd.Attach(ctx, b.ID()); err != nil {
 			return nil, err
 		}
 		if conn, err = b.Exchange(ctx); err != nil {
 			return nil, err
 		}
-		ls.box = b
+		r.sessionsOf().setBox(ls, b)
 	}
 	nonce := make([]byte, initproto.NonceSize)
 	_, _ = rand.Read(nonce)
@@ -725,7 +733,7 @@ func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*sessi
 	}
 	// A session box's channel may be reopened: the first Exchange is
 	// spent, the next one attaches again.
-	ls.box = spentExchange{b}
+	r.sessionsOf().setBox(ls, spentExchange{b})
 	return &sessionChannel{conn: conn, mux: mux}, nil
 }
 
