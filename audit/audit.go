@@ -50,6 +50,8 @@ type Entry struct {
 	Redacted int `json:"redacted,omitempty"`
 	// ToolCalls are the calls the run's code made to upstream servers.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// Session is set for a call run in a session.
+	Session *Session `json:"session,omitempty"`
 }
 
 // ToolCall is one call of the code to an upstream server's tool.
@@ -65,11 +67,21 @@ type ToolCall struct {
 	BytesOut int64  `json:"bytes_out"`
 }
 
+// Session names the session a call ran in. The id is a capability, so the
+// log keeps its sha256 (the session box's label), never the id itself.
+type Session struct {
+	Key   string `json:"key"`
+	Call  int    `json:"call"`
+	State string `json:"state"`
+}
+
 // Client is who called.
 type Client struct {
 	Name    string `json:"name,omitempty"`
 	Version string `json:"version,omitempty"`
 	Session string `json:"session,omitempty"`
+	// Principal is who called: the bearer token's name over HTTP.
+	Principal string `json:"principal,omitempty"`
 }
 
 // Limits are the bounds the run had.

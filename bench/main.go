@@ -75,7 +75,7 @@ func main() {
 	server := flag.String("server", "bin/runbox", "the runbox binary")
 	n := flag.Int("n", 20, "calls per scenario")
 	asJSON := flag.String("json", "", "also write the rows as JSON to this file")
-	only := flag.String("only", "", "run only this part: toolcalls or network")
+	only := flag.String("only", "", "run only this part: toolcalls, network or sessions (with the pooled run they compare with)")
 	flag.Parse()
 	switch *only {
 	case "":
@@ -98,8 +98,14 @@ func main() {
 		defer os.RemoveAll(dir)
 		printRows(networkRows(*server, dir, max(*n, 30)))
 		return
+	case "sessions":
+		if err := benchSessionsOnly(*server, *n, *asJSON); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	default:
-		fmt.Fprintf(os.Stderr, "bench: --only takes toolcalls or network, not %q\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: --only takes toolcalls, network or sessions, not %q\n", *only)
 		os.Exit(2)
 	}
 	if err := bench(*server, *n, *asJSON); err != nil {
@@ -167,6 +173,11 @@ func bench(bin string, n int, jsonPath string) error {
 		measure(print1.name, "back to back: runbox cold (no pool)", 1, max(n, 30), 0, func() error { return callRunbox(cold, print1) }),
 	)
 	b2b.Close()
+	srows, err := sessionRows(warm, n)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, srows...)
 	if runscWorks(image) {
 		gvWarm, err := startRunbox(bin, gvWarmM)
 		if err != nil {
@@ -202,10 +213,19 @@ func bench(bin string, n int, jsonPath string) error {
 	}
 	rows = append(rows, toolRows...)
 
-	fmt.Printf("machine: %d CPUs, %s/%s, %s; image %s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, engineVersion(), image)
-	printRows(rows)
+	if err := report(rows, image, jsonPath); err != nil {
+		return err
+	}
 	fmt.Println()
 	fmt.Println(strings.Join(toolNotes, "\n"))
+	return nil
+}
+
+// report prints the machine, the image and the rows, and writes the rows
+// as JSON to jsonPath when it is set.
+func report(rows []row, image, jsonPath string) error {
+	fmt.Printf("machine: %d CPUs, %s/%s, %s; image %s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, engineVersion(), image)
+	printRows(rows)
 	if jsonPath != "" {
 		b, _ := json.MarshalIndent(rows, "", "  ")
 		return os.WriteFile(jsonPath, b, 0o644)

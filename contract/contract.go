@@ -38,7 +38,7 @@ const (
 
 // Kinds lists every kind, in the order the contract names them.
 var Kinds = []Kind{KindSyntax, KindRuntime, KindTimeout, KindOOM, KindForbiddenSyscall,
-	KindResourceLimit, KindOutputLimit, KindInvalidRequest, KindSandbox, KindForbiddenNetwork}
+	KindResourceLimit, KindOutputLimit, KindInvalidRequest, KindSandbox, KindForbiddenNetwork, KindSessionLost, KindSessionNotFound}
 
 // Limit names the limit a timeout, resource_limit or oom hit.
 type Limit string
@@ -94,11 +94,13 @@ type Result struct {
 	// Network lists the connections the program made or tried through
 	// the proxy, when the manifest declares endpoints.
 	Network []Connection `json:"network,omitempty" jsonschema_description:"Each connection the program made or tried through runbox's proxy: host, port, allowed or refused and by which manifest entry, bytes each way, duration. Absent when the manifest declares no endpoints."`
+	// Session is set when the call ran in a session (run_code's session_id).
+	Session *SessionRef `json:"session,omitempty" jsonschema:"description=The session the call ran in: its id, the call's number and whether its state lives on."`
 }
 
 // ErrorInfo is a typed failure an agent can act on.
 type ErrorInfo struct {
-	Kind    Kind   `json:"kind" jsonschema:"enum=syntax,enum=runtime,enum=timeout,enum=oom,enum=forbidden_syscall,enum=resource_limit,enum=output_limit,enum=invalid_request,enum=sandbox,enum=forbidden_network"`
+	Kind    Kind   `json:"kind" jsonschema:"enum=syntax,enum=runtime,enum=timeout,enum=oom,enum=forbidden_syscall,enum=resource_limit,enum=output_limit,enum=invalid_request,enum=sandbox,enum=forbidden_network,enum=session_lost,enum=session_not_found"`
 	Type    string `json:"type,omitempty" jsonschema:"description=The language's own name for the error, e.g. ZeroDivisionError."`
 	Message string `json:"message"`
 	Line    int    `json:"line,omitempty" jsonschema:"description=1-based line in the submitted code."`
@@ -129,6 +131,8 @@ type Artifact struct {
 	// ContentOmitted: the byte cap stopped the content; only the
 	// metadata is known.
 	ContentOmitted bool `json:"content_omitted,omitempty"`
+	// SavedTo is where the artifact was saved on the host (save_artifacts).
+	SavedTo string `json:"saved_to,omitempty" jsonschema:"description=Where the artifact was saved in the outputs folder, when the call asked for it."`
 	// Data is the content, kept out of the structured result.
 	Data []byte `json:"-"`
 }

@@ -550,3 +550,33 @@ func TestKubeAPIServerAway(t *testing.T) {
 		t.Errorf("stdout %q", r.Stdout)
 	}
 }
+
+// A session is a long-lived pod attached per call; a second runbox
+// instance sharing the namespace finds it by its labels and carries on with
+// its state, and the first one can still use it after.
+func TestKubeSessions(t *testing.T) {
+	a := kubeServer(t, "")
+	b := kubeServer(t, "")
+	id := a.open(t, "python")
+	mustOK(t, a.in(t, id, "python", "import json\nstate = {'n': 1}"))
+	r := b.in(t, id, "python", "state['n'] += 1\njson.dumps(state)")
+	if mustOK(t, r); r.Stdout != "'{\"n\": 2}'\n" || r.Session.Call != 2 {
+		t.Fatalf("through the other instance: %q %+v\n%s", r.Stdout, r.Session, b.stderr)
+	}
+	r = a.in(t, id, "python", "print(state['n'])")
+	if mustOK(t, r); r.Stdout != "2\n" {
+		t.Fatalf("back on the first: %q", r.Stdout)
+	}
+	pods := kubePods(t)
+	if len(pods) != 1 || pods[0].Spec.Containers[0].StdinOnce {
+		t.Fatalf("session pods: %d", len(pods))
+	}
+	// Apart from a stdin that outlives one attach, the profile is a
+	// one-off pod's.
+	p := pods[0]
+	p.Spec.Containers[0].StdinOnce = true
+	checkHardened(t, p)
+	if c := a.tool(t, "session_close", map[string]any{"session_id": id}); !c.Closed {
+		t.Fatalf("close: %+v", c.Error)
+	}
+}

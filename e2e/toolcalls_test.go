@@ -63,7 +63,7 @@ img = [p for p in img if isinstance(p, bytes)][0] if isinstance(img, list) else 
 doc = tools.everything.get_sum.__doc__
 print("sum has 42:", "42" in str(total), "| file:", text if isinstance(text, str) else text["content"], "| image bytes:", img[:4] == b"\x89PNG", "| doc:", "Returns the sum" in doc and "a:" in doc, "| env:", "RUNBOX_TEST_MEMORY_FILE" in os.environ)
 `
-		r := run2(t, s, "python", code)
+		r := runTools(t, s, "python", code)
 		want := "sum has 42: True | file: entities: ['runbox'] | image bytes: True | doc: True | env: False\n"
 		if r.Stdout != want {
 			t.Fatalf("stdout %q, want %q (stderr %s, error %+v)", r.Stdout, want, r.Stderr, r.Error)
@@ -87,7 +87,7 @@ print("sum has 42:", "42" in str(total), "| file:", text if isinstance(text, str
   console.log('sum3', String(JSON.stringify(total)).includes('3'), 'listing', JSON.stringify(listing).includes('js.txt'), denied);
 })().catch((e) => { console.error(e); process.exit(1); });
 `
-		r := run2(t, s, "javascript", code)
+		r := runTools(t, s, "javascript", code)
 		want := "sum3 true listing true ToolError:unknown_tool:everything.no_such_tool\n"
 		if r.Stdout != want {
 			t.Fatalf("stdout %q, want %q (stderr %s, error %+v)", r.Stdout, want, r.Stderr, r.Error)
@@ -95,7 +95,7 @@ print("sum has 42:", "42" in str(total), "| file:", text if isinstance(text, str
 	})
 
 	t.Run("javascript, imported as an ES module", func(t *testing.T) {
-		r := run2(t, s, "javascript", "(async () => {\n  const { default: tools, call } = await import('runbox_tools');\n  console.log(await tools.everything.echo({message: 'esm'}), await call('everything', 'get-sum', {a: 1, b: 1}));\n})();\n")
+		r := runTools(t, s, "javascript", "(async () => {\n  const { default: tools, call } = await import('runbox_tools');\n  console.log(await tools.everything.echo({message: 'esm'}), await call('everything', 'get-sum', {a: 1, b: 1}));\n})();\n")
 		if !strings.HasPrefix(r.Stdout, "Echo: esm ") || !strings.Contains(r.Stdout, "2") {
 			t.Fatalf("stdout %q stderr %s", r.Stdout, r.Stderr)
 		}
@@ -143,7 +143,7 @@ print("sum has 42:", "42" in str(total), "| file:", text if isinstance(text, str
 	})
 
 	t.Run("help() shows the stubs' descriptions and typed signatures", func(t *testing.T) {
-		r := run2(t, s, "python", "import pydoc\nimport runbox_tools as tools\nprint(pydoc.render_doc(tools.everything.get_sum, renderer=pydoc.plaintext))\nprint(pydoc.render_doc(tools.everything, renderer=pydoc.plaintext)[:4000])\n")
+		r := runTools(t, s, "python", "import pydoc\nimport runbox_tools as tools\nprint(pydoc.render_doc(tools.everything.get_sum, renderer=pydoc.plaintext))\nprint(pydoc.render_doc(tools.everything, renderer=pydoc.plaintext)[:4000])\n")
 		for _, want := range []string{"get_sum(*, a: float, b: float)", "Returns the sum of two numbers", "a: First number", "get_tiny_image", "Tools of MCP server 'everything'"} {
 			if !strings.Contains(r.Stdout, want) {
 				t.Errorf("help lacks %q:\n%s\n%s", want, r.Stdout, r.Stderr)
@@ -162,7 +162,7 @@ try:
 except tools.ToolError as e:
     print(e.kind, e.server, isinstance(e, AttributeError))
 `
-		r := run2(t, s, "python", code)
+		r := runTools(t, s, "python", code)
 		if r.Stdout != "tool_error fs read_text_file\nunknown_server nosuch True\n" {
 			t.Fatalf("stdout %q stderr %s", r.Stdout, r.Stderr)
 		}
@@ -170,7 +170,7 @@ except tools.ToolError as e:
 }
 
 // run2 runs code on s and returns the result.
-func run2(t *testing.T, s *server, lang, code string) contract.Result {
+func runTools(t *testing.T, s *server, lang, code string) contract.Result {
 	t.Helper()
 	start := time.Now()
 	r, _ := s.call(t, map[string]any{"language": lang, "code": code, "timeout_seconds": 60})
@@ -182,7 +182,7 @@ func run2(t *testing.T, s *server, lang, code string) contract.Result {
 func TestToolCallsGVisor(t *testing.T) {
 	dir := t.TempDir()
 	s := gvisorServer(t, toolServers(t, dir))
-	r := run2(t, s, "python", `import runbox_tools as tools
+	r := runTools(t, s, "python", `import runbox_tools as tools
 n = tools.everything.get_sum(a=20, b=22)
 tools.memory.create_entities(entities=[{"name": "gv", "entityType": "x", "observations": [str(n)]}])
 print("42" in str(n), len(tools.fs.list_allowed_directories()) > 0)
@@ -198,7 +198,7 @@ func TestToolCallsPooled(t *testing.T) {
 	s := dockerServer(t, toolServers(t, t.TempDir())+"pool:\n  size: 1\n")
 	var r contract.Result
 	waitFor(t, 60*time.Second, func() bool {
-		r = run2(t, s, "python", "import runbox_tools as tools\nprint(tools.everything.echo(message='pooled'))\n")
+		r = runTools(t, s, "python", "import runbox_tools as tools\nprint(tools.everything.echo(message='pooled'))\n")
 		return r.Metrics.Pooled
 	})
 	if r.Stdout != "Echo: pooled\n" {
@@ -220,7 +220,7 @@ func TestToolCallsReadme(t *testing.T) {
 	memory := strings.Replace(manifest[:strings.Index(manifest, "  - name: files")], "command: npx", "command: "+npmBin(t, "mcp-server-memory"), 1)
 	memory = strings.Replace(memory, `args: ["-y", "@modelcontextprotocol/server-memory"]`, "args: []", 1)
 	s := dockerServer(t, memory)
-	r := run2(t, s, "python", program)
+	r := runTools(t, s, "python", program)
 	if r.Stdout != "2 entities, 1 relation\n" {
 		t.Fatalf("stdout %q stderr %s error %+v", r.Stdout, r.Stderr, r.Error)
 	}
@@ -230,7 +230,7 @@ func TestToolCallsReadme(t *testing.T) {
 // the same channel; the pod has no network.
 func TestKubeToolCalls(t *testing.T) {
 	s := kubeServer(t, toolServers(t, t.TempDir()))
-	r := run2(t, s, "python", `import runbox_tools as tools
+	r := runTools(t, s, "python", `import runbox_tools as tools
 n = tools.everything.get_sum(a=20, b=22)
 tools.memory.create_entities(entities=[{"name": "k8s", "entityType": "x", "observations": [str(n)]}])
 print("42" in str(n), [e["name"] for e in tools.memory.read_graph()["entities"]])
@@ -247,7 +247,7 @@ func TestToolCallsAudit(t *testing.T) {
 	log := filepath.Join(dir, "audit.jsonl")
 	s := startServer(t, secretEnv, "--manifest", writeManifest(t, "audit:\n  enabled: true\n  path: "+log+"\nservers:\n  - name: everything\n    command: "+npmBin(t, "mcp-server-everything")+"\n"))
 	t.Cleanup(s.close)
-	r := run2(t, s, "python", "import runbox_tools as tools\ntools.everything.echo(message='token "+fakeSecret+"')\ntry:\n    tools.call('everything', 'nope', {})\nexcept tools.ToolError:\n    pass\n")
+	r := runTools(t, s, "python", "import runbox_tools as tools\ntools.everything.echo(message='token "+fakeSecret+"')\ntry:\n    tools.call('everything', 'nope', {})\nexcept tools.ToolError:\n    pass\n")
 	mustOK(t, r)
 	b, err := os.ReadFile(log)
 	if err != nil {

@@ -19,3 +19,16 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	t.Log(strings.TrimSpace(string(out)))
 }
+
+// TestTypeScriptClientSessions drives sessions with the reference
+// TypeScript SDK client, which validates every structured result against
+// the tools' output schemas.
+func TestTypeScriptClientSessions(t *testing.T) {
+	cmd := exec.Command("node", "session.mjs", runboxBin)
+	cmd.Dir = "ts"
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ts session:") {
+		t.Fatalf("TypeScript client: %v\n%s", err, out)
+	}
+	t.Log(strings.TrimSpace(string(out)))
+}

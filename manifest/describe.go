@@ -28,8 +28,17 @@ func (m *Manifest) ToolDescription() string {
 	fmt.Fprintf(&b, "- Memory %s, %g CPU, %d processes/threads, disk %s in /workspace and %s in /tmp.\n", l.Memory, l.CPUs, l.Pids, l.WorkspaceBytes, l.TmpBytes)
 	fmt.Fprintf(&b, "- Output: the first and last %s of stdout and of stderr are kept; print summaries, not whole datasets.\n", l.OutputBytes/2)
 	fmt.Fprintf(&b, "- Every run starts from an empty /workspace (the working directory); nothing persists between runs. Pass data with files (up to %s in all) and stdin.\n", l.InputBytes)
+	for _, mt := range m.Mounts {
+		fmt.Fprintf(&b, "- %s: a read-only folder of the user's data; read it there (or name a file in it with a files entry's source) instead of passing its content.\n", mt.Target())
+	}
+	if m.Outputs != "" {
+		b.WriteString("- save_artifacts: true also saves the run's artifacts in the user's outputs folder.\n")
+	}
+	if m.Sessions.Enabled {
+		b.WriteString("- To keep state across calls (load data once, explore it over many calls), open a session with session_open and pass its session_id: the same interpreter runs each call.\n")
+	}
 	fmt.Fprintf(&b, "- Files the code writes under /workspace come back as artifacts (up to %d files, %s); images are shown inline. Save plots with matplotlib's savefig('plot.png').\n", l.Artifacts, l.ArtifactBytes)
-	kinds := "syntax, runtime, timeout, oom, resource_limit, output_limit, invalid_request, sandbox"
+	kinds := "syntax, runtime, timeout, oom, resource_limit, output_limit, invalid_request, sandbox, session_lost, session_not_found"
 	if m.Network.Enabled() {
 		kinds += ", forbidden_network"
 	}

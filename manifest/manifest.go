@@ -56,6 +56,13 @@ type Manifest struct {
 	Metrics Metrics `json:"metrics" jsonschema_description:"Prometheus metrics at /metrics on the HTTP transports."`
 	// HTTP configures the HTTP transports (serve --transport http or sse).
 	HTTP HTTP `json:"http" jsonschema_description:"The HTTP transports (serve --transport http or sse)."`
+	// Mounts are host folders every box sees read-only at /mnt/<name>.
+	Mounts []Mount `json:"mounts" jsonschema_description:"Host folders every box sees read-only at /mnt/<name> (one-off runs and sessions); a run_code file may name a file in one instead of carrying its content."`
+	// Outputs is a host folder where a call that asks for it gets its
+	// artifacts saved, under the run's id.
+	Outputs string `json:"outputs" jsonschema_description:"A host folder where a run_code call with save_artifacts gets its artifacts saved, in a folder named for its run id (never overwriting, never outside it); empty: off."`
+	// Sessions configures long-lived boxes that keep state between calls.
+	Sessions Sessions `json:"sessions" jsonschema_description:"Sessions: a long-lived box per session whose interpreter keeps its state between run_code calls."`
 	// Backend is where boxes run: docker or kubernetes.
 	Backend string `json:"backend" jsonschema:"enum=docker,enum=kubernetes" jsonschema_description:"Where boxes run: docker (default: the local engine) or kubernetes (one pod per run)."`
 	// Kubernetes configures the kubernetes backend.
@@ -128,6 +135,9 @@ type HTTP struct {
 	// whose requests are served: any other Origin header is refused, so
 	// that a web page cannot drive the server through a user's browser
 	// (DNS rebinding).
+	// Tokens are named bearer tokens, one per person or agent of a team
+	// server: a session belongs to the token that opened it.
+	Tokens         []Token  `json:"tokens,omitempty" jsonschema_description:"Named bearer tokens (one per person or agent); each one's value comes from an environment variable. A session opened with one token is not found with another. With tokens, --auth-token is one more, named default."`
 	AllowedOrigins []string `json:"allowed_origins" jsonschema_description:"Browser origins (scheme://host[:port], no path) allowed to use the MCP paths besides the listener's own (and its localhost equivalents), e.g. the https:// origin of a reverse proxy in front of runbox. A request with any other Origin header gets 403; requests without one (non-browser clients) are unaffected."`
 }
 
@@ -302,6 +312,8 @@ func Default() *Manifest {
 		Kubernetes:  Kubernetes{Namespace: "runbox-sandbox"},
 		Servers:     []Server{},
 		ToolCalls:   ToolCalls{MaxCalls: 200, MaxBytes: 64 * MiB, CallTimeoutSeconds: 60},
+		Sessions:    DefaultSessions(),
+		Mounts:      []Mount{},
 	}
 }
 
@@ -427,6 +439,9 @@ func (m *Manifest) Validate() error {
 	rangeF("cache.ttl_seconds", m.Cache.TTLSeconds, 1, 7*24*3600)
 	rangeB("cache.max_bytes", m.Cache.MaxBytes, 0, 16*GiB)
 	rangeB("audit.max_bytes", m.Audit.MaxBytes, 64*KiB, 64*GiB)
+	m.Sessions.validate(rangeI, rangeF, rangeB)
+	m.validateMounts(bad)
+	m.HTTP.validateTokens(bad)
 	rangeI("audit.keep", int64(m.Audit.Keep), 0, 1000)
 	if m.Metrics.Listen != "" {
 		if _, _, err := net.SplitHostPort(m.Metrics.Listen); err != nil {

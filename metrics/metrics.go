@@ -125,7 +125,17 @@ var (
 	descWaiting  = prometheus.NewDesc("runbox_queue_depth", "Calls waiting for a slot now.", nil, nil)
 	descAlive    = prometheus.NewDesc("runbox_containers_alive", "This server's boxes on the engine now (running, pooled or being removed).", nil, nil)
 	descPoolIdle = prometheus.NewDesc("runbox_pool_idle_boxes", "Pooled boxes waiting for a job, by language.", []string{"language"}, nil)
+
+	descSessionsOpen   = prometheus.NewDesc("runbox_sessions_open", "Sessions open on this server now.", nil, nil)
+	descSessionsOpened = prometheus.NewDesc("runbox_sessions_opened_total", "Sessions opened by this server.", nil, nil)
+	descSessionsLost   = prometheus.NewDesc("runbox_sessions_lost_total", "Sessions whose state was lost (timeout, out of memory, the interpreter or its box gone).", nil, nil)
+	descSessionCalls   = prometheus.NewDesc("runbox_session_calls_total", "run_code calls answered in a session.", nil, nil)
 )
+
+// sessionSource is a Source that keeps sessions.
+type sessionSource interface {
+	SessionStats() sandbox.SessionStats
+}
 
 // stateCollector reads the runner's state at scrape time.
 type stateCollector struct{ src Source }
@@ -135,6 +145,12 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descWaiting
 	ch <- descAlive
 	ch <- descPoolIdle
+	if _, ok := c.src.(sessionSource); ok {
+		ch <- descSessionsOpen
+		ch <- descSessionsOpened
+		ch <- descSessionsLost
+		ch <- descSessionCalls
+	}
 }
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -144,6 +160,13 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAlive, prometheus.GaugeValue, float64(s.Alive))
 	for lang, n := range s.PoolIdle {
 		ch <- prometheus.MustNewConstMetric(descPoolIdle, prometheus.GaugeValue, float64(n), lang)
+	}
+	if ss, ok := c.src.(sessionSource); ok {
+		st := ss.SessionStats()
+		ch <- prometheus.MustNewConstMetric(descSessionsOpen, prometheus.GaugeValue, float64(st.Open))
+		ch <- prometheus.MustNewConstMetric(descSessionsOpened, prometheus.CounterValue, float64(st.Opened))
+		ch <- prometheus.MustNewConstMetric(descSessionsLost, prometheus.CounterValue, float64(st.Lost))
+		ch <- prometheus.MustNewConstMetric(descSessionCalls, prometheus.CounterValue, float64(st.Calls))
 	}
 }
 

@@ -64,3 +64,21 @@ func TestScrape(t *testing.T) {
 		}
 	}
 }
+
+type sessionFakeSource struct{ fakeSource }
+
+func (sessionFakeSource) SessionStats() sandbox.SessionStats {
+	return sandbox.SessionStats{Open: 2, Opened: 5, Lost: 1, Calls: 40}
+}
+
+func TestScrapeSessions(t *testing.T) {
+	m := New("v1", "runc", sessionFakeSource{})
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{"runbox_sessions_open 2", "runbox_sessions_opened_total 5", "runbox_sessions_lost_total 1", "runbox_session_calls_total 40"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+}

@@ -83,6 +83,17 @@ How to work with it:
 5. %s
 6. When a run fails, read error.kind, error.line and error.hint, fix that one thing, and run again. Do not retry the same code unchanged.`,
 		l.TimeoutSeconds, l.MaxTimeoutSeconds, l.OutputBytes/2, m.Artifacts.TTL(), networkAdvice(m))
+	if s := m.Sessions; s.Enabled {
+		sl := m.SessionLimits()
+		fmt.Fprintf(&b, `
+
+When a session pays (session_open, then run_code with its session_id):
+- Iterative work on the same data: load a large file once, then explore it over many short calls, as in a notebook (the value of a cell's last expression is shown).
+- Slow set-up: heavy imports or a model or index built once and used many times.
+- Not for a one-off computation: a plain run_code is simpler and starts clean.
+A session's box has %s of memory and %d processes; it closes after %gs idle and at the latest %gs after it opened (at most %d per client). A call that times out or runs out of memory loses the session's state (session_lost): open a new session and re-run the set-up code. Close sessions you no longer need with session_close.`,
+			sl.Memory, sl.Pids, s.IdleTTLSeconds, s.MaxLifetimeSeconds, s.MaxPerClient)
+	}
 	return b.String()
 }
 
@@ -191,6 +202,10 @@ func advice(m *manifest.Manifest, kind contract.Kind, limit contract.Limit) stri
 		return "- The sandbox failed, not your code. Retry once; if it fails again, tell the user the sandbox is unavailable."
 	case "forbidden_network":
 		return "- The program tried to reach a host the sandbox does not allow (error.message names it). " + networkAdvice(m)
+	case "session_lost":
+		return "- The session's interpreter is gone and its state with it. Open a new session with session_open and run the set-up code (imports, loading data) again before retrying."
+	case "session_not_found":
+		return "- The session_id names no open session of yours (closed, expired or mistyped). Use session_list, or open a new session."
 	case "forbidden_syscall":
 		return "- The program made a system call the sandbox forbids. Do not use low-level system features (ptrace, mounts, namespaces, raw sockets)."
 	}

@@ -100,3 +100,17 @@ func TestGuideListsEndpoints(t *testing.T) {
 		t.Fatalf("guide:\n%s", g)
 	}
 }
+
+func TestGuideSaysWhenASessionPays(t *testing.T) {
+	m := manifest.Default()
+	text := GuideText(m)
+	for _, want := range []string{"When a session pays", "session_open", "session_lost", "Not for a one-off computation"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the guide does not say %q", want)
+		}
+	}
+	m.Sessions.Enabled = false
+	if strings.Contains(GuideText(m), "session_open") {
+		t.Error("the guide offers sessions the server does not keep")
+	}
+}

@@ -124,16 +124,22 @@ func (c *channel) run(job *initproto.Job) (got collected) {
 // artifacts takes one stream per artifact the report names as sent, as
 // the accept loop read them.
 func (c *channel) artifacts(want []initproto.Artifact) (contents [][]byte, violation string, err error) {
+	return collectArtifacts(c.arts, c.lost, want, c.artifactWait)
+}
+
+// collectArtifacts takes one artifact stream's message from arts per
+// artifact in want, within wait; lost closes when no more can come.
+func collectArtifacts(arts <-chan artifactStream, lost <-chan struct{}, want []initproto.Artifact, wait time.Duration) (contents [][]byte, violation string, err error) {
 	contents = make([][]byte, len(want))
-	timer := time.NewTimer(c.artifactWait)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for range want {
 		var a artifactStream
 		select {
-		case a = <-c.arts:
+		case a = <-arts:
 		case <-timer.C:
 			return nil, "", errors.New("waiting for artifacts: the box did not send them in time")
-		case <-c.lost:
+		case <-lost:
 			return nil, "", errors.New("waiting for artifacts: the session ended")
 		}
 		h, blobs, err := a.h, a.blobs, a.err

@@ -43,6 +43,12 @@ type BoxSpec struct {
 	// so (Kubernetes' activeDeadlineSeconds); the server's own deadlines
 	// come first.
 	Lifetime time.Duration
+	// Session: a session box, which serves many jobs and must accept a
+	// new channel after one broke (its stdin stays open between
+	// attaches).
+	Session bool
+	// Limits, when set, replace the manifest's limits for this box.
+	Limits *manifest.Limits
 }
 
 // Box is one started box.

@@ -44,6 +44,10 @@ type BoxRunner struct {
 
 	stop context.CancelFunc
 	done chan struct{}
+
+	// sess are the open sessions (session.go), made on first use.
+	sess     *sessions
+	sessOnce sync.Once
 }
 
 var _ Runner = (*BoxRunner)(nil)
@@ -107,6 +111,7 @@ func (r *BoxRunner) Stats() Stats {
 func (r *BoxRunner) Close() error {
 	r.stop()
 	<-r.done
+	r.sessionsOf().closeAll()
 	r.pool.drain()
 	r.bg.Wait()
 	return r.d.Close()

@@ -22,12 +22,18 @@ type RunCodeArgs struct {
 	Stdin          string      `json:"stdin,omitempty" jsonschema:"description=Text fed to the program's standard input."`
 	Files          []InputFile `json:"files,omitempty" jsonschema:"description=Input files written into /workspace before the code runs."`
 	TimeoutSeconds *float64    `json:"timeout_seconds,omitempty" jsonschema:"description=Wall-clock limit for this run in seconds."`
+	// SaveArtifacts also saves the artifacts in the manifest's outputs
+	// folder; SessionID runs the code in an open session (session_open)
+	// instead of a fresh box.
+	SaveArtifacts bool   `json:"save_artifacts,omitempty" jsonschema:"description=Also save the run's artifacts in the user's outputs folder (when the server declares one), under a folder named for the run id; each artifact's saved_to says where."`
+	SessionID     string `json:"session_id,omitempty" jsonschema:"description=Run in this session (from session_open): the same interpreter as its earlier calls, so variables, imports and loaded data are still there. Omit for a fresh, empty sandbox."`
 }
 
 // InputFile is a file placed in the workspace before the run.
 type InputFile struct {
 	Path     string `json:"path" jsonschema:"required,description=Path relative to /workspace, e.g. data/input.csv; no .. and no leading /."`
-	Content  string `json:"content" jsonschema:"required,description=The file's content, as text or base64 per encoding."`
+	Content  string `json:"content,omitempty" jsonschema:"description=The file's content, as text or base64 per encoding (or use source)."`
+	Source   string `json:"source,omitempty" jsonschema:"description=Instead of content: a file in a declared read-only folder, e.g. /mnt/data/sales.csv, copied to path without passing its bytes."`
 	Encoding string `json:"encoding,omitempty" jsonschema:"enum=utf-8,enum=base64,default=utf-8,description=How content is encoded."`
 }
 
@@ -126,10 +132,17 @@ func Validate(m *manifest.Manifest, args RunCodeArgs, runID string) (contract.Jo
 		}
 		seen[p] = true
 		var data []byte
-		switch f.Encoding {
-		case "", EncodingUTF8:
+		switch {
+		case f.Source != "":
+			if f.Content != "" {
+				return job, invalid("files[%d]: give content or source, not both", i)
+			}
+			if data, err = readSource(m, f.Source, int64(lim.InputBytes)-total); err != nil {
+				return job, invalid("files[%d].source %q: %s", i, f.Source, err)
+			}
+		case f.Encoding == "" || f.Encoding == EncodingUTF8:
 			data = []byte(f.Content)
-		case EncodingBase64:
+		case f.Encoding == EncodingBase64:
 			data, err = base64.StdEncoding.DecodeString(f.Content)
 			if err != nil {
 				return job, invalid("files[%d].content is not valid base64: %s", i, err)
@@ -152,6 +165,9 @@ func Validate(m *manifest.Manifest, args RunCodeArgs, runID string) (contract.Jo
 	}
 	if total > int64(lim.InputBytes) {
 		return job, invalid("input files and stdin exceed the %s limit", lim.InputBytes)
+	}
+	if args.SaveArtifacts && m.Outputs == "" {
+		return job, invalid("save_artifacts: this server declares no outputs folder; read the artifacts from the result instead")
 	}
 	return job, nil
 }

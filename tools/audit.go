@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // ClientOf says who is calling, from the MCP session in ctx.
@@ -50,6 +52,16 @@ func AuditEntry(m *manifest.Manifest, transport string, client audit.Client, cal
 		Artifacts:    make([]audit.Artifact, len(res.Artifacts)),
 		StdoutSHA256: sum(res.Stdout), StderrSHA256: sum(res.Stderr),
 	}
+	if id := args.SessionID; id != "" {
+		key := sandbox.SessionKey(id)
+		e.Session = &audit.Session{Key: key}
+		if res.Session != nil {
+			e.Session.Call, e.Session.State = res.Session.Call, res.Session.State
+		}
+		// The id is a capability: the log keeps its key only.
+		raw = bytes.ReplaceAll(raw, []byte(id), []byte(key))
+	}
+	e.Client.Principal = call.Client
 	if m.Audit.StoreCode && json.Valid(raw) {
 		e.Args = raw
 	}

@@ -88,6 +88,7 @@ func RunCode(d Deps) server.ServerTool {
 			defer stop()
 		}
 		call := DecodeCall(raw)
+		call.Client = PrincipalOf(ctx)
 		ctx, calls := d.withToolCalls(ctx)
 		res := call.Run(egress.WithApprover(ctx, approver), m, d.Runner)
 		if d.Budgets != nil {
@@ -150,6 +151,8 @@ type Call struct {
 	Raw  []byte
 	Args RunCodeArgs
 	Bad  *contract.ErrorInfo
+	// Client is who calls, for sessions (PrincipalOf).
+	Client string
 }
 
 // DecodeCall reads a call's raw arguments, strictly (see DecodeArgs).
@@ -166,8 +169,19 @@ func (c Call) Run(ctx context.Context, m *manifest.Manifest, r sandbox.Runner) c
 	if bad == nil {
 		var job contract.Job
 		job, bad = Validate(m, c.Args, runID)
+		if bad == nil && c.Args.SessionID != "" {
+			res := runInSession(ctx, m, r, c, job)
+			if c.Args.SaveArtifacts {
+				saveArtifacts(m.Outputs, &res)
+			}
+			return res
+		}
 		if bad == nil {
-			return r.Run(ctx, job)
+			res := r.Run(ctx, job)
+			if c.Args.SaveArtifacts {
+				saveArtifacts(m.Outputs, &res)
+			}
+			return res
 		}
 	}
 	res := contract.Fail(contract.Job{RunID: runID}, *bad)

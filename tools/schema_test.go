@@ -12,13 +12,27 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // TestToolSnapshots compares the published definition of every tool with
 // its golden file; UPDATE_TOOLSNAPS=true rewrites them.
 func TestToolSnapshots(t *testing.T) {
 	m := manifest.Default()
-	tool := RunCode(Deps{Manifest: m}).Tool
+	all := []mcp.Tool{RunCode(Deps{Manifest: m}).Tool}
+	for _, st := range SessionTools(Deps{Manifest: m, Runner: (*sandbox.BoxRunner)(nil)}) {
+		all = append(all, st.Tool)
+	}
+	if len(all) != 4 {
+		t.Fatalf("%d tools", len(all))
+	}
+	for _, tool := range all {
+		snapshot(t, tool)
+	}
+}
+
+func snapshot(t *testing.T, tool mcp.Tool) {
+	t.Helper()
 	got, err := json.MarshalIndent(tool, "", "  ")
 	if err != nil {
 		t.Fatal(err)

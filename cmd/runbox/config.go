@@ -26,6 +26,7 @@ Usage:
   runbox doctor [--json]          check the set-up end to end and say how to fix what fails
   runbox runs [--limit N] [--json] list the latest runs from the audit log
   runbox replay RUN_ID [--json]   run a logged call again and say whether the result matches
+  runbox sessions [--json]        list the session boxes on the backend (any server's)
   runbox version                  print version, commit and build date
 
 Common flags:
@@ -118,6 +119,9 @@ func parse(args []string) (config, error) {
 		fs.BoolVar(&cfg.client.write, "write", false, "merge the entry into the client's configuration file")
 		fs.StringVar(&cfg.client.file, "file", "", "the configuration file to write (default: the client's, for this platform)")
 		fs.StringVar(&cfg.client.name, "name", "runbox", "the server's name in the file")
+	case "sessions":
+		help = "Usage: runbox sessions [--json]\n\nLists the session boxes on the backend, whichever server opened them: box, language, the\nsession's key (the sha256 of its id: ids are capabilities and are never stored), the client's\nhash, and when its maximum lifetime ends (the reaper removes it then).\n"
+		fs.BoolVar(&cfg.jsonOut, "json", false, "print the sessions as JSON")
 	case "version":
 		help = "Usage: runbox version\n"
 	default:

@@ -69,8 +69,16 @@ func run(ctx context.Context, cfg config) (int, error) {
 	defer runner.Close()
 	switch cfg.command {
 	case "serve":
+		var tokens map[string]string
 		if cfg.transport != mcpserver.TransportStdio {
-			if err := mcpserver.CheckListen(cfg.listen, cfg.authToken); err != nil {
+			if tokens, err = m.HTTP.TokenValues(); err != nil {
+				return 2, err
+			}
+			anyToken := cfg.authToken
+			for _, v := range tokens {
+				anyToken += v
+			}
+			if err := mcpserver.CheckListen(cfg.listen, anyToken); err != nil {
 				return 2, err
 			}
 		}
@@ -104,8 +112,10 @@ func run(ctx context.Context, cfg config) (int, error) {
 		if cfg.transport == mcpserver.TransportStdio {
 			return 0, mcpserver.ServeStdio(ctx, s, m, os.Stdin, os.Stdout, logger)
 		}
-		return 0, mcpserver.ServeHTTP(ctx, s, mcpserver.HTTPConfig{Transport: cfg.transport, Addr: cfg.listen, Token: cfg.authToken,
+		return 0, mcpserver.ServeHTTP(ctx, s, mcpserver.HTTPConfig{Transport: cfg.transport, Addr: cfg.listen, Token: cfg.authToken, Tokens: tokens,
 			AllowedOrigins: m.HTTP.AllowedOrigins, Logger: logger, Metrics: promHandler, MetricsAddr: m.Metrics.Listen})
+	case "sessions":
+		return listSessions(ctx, cfg, runner)
 	case "run":
 		return runFile(ctx, cfg, m, runner)
 	case "replay":

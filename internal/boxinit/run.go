@@ -78,6 +78,9 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 
 	prewarmThreads(spareThreads)
 
+	if len(args) > 2 && args[1] == initproto.SessionFlag {
+		return mainSession(args[2], stdin, stdout)
+	}
 	opts := Options{Services: services()}
 	if len(args) > 2 && args[1] == initproto.PrestartFlag {
 		// A pooled box: start the interpreter now, while the job is

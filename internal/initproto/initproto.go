@@ -94,6 +94,9 @@ type Report struct {
 	Artifacts []Artifact `json:"artifacts,omitempty"`
 	// ArtifactsOmitted counts files left out by the count cap.
 	ArtifactsOmitted int `json:"artifacts_omitted,omitempty"`
+
+	// Session is set by a session box: the session's state after the job.
+	Session *SessionState `json:"session,omitempty"`
 }
 
 // Artifact describes a file the run created or changed. Its content follows

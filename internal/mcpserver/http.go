@@ -37,6 +37,10 @@ type HTTPConfig struct {
 	Addr string
 	// Token, when set, must come as "Authorization: Bearer <token>".
 	Token string
+	// Tokens are named tokens (name → value), each also accepted; the
+	// name is the caller's principal (sessions, audit). Token, with
+	// Tokens, is named "default".
+	Tokens map[string]string
 	// AllowedOrigins are browser origins (scheme://host[:port]) allowed
 	// besides the listener's own; any other Origin header gets 403.
 	AllowedOrigins []string
@@ -77,21 +81,23 @@ func Handler(s *server.MCPServer, cfg HTTPConfig) (http.Handler, func(context.Co
 // address a host name resolved to.
 func handler(s *server.MCPServer, cfg HTTPConfig, bound string) (http.Handler, func(context.Context) error) {
 	origins := newOriginPolicy([]string{cfg.Addr, bound}, cfg.AllowedOrigins, cfg.Logger)
-	guard := func(h http.Handler) http.Handler { return origins.guard(bearer(cfg.Token, h)) }
+	tokens := cfg.tokenSet()
+	guard := func(h http.Handler) http.Handler { return origins.guard(bearerNamed(tokens, h)) }
 	mux := http.NewServeMux()
 	mux.HandleFunc(PathHealth, func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	if cfg.Metrics != nil && cfg.MetricsAddr == "" {
-		mux.Handle(PathMetrics, bearer(cfg.Token, cfg.Metrics))
+		mux.Handle(PathMetrics, bearerNamed(tokens, cfg.Metrics))
 	}
 	var shutdown func(context.Context) error
 	switch cfg.Transport {
 	case TransportSSE:
-		sse := server.NewSSEServer(s, server.WithSSEEndpoint(PathSSE), server.WithMessageEndpoint(PathMessage), server.WithKeepAlive(true))
+		sse := server.NewSSEServer(s, server.WithSSEEndpoint(PathSSE), server.WithMessageEndpoint(PathMessage), server.WithKeepAlive(true),
+			server.WithSSEContextFunc(principalFromRequest))
 		mux.Handle(PathSSE, guard(sse.SSEHandler()))
 		mux.Handle(PathMessage, guard(paramsGuard{s}.sse(sse, sse.MessageHandler())))
 		shutdown = sse.Shutdown
 	default:
-		h := server.NewStreamableHTTPServer(s, server.WithEndpointPath(PathMCP))
+		h := server.NewStreamableHTTPServer(s, server.WithEndpointPath(PathMCP), server.WithHTTPContextFunc(principalFromRequest))
 		mux.Handle(PathMCP, guard(paramsGuard{s}.http(h)))
 		shutdown = h.Shutdown
 	}
@@ -100,7 +106,11 @@ func handler(s *server.MCPServer, cfg HTTPConfig, bound string) (http.Handler, f
 
 // ServeHTTP serves the transport until ctx ends, then shuts down.
 func ServeHTTP(ctx context.Context, s *server.MCPServer, cfg HTTPConfig) error {
-	if err := CheckListen(cfg.Addr, cfg.Token); err != nil {
+	token := cfg.Token
+	for _, v := range cfg.Tokens {
+		token += v
+	}
+	if err := CheckListen(cfg.Addr, token); err != nil {
 		return err
 	}
 	if err := CheckOrigins(cfg.AllowedOrigins); err != nil {

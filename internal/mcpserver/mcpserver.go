@@ -51,6 +51,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	s.AddTools(tools.RunCode(deps))
 	addUpstream(s, deps, o)
 	addSaved(s, m, deps, o)
+	s.AddTools(tools.SessionTools(deps)...)
 	s.AddResource(tools.ManifestResource(m).Resource, tools.ManifestResource(m).Handler)
 	at := tools.ArtifactTemplate(store, m)
 	s.AddResourceTemplate(at.Template, at.Handler)

@@ -60,7 +60,18 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 	d.mu.Lock()
 	vol := d.initVolume
 	d.mu.Unlock()
-	cfg, host := boxSpec(d.m, spec.Language, spec.Labels, vol, spec.InitArgs)
+	m := d.m
+	if spec.Limits != nil {
+		mm := *d.m
+		mm.Limits = *spec.Limits
+		m = &mm
+	}
+	cfg, host := boxSpec(m, spec.Language, spec.Labels, vol, spec.InitArgs)
+	if spec.Session {
+		// A session box's stdin must outlive one attach: a restarted
+		// server attaches again.
+		cfg.StdinOnce = false
+	}
 	if d.podman.Load() {
 		if err := podmanSpec(host); err != nil {
 			return nil, err

@@ -64,13 +64,13 @@ func boxSpec(m *manifest.Manifest, lang manifest.Language, labels map[string]str
 		// Output goes over the attach stream only; nothing is logged.
 		LogConfig: container.LogConfig{Type: "none"},
 		Runtime:   RuntimeFor(m.Isolation),
-		Mounts: []mount.Mount{{
+		Mounts: append([]mount.Mount{{
 			Type:          mount.TypeVolume,
 			Source:        initVolume,
 			Target:        sandbox.InitDir,
 			ReadOnly:      true,
 			VolumeOptions: &mount.VolumeOptions{NoCopy: true},
-		}},
+		}}, folderMounts(m)...),
 		Resources: container.Resources{
 			Memory:     int64(lim.Memory),
 			MemorySwap: int64(lim.Memory), // no swap
@@ -106,4 +106,16 @@ func (d *Docker) uid() int {
 		return -1
 	}
 	return n
+}
+
+// folderMounts are the manifest's declared folders: read-only binds at
+// /mnt/<name>, without the host's submounts under them. A link inside
+// resolves in the box's own file system, never the host's.
+func folderMounts(m *manifest.Manifest) []mount.Mount {
+	out := make([]mount.Mount, 0, len(m.Mounts))
+	for _, mt := range m.Mounts {
+		out = append(out, mount.Mount{Type: mount.TypeBind, Source: mt.Path, Target: mt.Target(), ReadOnly: true,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate, NonRecursive: true}})
+	}
+	return out
 }

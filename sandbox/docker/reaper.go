@@ -27,9 +27,13 @@ func (d *Docker) Reap(ctx context.Context) (int, error) {
 	}
 	maxAge := d.m.Limits.MaxTimeout() + d.m.Pool.Idle() + sandbox.BackstopGrace + 2*apiTimeout
 	for _, c := range list.Items {
-		alive, known := sandbox.OwnerAlive(c.Labels, d.owner)
-		stale := !known && time.Since(time.Unix(c.Created, 0)) > maxAge
-		if alive || (!known && !stale) {
+		if isSession, expired := sandbox.SessionBoxExpired(c.Labels, time.Now()); isSession {
+			// A session outlives its server; it ends at its lifetime,
+			// or when its box stopped (nothing can use it again).
+			if !expired && c.State == "running" {
+				continue
+			}
+		} else if alive, known := sandbox.OwnerAlive(c.Labels, d.owner); alive || (!known && time.Since(time.Unix(c.Created, 0)) <= maxAge) {
 			continue
 		}
 		rctx, rcancel := context.WithTimeout(ctx, apiTimeout)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/sandbox"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -48,7 +49,12 @@ func (k *Kube) Reap(ctx context.Context) (int, error) {
 		age := time.Since(p.CreationTimestamp.Time)
 		inst := labels[sandbox.LabelInstance]
 		var reap bool
+		isSession, expired := sandbox.SessionBoxExpired(labels, time.Now())
 		switch alive, known := sandbox.OwnerAlive(labels, k.owner); {
+		case isSession:
+			// A session outlives its server (and lives on another
+			// replica): it ends at its lifetime or when its box ended.
+			reap = expired || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 		case age > maxAge:
 			reap = true
 		case inst == k.owner.Instance:

@@ -23,7 +23,7 @@ import (
 
 // Start starts a pod and waits, with a watch, until its box runs.
 func (k *Kube) Start(ctx context.Context, spec sandbox.BoxSpec) (sandbox.Box, error) {
-	p, err := k.startPod(ctx, spec.Language, spec.Labels, spec.Lifetime+startTimeout, spec.InitArgs)
+	p, err := k.startPod(ctx, spec, spec.Lifetime+startTimeout)
 	if err != nil {
 		var ee *sandbox.EngineError
 		if !errors.As(err, &ee) && ctx.Err() == nil {
@@ -64,9 +64,12 @@ func (p *pod) Kill() { p.k.deletePod(p.name) }
 func (p *pod) Remove() { p.k.deletePod(p.name) }
 
 // startPod creates a pod and waits, with a watch, until its box runs.
-func (k *Kube) startPod(ctx context.Context, lang manifest.Language, labels map[string]string, deadline time.Duration, initArgs []string) (*pod, error) {
-	name := k.podName(lang.Name)
-	spec := k.podSpec(name, lang, labels, deadline, initArgs)
+func (k *Kube) startPod(ctx context.Context, bs sandbox.BoxSpec, deadline time.Duration) (*pod, error) {
+	name := k.podName(bs.Language.Name)
+	spec := k.podSpec(name, bs.Language, bs.Labels, deadline, bs.InitArgs)
+	if bs.Session {
+		sessionPod(spec, bs.Limits)
+	}
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	created, err := k.cs.CoreV1().Pods(k.ns).Create(actx, spec, metav1.CreateOptions{})
 	cancel()

@@ -1,0 +1,52 @@
+package contract
+
+import (
+	"fmt"
+	"time"
+)
+
+// Error kinds of sessions: a session whose state is gone, and an id that
+// names no session this caller may use.
+const (
+	KindSessionLost     Kind = "session_lost"
+	KindSessionNotFound Kind = "session_not_found"
+)
+
+// Session states told in a result.
+const (
+	SessionAlive = "alive"
+	SessionLost  = "lost"
+)
+
+// SessionRef is what a result run in a session says of it.
+type SessionRef struct {
+	ID string `json:"id" jsonschema:"description=The session the call ran in."`
+	// Call is the call's number in the session, from 1.
+	Call  int    `json:"call" jsonschema:"description=The call's number in the session, from 1."`
+	State string `json:"state" jsonschema:"enum=alive,enum=lost,description=alive: the interpreter and its state live on; lost: they are gone (see lost_reason)."`
+	// LostReason says why the state is gone.
+	LostReason string    `json:"lost_reason,omitempty" jsonschema:"description=Why the session's state is gone."`
+	ExpiresAt  time.Time `json:"expires_at" jsonschema:"description=When the session ends unless used again (idle TTL) or at its maximum lifetime, whichever comes first."`
+}
+
+// SessionGone is a call on a session whose interpreter is gone.
+func SessionGone(why string) ErrorInfo {
+	return ErrorInfo{Kind: KindSessionLost, Message: "the session's state is gone: " + FirstLine(why),
+		Hint: "Open a new session with session_open and re-run your set-up code (imports, loaded data) in it."}
+}
+
+// NoSession is an id that names no open session of this caller.
+func NoSession() ErrorInfo {
+	return ErrorInfo{Kind: KindSessionNotFound, Message: "no open session has this id for this client (unknown, closed or expired)",
+		Hint: "Use a session_id that session_open returned to you and that session_list still shows, or open a new one."}
+}
+
+// SessionsFull refuses a session past the per-client or per-server cap.
+func SessionsFull(who string, max int) ErrorInfo {
+	return ErrorInfo{Kind: KindResourceLimit, Limit: LimitBusy,
+		Message: fmt.Sprintf("%s already has %d open sessions, the most allowed", who, max),
+		Hint:    "Close a session you no longer need with session_close, or run this code without a session."}
+}
+
+// LostHint is added to the hint of a call that lost its session.
+const LostHint = " The session's interpreter was killed, so its state is gone: open a new session and re-run the set-up code."

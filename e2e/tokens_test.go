@@ -1,0 +1,83 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/runbox-mcp/runbox/contract"
+)
+
+// Over HTTP a session belongs to the bearer token that opened it: with
+// another declared token its id is session_not_found, and it is not
+// listed.
+func TestSessionsBoundToTokens(t *testing.T) {
+	alice, bob := "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
+	t.Setenv("RBX_E2E_ALICE", alice)
+	t.Setenv("RBX_E2E_BOB", bob)
+	m := writeManifest(t, "audit:\n  enabled: false\nhttp:\n  tokens:\n    - {name: alice, env: RBX_E2E_ALICE}\n    - {name: bob, env: RBX_E2E_BOB}\n")
+	s := startNetServer(t, "http", "--manifest", m)
+	ca, cb := tokenClient(t, s, alice), tokenClient(t, s, bob)
+
+	open := toolOn(t, ca, "session_open", map[string]any{"language": "python"})
+	id := open.Session.ID
+	if r := callOn(t, ca, map[string]any{"language": "python", "code": "x = 'alice data'", "session_id": id}); r.Status != contract.StatusOK {
+		t.Fatalf("alice: %+v", r.Error)
+	}
+	r := callOn(t, cb, map[string]any{"language": "python", "code": "print(x)", "session_id": id})
+	if r.Error == nil || r.Error.Kind != contract.KindSessionNotFound {
+		t.Fatalf("bob used alice's session: %+v %q", r.Error, r.Stdout)
+	}
+	if l := toolOn(t, cb, "session_list", map[string]any{}); len(l.Sessions) != 0 {
+		t.Fatalf("bob sees %+v", l.Sessions)
+	}
+	if c := toolOn(t, cb, "session_close", map[string]any{"session_id": id}); c.Error == nil || c.Error.Kind != contract.KindSessionNotFound {
+		t.Fatalf("bob closed alice's session: %+v", c)
+	}
+	// Nothing was lost by bob's tries.
+	if r := callOn(t, ca, map[string]any{"language": "python", "code": "print(x)", "session_id": id}); r.Stdout != "alice data\n" {
+		t.Fatalf("alice after bob: %+v %q", r.Error, r.Stdout)
+	}
+	toolOn(t, ca, "session_close", map[string]any{"session_id": id})
+}
+
+func tokenClient(t *testing.T, s *netServer, token string) *client.Client {
+	t.Helper()
+	c, err := client.NewStreamableHttpClient(s.url("http"), transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := initialize(c); err != nil {
+		t.Fatalf("initialize: %v\n%s", err, s.stderr)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func toolOn(t *testing.T, c *client.Client, name string, args map[string]any) sessionAnswer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = name, args
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var a sessionAnswer
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &a); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

@@ -1,0 +1,92 @@
+# runbox session driver for Python: one interpreter, one __main__, many
+# cells. runbox-init writes a JSON line per cell on descriptor 4
+# ({"path", "stdin", "marker"}); the cell ends with the marker on stdout,
+# and on stderr the marker, the status and "\x1e".
+import sys, os, json, ast, signal, builtins, types, importlib.machinery
+signal.signal(signal.SIGINT, signal.default_int_handler)
+_rbx_ctl = os.fdopen(4, "r")
+_rbx_main = types.ModuleType("__main__")
+_rbx_main.__builtins__ = builtins
+_rbx_main.__annotations__ = {}
+sys.modules["__main__"] = _rbx_main
+
+
+def _rbx_status(e):
+    c = e.code
+    if c is None:
+        return 0
+    if isinstance(c, int):
+        return c & 0xFF
+    try:
+        print(c, file=sys.stderr)
+    except Exception:
+        pass
+    return 1
+
+
+def _rbx_report(e):
+    # The interpreter's own report, without the driver's frame.
+    tb = e.__traceback__
+    if tb is not None:
+        tb = tb.tb_next
+    sys.excepthook(type(e), e.with_traceback(tb), tb)
+
+
+def _rbx_cell(path, g):
+    with open(path, "rb") as f:
+        source = f.read()
+    try:
+        tree = compile(source, path, "exec", ast.PyCF_ONLY_AST)
+    except SyntaxError as e:
+        sys.excepthook(type(e), e.with_traceback(None), None)
+        return 1
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    try:
+        exec(compile(tree, path, "exec"), g)
+        if last is not None:
+            value = eval(compile(last, path, "eval"), g)
+            if value is not None:
+                # As a notebook shows a cell's value: its repr.
+                g["_"] = value
+                print(repr(value))
+    except SystemExit as e:
+        return _rbx_status(e)
+    except BaseException as e:
+        _rbx_report(e)
+        return 130 if isinstance(e, KeyboardInterrupt) else 1
+    return 0
+
+
+_rbx_g = _rbx_main.__dict__
+for _rbx_line in _rbx_ctl:
+    _rbx_req = json.loads(_rbx_line)
+    _rbx_path = _rbx_req["path"]
+    _rbx_g["__file__"] = _rbx_path
+    _rbx_main.__loader__ = importlib.machinery.SourceFileLoader("__main__", _rbx_path)
+    sys.argv[:] = [_rbx_path]
+    if sys.path and sys.path[0] != os.path.dirname(_rbx_path):
+        sys.path.insert(0, os.path.dirname(_rbx_path))
+    try:
+        _rbx_fd = os.open(_rbx_req["stdin"], os.O_RDONLY)
+        os.dup2(_rbx_fd, 0)
+        os.close(_rbx_fd)
+        sys.stdin = open(0, "r", closefd=False)
+    except OSError:
+        pass
+    try:
+        _rbx_exit = _rbx_cell(_rbx_path, _rbx_g)
+    except KeyboardInterrupt:
+        _rbx_exit = 130
+    for _rbx_s in (sys.stdout, sys.stderr):
+        try:
+            _rbx_s.flush()
+        except BaseException:
+            pass
+    _rbx_m = _rbx_req["marker"].encode()
+    for _rbx_fd, _rbx_b in ((1, _rbx_m), (2, _rbx_m + b"%d\x1e" % _rbx_exit)):
+        try:
+            os.write(_rbx_fd, _rbx_b)
+        except OSError:
+            pass

@@ -1,0 +1,250 @@
+//go:build linux
+
+package boxinit
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/runbox-mcp/runbox/internal/initproto"
+)
+
+func TestCellOutSplitsAtTheMarker(t *testing.T) {
+	marker := []byte("\x1erbxNONCE\x1e")
+	var got bytes.Buffer
+	c := &cellOut{}
+	_, _ = c.Write([]byte("before any cell"))
+	seen := c.begin(&got, marker, true)
+	// The marker and the status arrive split across writes.
+	for _, w := range []string{"out", "put\x1erb", "xNON", "CE\x1e4", "2c", "\x1elater"} {
+		_, _ = c.Write([]byte(w))
+	}
+	select {
+	case <-seen:
+	default:
+		t.Fatal("the marker was not seen")
+	}
+	c.end()
+	if got.String() != "output" {
+		t.Fatalf("the cell's output: %q", got.String())
+	}
+	if exit, check := c.status(); exit != 42 || !check {
+		t.Fatalf("status %d, check failed %v", exit, check)
+	}
+	// A cell that never printed its marker keeps what was held back.
+	got.Reset()
+	c.begin(&got, marker, false)
+	_, _ = c.Write([]byte("tail\x1erbx"))
+	c.end()
+	if got.String() != "tail\x1erbx" {
+		t.Fatalf("held back output lost: %q", got.String())
+	}
+}
+
+func newTestSession(t *testing.T, driver, interpreter string) (*session, func(code string, timeout time.Duration) *initproto.Report) {
+	t.Helper()
+	path, err := exec.LookPath(interpreter)
+	if err != nil {
+		t.Skipf("%s not installed: %v", interpreter, err)
+	}
+	dir := t.TempDir()
+	file := map[string]string{"python": "main.py", "node": "main.js", "bash": "main.sh"}[driver]
+	spec := initproto.Session{Driver: driver, Interpreter: path, Dir: dir, CodePath: filepath.Join(dir, file),
+		Env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1"}}
+	s := newSession(spec, Options{Self: os.Args[0], CgroupRoot: t.TempDir(), Scratch: []string{}})
+	t.Cleanup(func() {
+		if s.lost == "" {
+			s.lose("test over")
+		}
+		s.r.stop()
+	})
+	run := func(code string, timeout time.Duration) *initproto.Report {
+		t.Helper()
+		job := &initproto.Job{Dir: dir, CodePath: spec.CodePath, Code: []byte(code), TimeoutMs: timeout.Milliseconds(),
+			MaxOutputBytes: 1 << 16, MaxArtifacts: 10, MaxArtifactBytes: 1 << 20}
+		rep, _ := s.run(job)
+		if rep.InitError != "" {
+			t.Fatalf("init error: %s", rep.InitError)
+		}
+		return rep
+	}
+	return s, run
+}
+
+func TestPythonSessionKeepsState(t *testing.T) {
+	_, run := newTestSession(t, "python", "python3")
+	if rep := run("import json\nx = 41\ndata = [1, 2]\n", 5*time.Second); rep.ExitCode != 0 || len(rep.Stdout) != 0 || rep.Session.Lost != "" {
+		t.Fatalf("first cell: %+v %q", rep, rep.Stderr)
+	}
+	rep := run("x += 1\nprint('x is', x)\njson.dumps(data)\n", 5*time.Second)
+	if rep.ExitCode != 0 || string(rep.Stdout) != "x is 42\n'[1, 2]'\n" || rep.Session.Calls != 2 {
+		t.Fatalf("second cell: exit %d, stdout %q, stderr %q, calls %d", rep.ExitCode, rep.Stdout, rep.Stderr, rep.Session.Calls)
+	}
+	rep = run("y = 1\n\n1 / 0\n", 5*time.Second)
+	if rep.ExitCode != 1 || !strings.Contains(string(rep.Stderr), "line 3") || !strings.Contains(string(rep.Stderr), "ZeroDivisionError") || strings.Contains(string(rep.Stderr), "_rbx") {
+		t.Fatalf("an error: exit %d, stderr %q", rep.ExitCode, rep.Stderr)
+	}
+	if rep := run("print(x, y)\n", 5*time.Second); string(rep.Stdout) != "42 1\n" {
+		t.Fatalf("after an error the state stays: %q %q", rep.Stdout, rep.Stderr)
+	}
+	if rep := run("def f(:\n", 5*time.Second); rep.ExitCode != 1 || !strings.Contains(string(rep.Stderr), "SyntaxError") {
+		t.Fatalf("a syntax error: %d %q", rep.ExitCode, rep.Stderr)
+	}
+}
+
+func TestPythonSessionInterruptKeepsState(t *testing.T) {
+	s, run := newTestSession(t, "python", "python3")
+	run("n = 7\n", 5*time.Second)
+	time.AfterFunc(500*time.Millisecond, s.interruptNow)
+	rep := run("import time\nwhile True:\n    time.sleep(0.01)\n", 10*time.Second)
+	if !rep.Session.Interrupted || rep.Session.Lost != "" || !strings.Contains(string(rep.Stderr), "KeyboardInterrupt") {
+		t.Fatalf("interrupted cell: %+v, stderr %q", rep.Session, rep.Stderr)
+	}
+	if rep := run("print(n)\n", 5*time.Second); string(rep.Stdout) != "7\n" {
+		t.Fatalf("after the interrupt: %q %q", rep.Stdout, rep.Stderr)
+	}
+}
+
+func TestSessionTimeoutLosesTheSession(t *testing.T) {
+	_, run := newTestSession(t, "python", "python3")
+	run("n = 7\n", 5*time.Second)
+	rep := run("import time\ntime.sleep(30)\n", 300*time.Millisecond)
+	if !rep.TimedOut || !strings.Contains(rep.Session.Lost, "timeout") {
+		t.Fatalf("timed out cell: %+v", rep.Session)
+	}
+	if rep := run("print(n)\n", 5*time.Second); rep.Session.Lost == "" || rep.Session.Calls != 3 {
+		t.Fatalf("the next call: %+v", rep.Session)
+	}
+}
+
+func TestNodeSessionKeepsDeclarationsAndAwaits(t *testing.T) {
+	_, run := newTestSession(t, "node", "node")
+	if rep := run("const a = 20\nlet b = await Promise.resolve(22)\nglobalThis.c = 1\n", 5*time.Second); rep.ExitCode != 0 {
+		t.Fatalf("first cell: %d %q", rep.ExitCode, rep.Stderr)
+	}
+	rep := run("console.log(a + b + c)\n", 5*time.Second)
+	if rep.ExitCode != 0 || string(rep.Stdout) != "43\n" {
+		t.Fatalf("second cell: %d %q %q", rep.ExitCode, rep.Stdout, rep.Stderr)
+	}
+	rep = run("\nnull.x\n", 5*time.Second)
+	if rep.ExitCode != 1 || !strings.Contains(string(rep.Stderr), "TypeError") || !strings.Contains(string(rep.Stderr), "main.js:2") {
+		t.Fatalf("an error: %d %q", rep.ExitCode, rep.Stderr)
+	}
+}
+
+func TestBashSessionKeepsVariablesFunctionsAndDir(t *testing.T) {
+	_, run := newTestSession(t, "bash", "bash")
+	run("X=5\ngreet() { echo \"hi $1\"; }\nmkdir -p sub && cd sub\n", 5*time.Second)
+	rep := run("greet $X\nbasename \"$PWD\"\n", 5*time.Second)
+	if rep.ExitCode != 0 || string(rep.Stdout) != "hi 5\nsub\n" {
+		t.Fatalf("second cell: %d %q %q", rep.ExitCode, rep.Stdout, rep.Stderr)
+	}
+	if rep := run("if then\n", 5*time.Second); !rep.CheckFailed {
+		t.Fatalf("a syntax error: %+v %q", rep, rep.Stderr)
+	}
+	if rep := run("false\n", 5*time.Second); rep.ExitCode != 1 {
+		t.Fatalf("status: %d", rep.ExitCode)
+	}
+}
+
+// A restarted server opens the channel again over the same stdin and
+// stdout, after the old one broke mid-frame: the box answers the reset
+// and serves the new channel with its state intact.
+func TestSessionServesANewChannelAfterAReset(t *testing.T) {
+	s, _ := newTestSession(t, "bash", "bash")
+	inR, inW := io.Pipe()
+	// Like an engine's attach: a new attach sees the box's output from
+	// then on, the old one ends.
+	att := &attachments{}
+	go serveSession(inR, att, s)
+
+	connect := func(nonce byte) *yamux.Session {
+		t.Helper()
+		out := att.attach()
+		w := initproto.NewResetWriter(inW)
+		n := bytes.Repeat([]byte{nonce}, initproto.NonceSize)
+		go func() { _ = w.Reset(n) }()
+		r, err := initproto.AwaitAck(out, n, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess, err := yamux.Client(pipeConn{r, w, out}, initproto.MuxConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sess
+	}
+	call := func(sess *yamux.Session, code string) *initproto.Report {
+		t.Helper()
+		st, err := sess.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := &initproto.Job{Dir: s.spec.Dir, CodePath: s.spec.CodePath, Code: []byte(code), TimeoutMs: 5000, MaxOutputBytes: 1 << 16}
+		go func() { _ = initproto.SendJob(st, job) }()
+		rep, err := initproto.ReceiveReport(st, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	first := connect(1)
+	if rep := call(first, "X=kept\n"); rep.ExitCode != 0 {
+		t.Fatalf("first call: %+v", rep)
+	}
+	// The old server dies half-way through a frame.
+	_, _ = inW.Write([]byte{0xA5, 0x10, 0x00, 'p', 'a', 'r', 't'})
+	second := connect(2)
+	rep := call(second, "echo $X\n")
+	if string(rep.Stdout) != "kept\n" || rep.Session.Calls != 2 {
+		t.Fatalf("after the reset: %q, %+v", rep.Stdout, rep.Session)
+	}
+	_ = first.Close()
+	_ = second.Close()
+	_ = inW.Close()
+	go func() { _, _ = io.Copy(io.Discard, att.attach()) }()
+}
+
+type attachments struct {
+	mu sync.Mutex
+	w  *io.PipeWriter
+}
+
+type pipeConn struct {
+	io.Reader
+	io.Writer
+	r *io.PipeReader
+}
+
+func (c pipeConn) Close() error { return c.r.Close() }
+
+func (a *attachments) attach() *io.PipeReader {
+	r, w := io.Pipe()
+	a.mu.Lock()
+	if a.w != nil {
+		_ = a.w.Close()
+	}
+	a.w = w
+	a.mu.Unlock()
+	return r
+}
+
+func (a *attachments) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	w := a.w
+	a.mu.Unlock()
+	if w == nil {
+		return len(p), nil
+	}
+	_, _ = w.Write(p)
+	return len(p), nil
+}

@@ -1,0 +1,59 @@
+package initproto
+
+import (
+	"encoding/base64"
+	"encoding/json"
+)
+
+// SessionFlag, followed by an encoded Session, starts runbox-init in
+// session mode: a long-lived box whose interpreter keeps its state between
+// jobs, serving one job at a time on a channel the server may open again
+// (after a restart) with a reset ([ResetWriter], [ResetReader]).
+const SessionFlag = "--session"
+
+// StreamInterrupt is opened by the server to interrupt the running cell
+// of a session (Python: KeyboardInterrupt); it carries only its header
+// and is answered by nothing: the job's report says what happened.
+const StreamInterrupt = "interrupt"
+
+// Session is the interpreter a session box keeps running.
+type Session struct {
+	// Driver names the persistent interpreter's driver: python, node or
+	// bash (the language's error format).
+	Driver string `json:"driver"`
+	// Interpreter is the program that runs the driver (python3, node,
+	// bash: the first word of the language's command).
+	Interpreter string   `json:"interpreter"`
+	Env         []string `json:"env"`
+	Dir         string   `json:"dir"`
+	CodePath    string   `json:"code_path"`
+	CPUSeconds  int64    `json:"cpu_seconds,omitempty"`
+	NProc       int64    `json:"nproc,omitempty"`
+}
+
+// SessionState rides on every report of a session box.
+type SessionState struct {
+	// Calls counts the jobs the session has run, this one included.
+	Calls int `json:"calls"`
+	// Lost says why the interpreter, and with it the session's state, is
+	// gone; empty while it lives.
+	Lost string `json:"lost,omitempty"`
+	// Interrupted: the call was interrupted and the interpreter survived.
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// EncodeSession turns a Session into one command-line argument.
+func EncodeSession(s Session) string {
+	b, _ := json.Marshal(s)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeSession reads EncodeSession's argument.
+func DecodeSession(s string) (Session, error) {
+	var out Session
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &out)
+	}
+	return out, err
+}

@@ -1,0 +1,53 @@
+package docker
+
+import (
+	"context"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+var _ sandbox.SessionDriver = (*Docker)(nil)
+
+// FindBoxes lists the running boxes that carry all of labels (an empty
+// value: the label with any value).
+func (d *Docker) FindBoxes(ctx context.Context, labels map[string]string) ([]sandbox.FoundBox, error) {
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	f := make(client.Filters).Add("label", sandbox.LabelManaged+"=true").Add("status", "running")
+	for k, v := range labels {
+		if v == "" {
+			f = f.Add("label", k) // any value
+			continue
+		}
+		f = f.Add("label", k+"="+v)
+	}
+	list, err := d.cli.ContainerList(actx, client.ContainerListOptions{Filters: f})
+	if err != nil {
+		return nil, engineError(err)
+	}
+	out := make([]sandbox.FoundBox, 0, len(list.Items))
+	for _, c := range list.Items {
+		out = append(out, sandbox.FoundBox{ID: c.ID, Labels: c.Labels})
+	}
+	return out, nil
+}
+
+// Attach attaches to a running box again: its output from now on, and
+// its stdin (a session box keeps stdin open between attaches).
+func (d *Docker) Attach(ctx context.Context, id string) (sandbox.Box, error) {
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	b := &box{d: d, id: id, started: time.Now()}
+	var err error
+	if b.att, err = d.cli.ContainerAttach(actx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true}); err != nil {
+		return nil, engineError(err)
+	}
+	waitCtx, stopWait := context.WithCancel(context.Background())
+	b.stopWait = stopWait
+	b.wait = d.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	return b, nil
+}

@@ -1,0 +1,370 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// fakeSessionDriver is the fake driver with session boxes: each speaks the
+// real session channel (reset, ack, multiplexer) and keeps as its "state"
+// the code of every call; "lose" loses it, "hang" runs until interrupted.
+type fakeSessionDriver struct {
+	fakeDriver
+	smu   sync.Mutex
+	sboxs []*fakeSessionBox
+}
+
+type fakeSessionBox struct {
+	d        *fakeSessionDriver
+	id       string
+	labels   map[string]string
+	stdinR   *io.PipeReader
+	stdinW   *io.PipeWriter
+	mu       sync.Mutex
+	out      *io.PipeWriter
+	dead     bool
+	state    []string
+	calls    int
+	lost     string
+	interrup chan struct{}
+}
+
+func (d *fakeSessionDriver) Start(ctx context.Context, spec BoxSpec) (Box, error) {
+	if !spec.Session {
+		return d.fakeDriver.Start(ctx, spec)
+	}
+	r, w := io.Pipe()
+	d.smu.Lock()
+	b := &fakeSessionBox{d: d, id: "sbox" + string(rune('a'+len(d.sboxs))), labels: spec.Labels, stdinR: r, stdinW: w, interrup: make(chan struct{}, 1)}
+	d.sboxs = append(d.sboxs, b)
+	d.smu.Unlock()
+	d.started.Add(1)
+	go b.serve()
+	return b.attach(), nil
+}
+
+func (d *fakeSessionDriver) FindBoxes(_ context.Context, labels map[string]string) ([]FoundBox, error) {
+	d.smu.Lock()
+	defer d.smu.Unlock()
+	var out []FoundBox
+	for _, b := range d.sboxs {
+		match := !b.isDead()
+		for k, v := range labels {
+			match = match && b.labels[k] == v
+		}
+		if match {
+			out = append(out, FoundBox{ID: b.id, Labels: b.labels})
+		}
+	}
+	return out, nil
+}
+
+func (d *fakeSessionDriver) Attach(_ context.Context, id string) (Box, error) {
+	d.smu.Lock()
+	defer d.smu.Unlock()
+	for _, b := range d.sboxs {
+		if b.id == id && !b.isDead() {
+			return b.attach(), nil
+		}
+	}
+	return nil, &EngineError{Msg: "no such box"}
+}
+
+func (b *fakeSessionBox) isDead() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dead
+}
+
+// attach is a new attach: the box's output goes to it from now on.
+func (b *fakeSessionBox) attach() *fakeSessionAttach {
+	r, w := io.Pipe()
+	b.mu.Lock()
+	if b.out != nil {
+		_ = b.out.Close()
+	}
+	b.out = w
+	b.mu.Unlock()
+	return &fakeSessionAttach{b: b, r: r}
+}
+
+func (b *fakeSessionBox) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	w := b.out
+	b.mu.Unlock()
+	if w != nil {
+		_, _ = w.Write(p)
+	}
+	return len(p), nil
+}
+
+func (b *fakeSessionBox) serve() {
+	rr := initproto.NewResetReader(b.stdinR)
+	epoch := 0
+	var emu sync.Mutex
+	for {
+		nonce, err := rr.Await()
+		if err != nil {
+			return
+		}
+		emu.Lock()
+		epoch++
+		mine := epoch
+		_, _ = b.Write(initproto.Ack(nonce))
+		emu.Unlock()
+		w := writerFunc(func(p []byte) (int, error) {
+			emu.Lock()
+			defer emu.Unlock()
+			if mine != epoch {
+				return 0, io.ErrClosedPipe
+			}
+			return b.Write(p)
+		})
+		sess, err := yamux.Server(struct {
+			io.Reader
+			io.Writer
+			io.Closer
+		}{rr, w, io.NopCloser(nil)}, initproto.MuxConfig())
+		if err != nil {
+			return
+		}
+		for {
+			st, err := sess.AcceptStream()
+			if err != nil {
+				break
+			}
+			go b.stream(st)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func (b *fakeSessionBox) stream(st *yamux.Stream) {
+	defer st.Close()
+	var h initproto.Header
+	blobs, err := initproto.Receive(st, &h, 1<<20)
+	if err != nil {
+		return
+	}
+	if h.Kind == initproto.StreamInterrupt {
+		b.interrup <- struct{}{}
+		return
+	}
+	if initproto.JobBlobs(h.Job, blobs) != nil {
+		return
+	}
+	code := string(h.Job.Code)
+	b.mu.Lock()
+	b.calls++
+	rep := &initproto.Report{Session: &initproto.SessionState{Calls: b.calls}, Stderr: []byte{}}
+	switch {
+	case b.lost != "":
+	case code == "lose":
+		b.lost = "the interpreter ran out of memory and was killed"
+		rep.OOMKills = 1
+		rep.ExitCode = 137
+	case code == "hang":
+		b.mu.Unlock()
+		<-b.interrup
+		b.mu.Lock()
+		rep.Session.Interrupted = true
+		rep.ExitCode = 130
+	default:
+		b.state = append(b.state, code)
+	}
+	rep.Session.Lost = b.lost
+	rep.Stdout = []byte(strings.Join(b.state, ";"))
+	b.mu.Unlock()
+	_ = initproto.SendReport(st, rep)
+}
+
+type fakeSessionAttach struct {
+	b *fakeSessionBox
+	r *io.PipeReader
+}
+
+func (a *fakeSessionAttach) ID() string         { return a.b.id }
+func (a *fakeSessionAttach) Started() time.Time { return time.Now() }
+func (a *fakeSessionAttach) Exchange(context.Context) (Conn, error) {
+	return fakeSessionConn{a}, nil
+}
+func (a *fakeSessionAttach) Kill() {
+	a.b.mu.Lock()
+	a.b.dead = true
+	a.b.mu.Unlock()
+	_ = a.b.stdinW.Close()
+}
+func (a *fakeSessionAttach) Verdict(context.Context, VerdictQuery) Verdict { return Verdict{} }
+func (a *fakeSessionAttach) Alive() bool                                   { return !a.b.isDead() }
+func (a *fakeSessionAttach) Remove() {
+	a.Kill()
+	a.b.d.removed.Add(1)
+}
+
+type fakeSessionConn struct{ a *fakeSessionAttach }
+
+func (c fakeSessionConn) Read(p []byte) (int, error)  { return c.a.r.Read(p) }
+func (c fakeSessionConn) Write(p []byte) (int, error) { return c.a.b.stdinW.Write(p) }
+func (c fakeSessionConn) Close() error                { return c.a.r.Close() }
+func (c fakeSessionConn) Diag() string                { return "" }
+
+func sessionRunner(t *testing.T, edit func(*manifest.Manifest)) (*fakeSessionDriver, *BoxRunner, *manifest.Manifest) {
+	t.Helper()
+	d := &fakeSessionDriver{}
+	m := testManifest(t, edit)
+	r := New(d, Options{Manifest: m})
+	r.grace = 300 * time.Millisecond
+	t.Cleanup(func() {
+		_ = r.Close()
+		if s, rm := d.started.Load(), d.removed.Load(); s != rm {
+			t.Errorf("%d boxes started, %d removed", s, rm)
+		}
+		if a := r.alive.Load(); a != 0 {
+			t.Errorf("%d boxes still counted alive", a)
+		}
+	})
+	return d, r, m
+}
+
+func TestSessions(t *testing.T) {
+	ctx := context.Background()
+	t.Run("state persists, another client and an unknown id find nothing, close ends it", func(t *testing.T) {
+		_, r, m := sessionRunner(t, nil)
+		lang, _ := m.Language("python")
+		info, fail := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "alice", Limits: m.SessionLimits()})
+		if fail != nil {
+			t.Fatal(fail)
+		}
+		if len(info.ID) < 30 || !strings.HasPrefix(info.ID, "s_") || info.ExpiresAt.IsZero() {
+			t.Fatalf("info %+v", info)
+		}
+		job := testJob(t, m, time.Second)
+		job.Code = "x = 1"
+		r.RunInSession(ctx, info.ID, "alice", job)
+		job.Code = "y = 2"
+		res := r.RunInSession(ctx, info.ID, "alice", job)
+		if res.Status != contract.StatusOK || res.Stdout != "x = 1;y = 2" || res.Session == nil || res.Session.Call != 2 || res.Session.State != contract.SessionAlive {
+			t.Fatalf("second call: %+v %+v", res, res.Session)
+		}
+		if res := r.RunInSession(ctx, info.ID, "mallory", job); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
+			t.Fatalf("a foreign client: %+v", res.Error)
+		}
+		if res := r.RunInSession(ctx, "s_nonsense", "alice", job); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
+			t.Fatalf("an unknown id: %+v", res.Error)
+		}
+		if got := r.Sessions("alice"); len(got) != 1 || got[0].Calls != 2 {
+			t.Fatalf("list %+v", got)
+		}
+		if got := r.Sessions("mallory"); len(got) != 0 {
+			t.Fatalf("mallory sees %+v", got)
+		}
+		if fail := r.CloseSession(ctx, info.ID, "mallory"); fail == nil || fail.Kind != contract.KindSessionNotFound {
+			t.Fatalf("mallory closed it: %+v", fail)
+		}
+		if fail := r.CloseSession(ctx, info.ID, "alice"); fail != nil {
+			t.Fatal(fail)
+		}
+		if res := r.RunInSession(ctx, info.ID, "alice", job); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
+			t.Fatalf("a closed id: %+v", res.Error)
+		}
+	})
+
+	t.Run("a lost session says so, then session_lost on the next call", func(t *testing.T) {
+		_, r, m := sessionRunner(t, nil)
+		lang, _ := m.Language("python")
+		info, _ := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "c", Limits: m.SessionLimits()})
+		job := testJob(t, m, time.Second)
+		job.Code = "lose"
+		res := r.RunInSession(ctx, info.ID, "c", job)
+		if res.Error == nil || res.Error.Kind != contract.KindOOM || res.Session.State != contract.SessionLost || !strings.Contains(res.Error.Hint, "new session") {
+			t.Fatalf("losing call: %+v %+v", res.Error, res.Session)
+		}
+		for range 2 {
+			if res := r.RunInSession(ctx, info.ID, "c", job); res.Error == nil || res.Error.Kind != contract.KindSessionLost || !strings.Contains(res.Error.Message, "memory") {
+				t.Fatalf("next call: %+v", res.Error)
+			}
+		}
+	})
+
+	t.Run("a cancelled call interrupts the cell and keeps the session", func(t *testing.T) {
+		_, r, m := sessionRunner(t, nil)
+		lang, _ := m.Language("python")
+		info, _ := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "c", Limits: m.SessionLimits()})
+		job := testJob(t, m, 10*time.Second)
+		job.Code = "kept"
+		r.RunInSession(ctx, info.ID, "c", job)
+		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		job.Code = "hang"
+		res := r.RunInSession(cctx, info.ID, "c", job)
+		if res.Error == nil || !strings.Contains(res.Error.Message, "interrupted") || res.Session.State != contract.SessionAlive {
+			t.Fatalf("cancelled: %+v %+v", res.Error, res.Session)
+		}
+		job.Code = "after"
+		if res := r.RunInSession(ctx, info.ID, "c", job); res.Stdout != "kept;after" {
+			t.Fatalf("after: %+v", res)
+		}
+	})
+
+	t.Run("a restarted server finds the session by its labels", func(t *testing.T) {
+		d, r, m := sessionRunner(t, nil)
+		lang, _ := m.Language("python")
+		info, _ := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "c", Limits: m.SessionLimits()})
+		job := testJob(t, m, time.Second)
+		job.Code = "before"
+		r.RunInSession(ctx, info.ID, "c", job)
+		// A second runner over the same platform: the first one's
+		// memory is not shared, the box is.
+		r2 := New(d, Options{Manifest: m})
+		defer r2.Close()
+		job.Code = "after"
+		res := r2.RunInSession(ctx, info.ID, "c", job)
+		if res.Stdout != "before;after" || res.Session.Call != 2 {
+			t.Fatalf("adopted: %+v %+v", res.Error, res.Session)
+		}
+		if res := r2.RunInSession(ctx, info.ID, "other", job); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
+			t.Fatalf("another client: %+v", res.Error)
+		}
+		r.sessionsOf().mu.Lock()
+		delete(r.sessionsOf().live, sessionKey(info.ID)) // r2 owns it now
+		r.sessionsOf().mu.Unlock()
+		r.alive.Add(-1)
+	})
+
+	t.Run("limits: per client and per server; idle TTL ends a session", func(t *testing.T) {
+		_, r, m := sessionRunner(t, func(m *manifest.Manifest) {
+			m.Sessions.MaxPerClient, m.Sessions.MaxOpen = 1, 2
+		})
+		old := sessionTick
+		sessionTick = 50 * time.Millisecond
+		defer func() { sessionTick = old }()
+		lang, _ := m.Language("python")
+		a, _ := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "a", Limits: m.SessionLimits(), IdleTTL: 300 * time.Millisecond})
+		if _, fail := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "a", Limits: m.SessionLimits()}); fail == nil || fail.Limit != contract.LimitBusy {
+			t.Fatalf("a second session of a: %+v", fail)
+		}
+		if _, fail := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "b", Limits: m.SessionLimits()}); fail != nil {
+			t.Fatal(fail)
+		}
+		if _, fail := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "c", Limits: m.SessionLimits()}); fail == nil || !strings.Contains(fail.Message, "server") {
+			t.Fatalf("past the server's cap: %+v", fail)
+		}
+		time.Sleep(time.Second)
+		if res := r.RunInSession(ctx, a.ID, "a", testJob(t, m, time.Second)); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
+			t.Fatalf("after the idle TTL: %+v", res.Error)
+		}
+	})
+}

@@ -1,0 +1,217 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// Session tools' names.
+const (
+	SessionOpenName  = "session_open"
+	SessionCloseName = "session_close"
+	SessionListName  = "session_list"
+)
+
+type principalKey struct{}
+
+// LocalPrincipal is the one client of a stdio server, or of an HTTP
+// server without named tokens.
+const LocalPrincipal = "local"
+
+// WithPrincipal marks ctx as a call by the client named p (over HTTP: the
+// name of the bearer token it presented).
+func WithPrincipal(ctx context.Context, p string) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalOf names the client a session belongs to: never the transport's
+// session id, which a restarted server or client does not keep.
+func PrincipalOf(ctx context.Context) string {
+	if p, ok := ctx.Value(principalKey{}).(string); ok && p != "" {
+		return p
+	}
+	return LocalPrincipal
+}
+
+func runInSession(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, c Call, job contract.Job) contract.Result {
+	sr, ok := sandbox.SessionsOf(r)
+	if !ok || !m.Sessions.Enabled {
+		res := contract.Fail(job, contract.Invalid("this server keeps no sessions: run the code without session_id"))
+		res.Isolation = m.Isolation
+		return res
+	}
+	client := c.Client
+	if client == "" {
+		client = PrincipalOf(ctx)
+	}
+	return sr.RunInSession(ctx, c.Args.SessionID, client, job)
+}
+
+// SessionOpenArgs are session_open's arguments.
+type SessionOpenArgs struct {
+	Language           string   `json:"language" jsonschema:"required,description=The session's language: every run_code call in it must use the same."`
+	IdleTTLSeconds     *float64 `json:"idle_ttl_seconds,omitempty" jsonschema:"description=Close the session after this long without a call (at most the server's)."`
+	MaxLifetimeSeconds *float64 `json:"max_lifetime_seconds,omitempty" jsonschema:"description=Close the session this long after it opened (at most the server's)."`
+	MemoryMiB          *int64   `json:"memory_mib,omitempty" jsonschema:"description=Memory of the session's box in MiB (at most the server's)."`
+	Pids               *int64   `json:"pids,omitempty" jsonschema:"description=Most processes and threads in the session's box (at most the server's)."`
+}
+
+// SessionIDArgs name one session.
+type SessionIDArgs struct {
+	SessionID string `json:"session_id" jsonschema:"required,description=The id session_open returned."`
+}
+
+// SessionListArgs are session_list's (none).
+type SessionListArgs struct{}
+
+// SessionResult is the structured answer of the session tools.
+type SessionResult struct {
+	Status   contract.Status       `json:"status" jsonschema:"enum=ok,enum=error"`
+	Session  *sandbox.SessionInfo  `json:"session,omitempty" jsonschema:"description=The session opened."`
+	Sessions []sandbox.SessionInfo `json:"sessions,omitempty" jsonschema:"description=The caller's open sessions."`
+	Closed   bool                  `json:"closed,omitempty"`
+	Error    *contract.ErrorInfo   `json:"error,omitempty"`
+}
+
+func sessionAnswer(res SessionResult) *mcp.CallToolResult {
+	if res.Error != nil {
+		res.Status = contract.StatusError
+	} else {
+		res.Status = contract.StatusOK
+	}
+	text := "ok"
+	switch {
+	case res.Error != nil:
+		text = fmt.Sprintf("error (%s): %s. %s", res.Error.Kind, res.Error.Message, res.Error.Hint)
+	case res.Session != nil:
+		text = fmt.Sprintf("session %s open (%s); pass it as run_code's session_id. It closes after %.0f s idle, at the latest at %s.",
+			res.Session.ID, res.Session.Language, res.Session.IdleTTL, res.Session.EndsAt.UTC().Format(time.RFC3339))
+	case res.Closed:
+		text = "session closed"
+	default:
+		text = fmt.Sprintf("%d open sessions", len(res.Sessions))
+	}
+	return &mcp.CallToolResult{StructuredContent: res, IsError: res.Error != nil, Content: []mcp.Content{mcp.NewTextContent(text)}}
+}
+
+func decodeStrict(req mcp.CallToolRequest, v any) *contract.ErrorInfo {
+	raw, err := json.Marshal(req.GetRawArguments())
+	if err != nil || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return invalid("bad arguments: %v", err)
+	}
+	return nil
+}
+
+func sessionTool(name, title, desc string, args any, readOnly, destructive bool) mcp.Tool {
+	t := mcp.NewToolWithRawSchema(name, desc, mustJSON(reflectSchema(args)))
+	t.RawOutputSchema = mustJSON(reflectSchema(&SessionResult{}))
+	t.Annotations = mcp.ToolAnnotation{Title: title, ReadOnlyHint: mcp.ToBoolPtr(readOnly), DestructiveHint: mcp.ToBoolPtr(destructive),
+		IdempotentHint: mcp.ToBoolPtr(readOnly), OpenWorldHint: mcp.ToBoolPtr(false)}
+	return t
+}
+
+// SessionTools are session_open, session_close and session_list, when the
+// manifest enables sessions and the runner keeps them.
+func SessionTools(d Deps) []server.ServerTool {
+	m := d.Manifest
+	sr, ok := sandbox.SessionsOf(d.Runner)
+	if !m.Sessions.Enabled || !ok {
+		return nil
+	}
+	s, sl := m.Sessions, m.SessionLimits()
+	openDesc := fmt.Sprintf("Open a session: a sandbox whose interpreter keeps its state between run_code calls (pass the returned session_id), like a notebook. "+
+		"Use it for iterative work: load data or do slow imports once, then explore it over many calls. For a one-off computation, call run_code without a session.\n\n"+
+		"Python keeps globals, imports and loaded data (a cell's last expression is shown, as in a notebook); JavaScript keeps top-level declarations and globals (top-level await works); bash keeps variables, functions and the working directory; /workspace persists.\n"+
+		"Limits: memory %s, %d processes/threads, /workspace %s, each call's own timeout as run_code's. A session closes after %gs without a call and at the latest %gs after it opened; at most %d open sessions per client, %d on the server.\n"+
+		"A call that times out or runs out of memory loses the session's state (error.kind session_lost on later calls): open a new one and re-run the set-up code.",
+		sl.Memory, sl.Pids, sl.WorkspaceBytes, s.IdleTTLSeconds, s.MaxLifetimeSeconds, s.MaxPerClient, s.MaxOpen)
+	open := sessionTool(SessionOpenName, "Open a sandbox session", openDesc, &SessionOpenArgs{}, false, false)
+	closeT := sessionTool(SessionCloseName, "Close a sandbox session", "Close a session opened with session_open: its sandbox and all its state are removed.", &SessionIDArgs{}, false, true)
+	list := sessionTool(SessionListName, "List my sandbox sessions", "List your open sessions: id, language, calls so far and when each expires.", &SessionListArgs{}, true, false)
+	return []server.ServerTool{
+		{Tool: open, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a SessionOpenArgs
+			if bad := decodeStrict(req, &a); bad != nil {
+				return sessionAnswer(SessionResult{Error: bad}), nil
+			}
+			sreq, bad := validateOpen(m, a)
+			if bad != nil {
+				return sessionAnswer(SessionResult{Error: bad}), nil
+			}
+			sreq.Client = PrincipalOf(ctx)
+			info, fail := sr.OpenSession(ctx, sreq)
+			if fail != nil {
+				return sessionAnswer(SessionResult{Error: fail}), nil
+			}
+			return sessionAnswer(SessionResult{Session: &info}), nil
+		}},
+		{Tool: closeT, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a SessionIDArgs
+			if bad := decodeStrict(req, &a); bad != nil {
+				return sessionAnswer(SessionResult{Error: bad}), nil
+			}
+			if fail := sr.CloseSession(ctx, a.SessionID, PrincipalOf(ctx)); fail != nil {
+				return sessionAnswer(SessionResult{Error: fail}), nil
+			}
+			return sessionAnswer(SessionResult{Closed: true}), nil
+		}},
+		{Tool: list, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a SessionListArgs
+			if bad := decodeStrict(req, &a); bad != nil {
+				return sessionAnswer(SessionResult{Error: bad}), nil
+			}
+			return sessionAnswer(SessionResult{Sessions: sr.Sessions(PrincipalOf(ctx))}), nil
+		}},
+	}
+}
+
+// validateOpen checks session_open's arguments against the manifest.
+func validateOpen(m *manifest.Manifest, a SessionOpenArgs) (sandbox.SessionRequest, *contract.ErrorInfo) {
+	lang, ok := m.Language(a.Language)
+	if !ok {
+		return sandbox.SessionRequest{}, invalid("unknown language %q: use one of %v", a.Language, m.LanguageNames())
+	}
+	req := sandbox.SessionRequest{Language: lang, Limits: m.SessionLimits()}
+	s := m.Sessions
+	if v := a.IdleTTLSeconds; v != nil {
+		if *v <= 0 || *v > s.IdleTTLSeconds {
+			return req, invalid("idle_ttl_seconds must be more than 0 and at most %g", s.IdleTTLSeconds)
+		}
+		req.IdleTTL = time.Duration(*v * float64(time.Second))
+	}
+	if v := a.MaxLifetimeSeconds; v != nil {
+		if *v <= 0 || *v > s.MaxLifetimeSeconds {
+			return req, invalid("max_lifetime_seconds must be more than 0 and at most %g", s.MaxLifetimeSeconds)
+		}
+		req.Lifetime = time.Duration(*v * float64(time.Second))
+	}
+	if v := a.MemoryMiB; v != nil {
+		max := int64(req.Limits.Memory) >> 20
+		if *v < 16 || *v > max {
+			return req, invalid("memory_mib must be from 16 to %d", max)
+		}
+		req.Limits.Memory = manifest.ByteSize(*v << 20)
+	}
+	if v := a.Pids; v != nil {
+		if *v < 8 || *v > req.Limits.Pids {
+			return req, invalid("pids must be from 8 to %d", req.Limits.Pids)
+		}
+		req.Limits.Pids = *v
+	}
+	return req, nil
+}
