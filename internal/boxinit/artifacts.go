@@ -32,15 +32,22 @@ func collectArtifacts(job *initproto.Job, inputs map[string]string, rep *initpro
 		return nil
 	})
 	sort.Strings(paths)
+	return readArtifacts(job, paths, func(rel, sum string) bool {
+		h, isInput := inputs[rel]
+		return isInput && h == sum
+	}, rep)
+}
 
+// readArtifacts puts the files at paths (relative to the workspace, in
+// order) into the report as artifacts, within the job's caps: the content
+// of those that fit the byte budget, the count of those past the file cap.
+// skip, when set, leaves out a file by its path and content hash.
+func readArtifacts(job *initproto.Job, paths []string, skip func(rel, sum string) bool, rep *initproto.Report) [][]byte {
 	budget := job.MaxArtifactBytes
 	var contents [][]byte
 	for _, rel := range paths {
 		data, size, sum, ok := readRegular(filepath.Join(job.Dir, filepath.FromSlash(rel)), budget)
-		if !ok {
-			continue
-		}
-		if h, isInput := inputs[rel]; isInput && h == sum {
+		if !ok || skip != nil && skip(rel, sum) {
 			continue
 		}
 		if len(rep.Artifacts) >= job.MaxArtifacts {

@@ -247,6 +247,12 @@ func cpuMs(u *unix.Rusage) int64 {
 // unpack writes the input files and the code into the workspace and returns
 // their hashes, so that unchanged inputs are not reported as artifacts.
 func unpack(job *initproto.Job) (map[string]string, error) {
+	return unpackWith(job, os.O_EXCL)
+}
+
+// unpackWith is unpack with the flag that meets a file already there:
+// os.O_EXCL refuses it (a fresh box), os.O_TRUNC replaces it (a session).
+func unpackWith(job *initproto.Job, exists int) (map[string]string, error) {
 	if job.Dir == "" || !filepath.IsAbs(job.Dir) {
 		return nil, fmt.Errorf("job dir %q is not absolute", job.Dir)
 	}
@@ -259,7 +265,7 @@ func unpack(job *initproto.Job) (map[string]string, error) {
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			return fmt.Errorf("creating directory for %s: %w", rel, err)
 		}
-		f, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+		f, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|exists|syscall.O_NOFOLLOW, 0o644)
 		if err != nil {
 			return fmt.Errorf("writing %s: %w", rel, err)
 		}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -302,42 +301,7 @@ func writeStdin(data []byte) (string, error) {
 // replacing what earlier calls left (never through a link), and returns
 // their hashes.
 func unpackSession(job *initproto.Job) (map[string]string, error) {
-	if job.Dir == "" || !filepath.IsAbs(job.Dir) {
-		return nil, fmt.Errorf("job dir %q is not absolute", job.Dir)
-	}
-	inputs := map[string]string{}
-	write := func(rel string, data []byte) error {
-		if !filepath.IsLocal(rel) {
-			return fmt.Errorf("input path %q is not inside the workspace", rel)
-		}
-		full := filepath.Join(job.Dir, rel)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return fmt.Errorf("creating directory for %s: %w", rel, err)
-		}
-		f, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
-		if err != nil {
-			return fmt.Errorf("writing %s: %w", rel, err)
-		}
-		_, err = f.Write(data)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("writing %s: %w", rel, err)
-		}
-		inputs[filepath.ToSlash(rel)] = sha256hex(data)
-		return nil
-	}
-	for _, f := range job.Files {
-		if err := write(filepath.FromSlash(f.Path), f.Data); err != nil {
-			return nil, err
-		}
-	}
-	rel, err := filepath.Rel(job.Dir, job.CodePath)
-	if err != nil {
-		return nil, fmt.Errorf("code path %q: %w", job.CodePath, err)
-	}
-	return inputs, write(rel, job.Code)
+	return unpackWith(job, os.O_TRUNC)
 }
 
 // serveSession is a session box's side of the channel: it waits for a

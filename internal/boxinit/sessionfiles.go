@@ -60,24 +60,5 @@ func collectChanged(job *initproto.Job, before map[string]fileStamp, rep *initpr
 		return nil
 	})
 	sort.Strings(paths)
-	budget := job.MaxArtifactBytes
-	var contents [][]byte
-	for _, rel := range paths {
-		data, size, sum, ok := readRegular(filepath.Join(job.Dir, filepath.FromSlash(rel)), budget)
-		if !ok {
-			continue
-		}
-		if len(rep.Artifacts) >= job.MaxArtifacts {
-			rep.ArtifactsOmitted++
-			continue
-		}
-		a := initproto.Artifact{Path: rel, Size: size, SHA256: sum}
-		if data != nil {
-			a.Sent = true
-			budget -= size
-			contents = append(contents, data)
-		}
-		rep.Artifacts = append(rep.Artifacts, a)
-	}
-	return contents
+	return readArtifacts(job, paths, nil, rep)
 }
