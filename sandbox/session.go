@@ -127,8 +127,8 @@ type sessions struct {
 	// reserved counts opens under way, in all and per client.
 	reserved   int
 	reservedBy map[string]int
-	once sync.Once
-	stop chan struct{}
+	once       sync.Once
+	stop       chan struct{}
 
 	opened, lost, calls int64
 }
