@@ -75,7 +75,7 @@ func parse(args []string) (config, error) {
 		fmt.Fprint(os.Stdout, usage)
 		return cfg, errHelp
 	case "serve":
-		help = "Usage: runbox serve [flags]\n\nServes run_code over MCP. On stdio, stdout carries the protocol and logs go to stderr.\nOn http (streamable, at /mcp) or sse (at /sse), it listens on 127.0.0.1 unless told otherwise;\nanother address needs a bearer token. A browser request from an Origin other than the listener's own\nis refused unless the manifest declares it (http.allowed_origins).\n"
+		help = "Usage: runbox serve [flags]\n\nServes run_code over MCP. On stdio, stdout carries the protocol and logs go to stderr.\nOn http (streamable, at /mcp) or sse (at /sse), it listens on 127.0.0.1 unless told otherwise;\nanother address needs a bearer token. A browser request from an Origin other than the listener's own\nis refused unless the manifest declares it (http.allowed_origins). Named tokens (http.tokens, one per\nperson or agent) bind each session to the token that opened it.\n"
 		fs.StringVar(&cfg.transport, "transport", envOr("RUNBOX_TRANSPORT", "stdio"), "stdio, http or sse (env RUNBOX_TRANSPORT)")
 		fs.StringVar(&cfg.listen, "listen", envOr("RUNBOX_LISTEN", "127.0.0.1:8080"), "address for http and sse (env RUNBOX_LISTEN)")
 		fs.StringVar(&cfg.authToken, "auth-token", "", "bearer token required on http and sse (env RUNBOX_AUTH_TOKEN)")
