@@ -173,7 +173,7 @@ func bench(bin string, n int, jsonPath string) error {
 		measure(print1.name, "back to back: runbox cold (no pool)", 1, max(n, 30), 0, func() error { return callRunbox(cold, print1) }),
 	)
 	b2b.Close()
-	srows, err := sessionRows(warm, n)
+	srows, err := sessionBench(bin, n)
 	if err != nil {
 		return err
 	}

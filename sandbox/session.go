@@ -124,8 +124,11 @@ type sessions struct {
 	// live by key; gone: key → why, until the session would have expired.
 	live map[string]*liveSession
 	gone map[string]tomb
-	once sync.Once
-	stop chan struct{}
+	// reserved counts opens under way, in all and per client.
+	reserved   int
+	reservedBy map[string]int
+	once       sync.Once
+	stop       chan struct{}
 
 	opened, lost, calls int64
 }
@@ -167,7 +170,7 @@ func (c *sessionChannel) close() {
 
 func (r *BoxRunner) sessionsOf() *sessions {
 	r.sessOnce.Do(func() {
-		r.sess = &sessions{r: r, live: map[string]*liveSession{}, gone: map[string]tomb{}, stop: make(chan struct{})}
+		r.sess = &sessions{r: r, live: map[string]*liveSession{}, gone: map[string]tomb{}, reservedBy: map[string]int{}, stop: make(chan struct{})}
 	})
 	return r.sess
 }
@@ -190,8 +193,10 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (Sessio
 	if _, ok := r.d.(SessionDriver); !ok {
 		return SessionInfo{}, ptr(contract.Invalid("sessions are not available on the %s backend yet", r.m.Backend))
 	}
+	// A place is reserved before the box starts, so concurrent opens
+	// cannot pass the caps together.
 	s.mu.Lock()
-	mine := 0
+	mine := s.reservedBy[req.Client]
 	for _, ls := range s.live {
 		if ls.client == req.Client {
 			mine++
@@ -201,8 +206,11 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (Sessio
 	switch {
 	case mine >= m.MaxPerClient:
 		full = "this client"
-	case len(s.live) >= m.MaxOpen:
+	case len(s.live)+s.reserved >= m.MaxOpen:
 		full = "this server"
+	default:
+		s.reserved++
+		s.reservedBy[req.Client]++
 	}
 	s.mu.Unlock()
 	if full != "" {
@@ -212,6 +220,14 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (Sessio
 		}
 		return SessionInfo{}, ptr(contract.SessionsFull(full, limit))
 	}
+	defer func() {
+		s.mu.Lock()
+		s.reserved--
+		if s.reservedBy[req.Client]--; s.reservedBy[req.Client] <= 0 {
+			delete(s.reservedBy, req.Client)
+		}
+		s.mu.Unlock()
+	}()
 	if err := r.d.Ready(ctx); err != nil {
 		return SessionInfo{}, engineFail(contract.Job{}, err).Error
 	}

@@ -344,6 +344,29 @@ func TestSessions(t *testing.T) {
 		r.alive.Add(-1)
 	})
 
+	t.Run("concurrent opens never pass the per-client cap", func(t *testing.T) {
+		_, r, m := sessionRunner(t, func(m *manifest.Manifest) { m.Sessions.MaxPerClient = 2 })
+		lang, _ := m.Language("bash")
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		opened := 0
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, fail := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "x", Limits: m.SessionLimits()}); fail == nil {
+					mu.Lock()
+					opened++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if opened != 2 || len(r.Sessions("x")) != 2 {
+			t.Fatalf("%d opened, %d listed", opened, len(r.Sessions("x")))
+		}
+	})
+
 	t.Run("limits: per client and per server; idle TTL ends a session", func(t *testing.T) {
 		_, r, m := sessionRunner(t, func(m *manifest.Manifest) {
 			m.Sessions.MaxPerClient, m.Sessions.MaxOpen = 1, 2

@@ -65,3 +65,41 @@ func TestAwaitAckSkipsTheOldOutput(t *testing.T) {
 		t.Fatalf("no ack: %v", err)
 	}
 }
+
+// FuzzResetReader: whatever a dead server left on the box's stdin, the
+// box reads it without panicking or growing memory, and a reset that
+// follows it is always found.
+func FuzzResetReader(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0xA5, 0xff, 0xff, 'x'})
+	f.Add([]byte{0x5A, 'R', 'B', 'X'})
+	f.Add(append([]byte{0xA5, 0x00, 0x05}, "RBXRESET"...))
+	f.Fuzz(func(t *testing.T, junk []byte) {
+		var buf bytes.Buffer
+		buf.Write(junk)
+		nonce := bytes.Repeat([]byte{9}, NonceSize)
+		w := NewResetWriter(&buf)
+		if err := w.Reset(nonce); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = w.Write([]byte("after"))
+		rr := NewResetReader(&buf)
+		// The junk may itself hold resets; the last nonce is ours.
+		var got []byte
+		for {
+			n, err := rr.Await()
+			if err != nil {
+				break
+			}
+			got = n
+			rest, _ := io.ReadAll(rr)
+			if bytes.Equal(n, nonce) && rr.nonce == nil {
+				if string(rest) != "after" {
+					t.Fatalf("after our reset: %q", rest)
+				}
+				return
+			}
+		}
+		t.Fatalf("our reset was not found (last nonce %x)", got)
+	})
+}
