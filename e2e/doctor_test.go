@@ -67,7 +67,7 @@ func TestDoctor(t *testing.T) {
 	}
 
 	rep, code, out = doctor(t, nil, "--manifest", writeManifest(t, "languages:\n  - name: python\n    image: runbox/no-such-image:1\n    file: main.py\n    command: [python3, \"{file}\"]\n    error_format: python\n"))
-	if st, _, fix := rep.check("image python"); code != 1 || st != "fail" || !strings.Contains(fix, "make setup") {
+	if st, _, fix := rep.check("image python"); code != 1 || st != "fail" || !strings.Contains(fix, "runbox setup") {
 		t.Errorf("missing image: exit %d\n%s", code, out)
 	}
 

@@ -103,7 +103,7 @@ func TestMissingImageIsASandboxResult(t *testing.T) {
 	defer s.close()
 	r, _ := s.call(t, map[string]any{"language": "python", "code": "print(1)"})
 	e := wantError(t, r, contract.KindSandbox, "")
-	if !strings.Contains(e.Message, "runbox/no-such-image:1 is missing") || !strings.Contains(e.Hint, "make setup") {
+	if !strings.Contains(e.Message, "runbox/no-such-image:1 is missing") || !strings.Contains(e.Hint, "runbox setup") {
 		t.Fatalf("got %+v", e)
 	}
 }

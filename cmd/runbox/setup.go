@@ -11,6 +11,7 @@ import (
 	"github.com/runbox-mcp/runbox/internal/doctor"
 	"github.com/runbox-mcp/runbox/internal/enginehost"
 	"github.com/runbox-mcp/runbox/internal/setup"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // setupConfig is `runbox setup`'s flags.
@@ -41,7 +42,7 @@ func runSetup(ctx context.Context, cfg config, disc doctor.Discovery) (int, erro
 	}
 	defer eng.Close()
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	desc, err := eng.Describe(pctx)
+	desc, arch, err := eng.Describe(pctx)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(out, "setup:", err)
@@ -56,6 +57,14 @@ func runSetup(ctx context.Context, cfg config, disc doctor.Discovery) (int, erro
 		}
 	}
 	fmt.Fprintf(out, "setup: engine: %s, %s\n", where, desc)
+	// The boxes also need runbox-init for the engine's architecture: said
+	// before minutes of building, not after.
+	if dir, err := sandbox.InitDirOr(""); err == nil {
+		if _, err := sandbox.ReadInitBinary(dir, arch); err != nil {
+			fmt.Fprintf(out, "setup: %v\nsetup: the release archives carry it beside runbox; after `go install`, run `CGO_ENABLED=0 GOOS=linux GOARCH=%s go install github.com/runbox-mcp/runbox/cmd/runbox-init@latest`\n", err, arch)
+			return 1, errors.New("runbox-init is missing")
+		}
+	}
 	wd, _ := os.Getwd()
 	res, err := setup.Run(ctx, eng, setup.Options{
 		Image:     s.image,

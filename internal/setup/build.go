@@ -49,7 +49,7 @@ func engineBuild(ctx context.Context, e Engine, o Options) error {
 	err = e.Build(ctx, req, func(line string) {
 		lines = append(lines, line)
 		// The recipe's own progress lines; the rest is in the engine's log.
-		if strings.HasPrefix(line, "images: ") || strings.HasPrefix(line, "Step ") || strings.HasPrefix(line, "STEP ") {
+		if strings.HasPrefix(line, "images: ") || isStep(line) {
 			o.logf("  %s", line)
 		}
 	})
@@ -126,6 +126,13 @@ func stageImages(lines []string) []string {
 	return out
 }
 
+// isStep says whether a line of build output starts a step: "Step 2/13 :"
+// (Docker), "STEP 2/13:" or "[1/2] STEP 2/7:" (Podman).
 func isStep(l string) bool {
+	if strings.HasPrefix(l, "[") {
+		if _, rest, ok := strings.Cut(l, "] "); ok {
+			l = rest
+		}
+	}
 	return strings.HasPrefix(l, "Step ") || strings.HasPrefix(l, "STEP ")
 }

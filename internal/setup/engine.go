@@ -37,11 +37,12 @@ func NewMoby() (*Moby, error) {
 // Close closes the client.
 func (m *Moby) Close() error { return m.cli.Close() }
 
-// Describe pings the engine and names it: product, version, API, OS/arch.
-func (m *Moby) Describe(ctx context.Context) (string, error) {
+// Describe pings the engine and names it (product, version, API, OS/arch),
+// and returns its architecture.
+func (m *Moby) Describe(ctx context.Context) (desc, arch string, err error) {
 	v, err := m.cli.ServerVersion(ctx, client.ServerVersionOptions{})
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	product := "Docker"
 	for _, c := range v.Components {
@@ -49,7 +50,7 @@ func (m *Moby) Describe(ctx context.Context) (string, error) {
 			product, m.podman = "Podman", true
 		}
 	}
-	return fmt.Sprintf("%s %s, API %s, %s/%s", product, v.Version, v.APIVersion, v.Os, v.Arch), nil
+	return fmt.Sprintf("%s %s, API %s, %s/%s", product, v.Version, v.APIVersion, v.Os, v.Arch), v.Arch, nil
 }
 
 // Recipe implements Engine.

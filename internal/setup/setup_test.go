@@ -432,3 +432,18 @@ Successfully built bc846e938989`, "\n")
 		t.Fatalf("stageImages = %v, want %v", got, want)
 	}
 }
+
+func TestIsStep(t *testing.T) {
+	for l, want := range map[string]bool{
+		"Step 2/13 : FROM ${BASE} AS rootfs":             true,
+		"STEP 2/7: ARG RUNBOX_DEBIAN_MIRROR=":            true,
+		"[1/2] STEP 1/7: FROM localhost/x:y AS rootfs":   true,
+		" ---> 3b3726c92cac":                             false,
+		"images: debootstrap took 98s":                   false,
+		"[2/2] COMMIT localhost/runbox-test/sandbox:try": false,
+	} {
+		if isStep(l) != want {
+			t.Errorf("isStep(%q) = %v", l, !want)
+		}
+	}
+}
