@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -124,7 +125,8 @@ func orDefault(s, def string) string {
 }
 
 func hintOf(err error, def string) string {
-	if ee, ok := err.(*sandbox.EngineError); ok && ee.Hint != "" {
+	var ee *sandbox.EngineError
+	if errors.As(err, &ee) && ee.Hint != "" {
 		return ee.Hint
 	}
 	return def

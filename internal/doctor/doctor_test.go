@@ -3,8 +3,11 @@ package doctor
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 func TestRuncCheck(t *testing.T) {
@@ -53,5 +56,17 @@ func TestReportPrintsFixesAndVerdict(t *testing.T) {
 func TestHintOf(t *testing.T) {
 	if hintOf(errors.New("x"), "default") != "default" {
 		t.Error("a plain error has no hint of its own")
+	}
+}
+
+// A check's fix is the engine error's hint however the error was wrapped
+// (the driver marks a missing image with a type of its own).
+func TestHintOfAWrappedEngineError(t *testing.T) {
+	wrapped := fmt.Errorf("checking: %w", &sandbox.EngineError{Msg: "the sandbox image x is missing", Hint: "Run `runbox setup`."})
+	if got := hintOf(wrapped, "default"); got != "Run `runbox setup`." {
+		t.Errorf("hintOf(wrapped) = %q", got)
+	}
+	if got := hintOf(errors.New("plain"), "default"); got != "default" {
+		t.Errorf("hintOf(plain) = %q", got)
 	}
 }
