@@ -5,6 +5,7 @@ package e2e
 import (
 	"encoding/json"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -23,9 +24,14 @@ func TestInspectorCLI(t *testing.T) {
 		}
 		return v
 	}
-	tools := inspect("--method", "tools/list")["tools"].([]any)
-	if len(tools) != 1 || tools[0].(map[string]any)["name"] != "run_code" {
-		t.Fatalf("tools: %v", tools)
+	// A default server's tools: run_code and the session tools.
+	var names []string
+	for _, tl := range inspect("--method", "tools/list")["tools"].([]any) {
+		names = append(names, tl.(map[string]any)["name"].(string))
+	}
+	slices.Sort(names)
+	if strings.Join(names, ",") != "run_code,session_close,session_list,session_open" {
+		t.Fatalf("tools: %v", names)
 	}
 	if r := inspect("--method", "resources/list")["resources"].([]any); len(r) != 1 {
 		t.Fatalf("resources: %v", r)
