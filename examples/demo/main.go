@@ -25,26 +25,37 @@ import (
 type call struct {
 	title string
 	args  map[string]any
+	// tool is the tool to call; default run_code. A session_id of
+	// sessionID is replaced by the id session_open answered.
+	tool string
 }
+
+const sessionID = "{the session_open answer's id}"
 
 var calls = []call{
 	{"A computation", map[string]any{"language": "python", "code": `import pandas as pd, numpy as np
 df = pd.DataFrame({"x": np.arange(1, 6)})
 df["square"] = df.x ** 2
 print(df.to_string(index=False))
-print("sum of squares:", df.square.sum())`}},
+print("sum of squares:", df.square.sum())`}, ""},
 	{"A plot, returned as an image", map[string]any{"language": "python", "code": `import matplotlib.pyplot as plt, numpy as np
 x = np.linspace(0, 2 * np.pi, 200)
 plt.plot(x, np.sin(x), label="sin")
 plt.plot(x, np.cos(x), label="cos")
 plt.legend(); plt.title("runbox")
 plt.savefig("plot.png", dpi=80)
-print("saved plot.png")`}},
-	{"A syntax error, with its line", map[string]any{"language": "javascript", "code": "const xs = [1, 2, 3];\nconst total = xs.reduce((a, b) => a + b, 0;\nconsole.log(total);\n"}},
-	{"A runtime error, in the agent's own line", map[string]any{"language": "python", "code": "rates = {'a': 1}\n\ndef ratio(k):\n    return 10 / rates.get(k, 0)\n\nprint(ratio('b'))\n"}},
-	{"A timeout", map[string]any{"language": "bash", "code": "echo working; while true; do :; done", "timeout_seconds": 2}},
-	{"An out-of-memory kill", map[string]any{"language": "python", "code": "blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 1024 * 1024))\n"}},
-	{"A bad request (never reaches a box)", map[string]any{"language": "python", "code": "print(1)", "files": []any{map[string]any{"path": "../etc/passwd", "content": "x"}}}},
+print("saved plot.png")`}, ""},
+	{"A syntax error, with its line", map[string]any{"language": "javascript", "code": "const xs = [1, 2, 3];\nconst total = xs.reduce((a, b) => a + b, 0;\nconsole.log(total);\n"}, ""},
+	{"A runtime error, in the agent's own line", map[string]any{"language": "python", "code": "rates = {'a': 1}\n\ndef ratio(k):\n    return 10 / rates.get(k, 0)\n\nprint(ratio('b'))\n"}, ""},
+	{"A timeout", map[string]any{"language": "bash", "code": "echo working; while true; do :; done", "timeout_seconds": 2}, ""},
+	{"An out-of-memory kill", map[string]any{"language": "python", "code": "blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 1024 * 1024))\n"}, ""},
+	{"A bad request (never reaches a box)", map[string]any{"language": "python", "code": "print(1)", "files": []any{map[string]any{"path": "../etc/passwd", "content": "x"}}}, ""},
+	{"A session: one interpreter across calls", map[string]any{"language": "python"}, "session_open"},
+	{"In the session: load the data once (a cell's last expression is shown)", map[string]any{"language": "python", "session_id": sessionID,
+		"code": "import pandas as pd\nsales = pd.DataFrame({'region': ['north', 'south', 'north'], 'amount': [3, 4, 5]})\nlen(sales)"}, ""},
+	{"In the session: the data is still there", map[string]any{"language": "python", "session_id": sessionID,
+		"code": "sales.groupby('region').amount.sum()"}, ""},
+	{"Close the session", map[string]any{"session_id": sessionID}, "session_close"},
 }
 
 func main() {
@@ -96,11 +107,19 @@ func demo(serverBin, outDir string) error {
 	for _, t := range tools.Tools {
 		fmt.Printf("== tool %q — what the agent is told:\n%s\n", t.Name, indent(t.Description))
 	}
+	session := ""
 	for i, cl := range calls {
+		tool := cl.tool
+		if tool == "" {
+			tool = "run_code"
+		}
+		if cl.args["session_id"] == sessionID {
+			cl.args["session_id"] = session
+		}
 		args, _ := json.Marshal(cl.args)
-		fmt.Printf("\n== %d. %s\n-> run_code %s\n", i+1, cl.title, args)
+		fmt.Printf("\n== %d. %s\n-> %s %s\n", i+1, cl.title, tool, args)
 		req := mcp.CallToolRequest{}
-		req.Params.Name = "run_code"
+		req.Params.Name = tool
 		req.Params.Arguments = cl.args
 		start := time.Now()
 		res, err := c.CallTool(ctx, req)
@@ -122,10 +141,27 @@ func demo(serverBin, outDir string) error {
 		var sc struct {
 			Error   json.RawMessage `json:"error"`
 			Metrics json.RawMessage `json:"metrics"`
+			// A session call's place in its session.
+			Session json.RawMessage `json:"session"`
 		}
 		raw, _ := json.Marshal(res.StructuredContent)
 		_ = json.Unmarshal(raw, &sc)
+		if tool == "session_open" {
+			var opened struct {
+				Session struct {
+					ID string `json:"session_id"`
+				} `json:"session"`
+			}
+			_ = json.Unmarshal(raw, &opened)
+			session = opened.Session.ID
+		}
+		if tool != "run_code" {
+			continue
+		}
 		fmt.Printf("   structuredContent.error   = %s\n   structuredContent.metrics = %s\n", sc.Error, sc.Metrics)
+		if len(sc.Session) > 0 {
+			fmt.Printf("   structuredContent.session = %s\n", sc.Session)
+		}
 	}
 	fmt.Printf("\n== done; server log in %s\n", logPath)
 	return nil
