@@ -124,6 +124,12 @@ type Log struct {
 
 // DefaultPath is where the log goes when the manifest names no path.
 func DefaultPath() string {
+	return filepath.Join(StateDir(), "audit.jsonl")
+}
+
+// StateDir is runbox's state directory: $XDG_STATE_HOME/runbox, else
+// ~/.local/state/runbox.
+func StateDir() string {
 	dir := os.Getenv("XDG_STATE_HOME")
 	if dir == "" {
 		home, err := os.UserHomeDir()
@@ -132,7 +138,7 @@ func DefaultPath() string {
 		}
 		dir = filepath.Join(home, ".local", "state")
 	}
-	return filepath.Join(dir, "runbox", "audit.jsonl")
+	return filepath.Join(dir, "runbox")
 }
 
 // PathOf is the log file of a manifest.

@@ -17,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -50,15 +51,7 @@ type SavedStore struct {
 
 // DefaultSavedDir is where saved tools go when the manifest names no dir.
 func DefaultSavedDir() string {
-	dir := os.Getenv("XDG_STATE_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		dir = filepath.Join(home, ".local", "state")
-	}
-	return filepath.Join(dir, "runbox", "tools")
+	return filepath.Join(audit.StateDir(), "tools")
 }
 
 // NewSavedStore opens (creating) the store of m.
