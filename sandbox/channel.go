@@ -101,16 +101,9 @@ func (c *channel) run(job *initproto.Job) (got collected) {
 		return got
 	}
 	got.report = rep
-	var want []initproto.Artifact
-	var total int64
-	for _, a := range rep.Artifacts {
-		if a.Sent {
-			want = append(want, a)
-			total += a.Size
-		}
-	}
-	if len(want) > c.limits.Artifacts || total > int64(c.limits.ArtifactBytes) || rep.ArtifactsOmitted < 0 {
-		got.violation = fmt.Sprintf("its report names %d artifacts of %d bytes, past the caps of %d and %s", len(want), total, c.limits.Artifacts, c.limits.ArtifactBytes)
+	want, violation := sentArtifacts(rep, c.limits)
+	if violation != "" {
+		got.violation = violation
 		return got
 	}
 	got.contents, got.violation, got.err = c.artifacts(want)
@@ -119,6 +112,23 @@ func (c *channel) run(job *initproto.Job) (got collected) {
 		got.report, got.contents = nil, nil
 	}
 	return got
+}
+
+// sentArtifacts are the artifacts a report names as sent, whose streams
+// follow it; a report past the caps (or with a negative count) is a
+// violation.
+func sentArtifacts(rep *initproto.Report, l manifest.Limits) (want []initproto.Artifact, violation string) {
+	var total int64
+	for _, a := range rep.Artifacts {
+		if a.Sent {
+			want = append(want, a)
+			total += a.Size
+		}
+	}
+	if len(want) > l.Artifacts || total > int64(l.ArtifactBytes) || rep.ArtifactsOmitted < 0 {
+		return nil, fmt.Sprintf("its report names %d artifacts of %d bytes, past the caps of %d and %s", len(want), total, l.Artifacts, l.ArtifactBytes)
+	}
+	return want, ""
 }
 
 // artifacts takes one stream per artifact the report names as sent, as

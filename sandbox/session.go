@@ -639,21 +639,13 @@ wait:
 	}
 	rep := a.rep
 	var contents [][]byte
-	var want []initproto.Artifact
-	var total int64
-	for _, x := range rep.Artifacts {
-		if x.Sent {
-			want = append(want, x)
-			total += x.Size
-		}
-	}
-	if len(want) > ls.limits.Artifacts || total > int64(ls.limits.ArtifactBytes) {
+	want, violation := sentArtifacts(rep, ls.limits)
+	if violation != "" {
 		ls.box.Kill()
 		return contract.Fail(job, contract.SandboxFailed("the session's box broke the channel protocol and was killed")), "the box broke the channel protocol"
 	}
 	if len(want) > 0 {
 		arts, gone := acceptArtifacts(ls.ch.mux, len(want), int64(ls.limits.ArtifactBytes))
-		var violation string
 		contents, violation, err = collectArtifacts(arts, gone, want, r.grace)
 		if violation != "" || err != nil {
 			ls.ch.close()
