@@ -158,16 +158,6 @@ type liveSession struct {
 	ch *sessionChannel
 }
 
-type sessionChannel struct {
-	conn Conn
-	mux  *yamux.Session
-}
-
-func (c *sessionChannel) close() {
-	_ = c.mux.Close()
-	_ = c.conn.Close()
-}
-
 func (r *BoxRunner) sessionsOf() *sessions {
 	r.sessOnce.Do(func() {
 		r.sess = &sessions{r: r, live: map[string]*liveSession{}, gone: map[string]tomb{}, reservedBy: map[string]int{}, stop: make(chan struct{})}
@@ -523,7 +513,13 @@ func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, job con
 	r.active()
 	defer r.active()
 	defer release()
+	// The call's tool calls and proxied connections are served as in a
+	// one-off run: ctx's handlers, and a fresh proxy for this call.
+	ctx, px := r.withProxy(ctx, job)
 	res, lost := r.callSession(ctx, ls, job)
+	if px != nil {
+		withNetwork(&res, px.Records())
+	}
 	res.Metrics.QueueMs = queueMs
 	res.Isolation = r.d.Isolation()
 	res.Image, _ = r.d.ImageDigest(ctx, job.Language.Image)
@@ -574,15 +570,20 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 		}
 		ls.ch = ch
 	}
+	ch := ls.ch
+	// The streams the box opens from now on are this call's.
+	bs := ch.begin(ctx, ls.limits)
+	defer ch.finish(bs)
 	sent := time.Now()
-	st, err := ls.ch.mux.OpenStream()
+	st, err := ch.mux.OpenStream()
 	if err != nil {
-		ls.ch.close()
+		ch.close()
 		ls.ch = nil
 		return contract.Fail(job, contract.SandboxFailed("the session's channel broke: "+err.Error())), ""
 	}
 	ij := initJob(r.m, job, r.d.Isolation())
 	ij.Dir, ij.CodePath = manifest.Workspace, manifest.Workspace+"/"+job.Language.File
+	ij.Streams = StreamsFrom(ctx).kinds()
 	go func() {
 		_ = initproto.SendJob(st, ij)
 		_ = st.Close()
@@ -617,7 +618,7 @@ wait:
 		case <-ctx.Done():
 			if !cancelled {
 				cancelled = true
-				if ist, err := ls.ch.mux.OpenStream(); err == nil {
+				if ist, err := ch.mux.OpenStream(); err == nil {
 					_ = initproto.Send(ist, initproto.Header{Kind: initproto.StreamInterrupt})
 					_ = ist.Close()
 				}
@@ -626,8 +627,11 @@ wait:
 			ctx = context.WithoutCancel(ctx)
 		}
 	}
+	if why := bs.broken(); why != "" {
+		return r.sessionViolation(ls, job, why)
+	}
 	if a.err != nil || a.rep == nil {
-		ls.ch.close()
+		ch.close()
 		ls.ch = nil
 		o := r.judge(context.WithoutCancel(ctx), ls.box, outcome{lost: fmt.Sprintf("the session's box ended without a report: %v", a.err)}, sent)
 		res = buildResult(r.m, job, o)
@@ -641,14 +645,15 @@ wait:
 	var contents [][]byte
 	want, violation := sentArtifacts(rep, ls.limits)
 	if violation != "" {
-		ls.box.Kill()
-		return contract.Fail(job, contract.SandboxFailed("the session's box broke the channel protocol and was killed")), "the box broke the channel protocol"
+		return r.sessionViolation(ls, job, violation)
 	}
 	if len(want) > 0 {
-		arts, gone := acceptArtifacts(ls.ch.mux, len(want), int64(ls.limits.ArtifactBytes))
-		contents, violation, err = collectArtifacts(arts, gone, want, r.grace)
+		contents, violation, err = collectArtifacts(bs.arts, ch.done, want, r.grace)
+		if why := bs.broken(); why != "" {
+			return r.sessionViolation(ls, job, why)
+		}
 		if violation != "" || err != nil {
-			ls.ch.close()
+			ch.close()
 			ls.ch = nil
 			rep.Artifacts, contents = nil, nil
 		}
@@ -671,28 +676,18 @@ wait:
 	return r.sessionRef(res, ls, call), lost
 }
 
-// acceptArtifacts reads the n artifact streams a session's box opens after
-// a report (a session's channel serves no other kind of box stream).
-func acceptArtifacts(mux *yamux.Session, n int, limit int64) (<-chan artifactStream, <-chan struct{}) {
-	arts := make(chan artifactStream, n)
-	gone := make(chan struct{})
-	go func() {
-		for range n {
-			st, err := mux.AcceptStream()
-			if err != nil {
-				close(gone)
-				return
-			}
-			var h initproto.Header
-			blobs, err := initproto.Receive(st, &h, limit)
-			_ = st.Close()
-			if err == nil && h.Kind != initproto.StreamArtifact {
-				err = fmt.Errorf("a %q stream where an artifact was due", h.Kind)
-			}
-			arts <- artifactStream{h: h, blobs: blobs, err: err}
-		}
-	}()
-	return arts, gone
+// sessionViolation ends a call whose box broke the channel protocol
+// (flooded it, lied, opened streams past the bounds): as a one-off box, it
+// is not believed and is killed, and with it the session's state.
+func (r *BoxRunner) sessionViolation(ls *liveSession, job contract.Job, why string) (contract.Result, string) {
+	ls.box.Kill()
+	if ls.ch != nil {
+		ls.ch.close()
+		ls.ch = nil
+	}
+	r.log.Warn("session box broke the channel protocol", "run_id", job.RunID, "box", ls.box.ID(), "why", why)
+	res := contract.Fail(job, contract.SandboxFailed("the session's box broke the channel protocol ("+why+") and was killed"))
+	return r.sessionRef(res, ls, 0), "the box broke the channel protocol"
 }
 
 // sessionInterruptWait is how long a cancelled call waits for the
@@ -766,7 +761,7 @@ func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*sessi
 	// A session box's channel may be reopened: the first Exchange is
 	// spent, the next one attaches again.
 	r.sessionsOf().setBox(ls, spentExchange{b})
-	return &sessionChannel{conn: conn, mux: mux}, nil
+	return newSessionChannel(conn, mux), nil
 }
 
 // spentExchange is a box whose Exchange was used: the next channel needs

@@ -1,0 +1,212 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// A session's box serves the code's tool calls as a one-off box does:
+// the same library, over the channel of the call that runs, state kept
+// between calls.
+func TestSessionToolCalls(t *testing.T) {
+	for _, b := range []struct {
+		name  string
+		start func(*testing.T, string) *server
+	}{{"docker", dockerServer}, {"gvisor", gvisorServer}} {
+		t.Run(b.name, func(t *testing.T) {
+			dir := t.TempDir()
+			dir, _ = filepath.EvalSymlinks(dir)
+			sessionToolCalls(t, b.start(t, toolServers(t, dir)), dir)
+		})
+	}
+}
+
+func sessionToolCalls(t *testing.T, s *server, dir string) {
+	t.Run("python", func(t *testing.T) {
+		id := s.open(t, "python")
+		r := s.in(t, id, "python", `import runbox_tools as tools
+first = tools.everything.get_sum(a=20, b=22)
+tools.memory.create_entities(entities=[{"name": "sess", "entityType": "x", "observations": [str(first)]}])
+`, "timeout_seconds", 60)
+		mustOK(t, r)
+		r = s.in(t, id, "python", `second = tools.everything.get_sum(a=1, b=1)
+graph = tools.memory.read_graph()
+tools.fs.write_file(path="`+dir+`/session.txt", content="%s|%s" % (first, second))
+print("42" in str(first), "2" in str(second), "sess" in str(graph))
+`, "timeout_seconds", 60)
+		if mustOK(t, r); r.Stdout != "True True True\n" || r.Session == nil || r.Session.Call != 2 {
+			t.Fatalf("second call: %q %q %+v", r.Stdout, r.Stderr, r.Session)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "session.txt")); err != nil || !strings.Contains(string(b), "42") {
+			t.Fatalf("the file on the host: %q %v", b, err)
+		}
+		s.tool(t, "session_close", map[string]any{"session_id": id})
+	})
+
+	t.Run("javascript", func(t *testing.T) {
+		id := s.open(t, "javascript")
+		mustOK(t, s.in(t, id, "javascript", "const tools = require('runbox_tools')\nglobalThis.first = await tools.everything.get_sum({a: 1, b: 2})\n", "timeout_seconds", 60))
+		r := s.in(t, id, "javascript", `const echoed = await tools.everything.echo({message: 'again'})
+let denied = ''
+try { await tools.everything.no_such_tool({}) } catch (e) { denied = e.name + ':' + e.kind }
+console.log(JSON.stringify(first).includes('3'), String(echoed).includes('again'), denied)
+`, "timeout_seconds", 60)
+		if mustOK(t, r); r.Stdout != "true true ToolError:unknown_tool\n" {
+			t.Fatalf("second call: %q %q", r.Stdout, r.Stderr)
+		}
+		s.tool(t, "session_close", map[string]any{"session_id": id})
+	})
+
+	// A thread the first cell leaves running calls a tool over and over:
+	// while a call runs it is served, between calls it is refused (the
+	// library says unavailable), and the server neither hangs nor serves
+	// it with a finished call's handlers.
+	t.Run("a thread left running is served only while a call runs", func(t *testing.T) {
+		id := s.open(t, "python")
+		mustOK(t, s.in(t, id, "python", `import threading, time
+import runbox_tools as tools
+seen = []
+def loop():
+    while True:
+        try:
+            tools.everything.get_sum(a=1, b=2)
+            seen.append("ok")
+        except tools.ToolError as e:
+            seen.append(e.kind)
+        time.sleep(0.1)
+threading.Thread(target=loop, daemon=True).start()
+time.sleep(1)
+`, "timeout_seconds", 60))
+		time.Sleep(2 * time.Second)
+		r := s.in(t, id, "python", "import time\nn = len(seen)\ntime.sleep(1)\nprint(sorted(set(seen)), len(seen) > n, seen[-1])\n", "timeout_seconds", 60)
+		if mustOK(t, r); r.Stdout != "['ok', 'unavailable'] True ok\n" {
+			t.Fatalf("the thread saw %q %q", r.Stdout, r.Stderr)
+		}
+		s.tool(t, "session_close", map[string]any{"session_id": id})
+	})
+	if left := s.sessionBoxesLeft(); len(left) > 0 {
+		t.Fatalf("closed sessions left boxes: %v", left)
+	}
+}
+
+// A session's box reaches the declared endpoints through runbox-init's
+// proxy and is refused the others, each call with its connections in its
+// result, as a one-off run.
+func TestSessionNetwork(t *testing.T) {
+	ns := startNetServers(t)
+	for _, b := range []struct {
+		name  string
+		start func(*testing.T, string) *server
+	}{{"docker", dockerServer}, {"gvisor", gvisorServer}} {
+		t.Run(b.name, func(t *testing.T) { sessionNetwork(t, b.start(t, ns.manifest("")), ns) })
+	}
+}
+
+func sessionNetwork(t *testing.T, s *server, ns *netServers) {
+	t.Run("python", func(t *testing.T) {
+		id := s.open(t, "python")
+		r := s.in(t, id, "python", fmt.Sprintf(`import os, urllib.request
+os.environ["SSL_CERT_FILE"] = os.path.abspath("ca.pem")
+def get(path):
+    return urllib.request.urlopen("https://127.0.0.1:%d" + path, timeout=10).read().decode()
+print(get("/one"))
+`, ns.tport), "files", ns.files(), "timeout_seconds", 30)
+		if mustOK(t, r); r.Stdout != "GET /one \n" {
+			t.Fatalf("first call: %q %q", r.Stdout, r.Stderr)
+		}
+		checkAllowed(t, r, 1)
+		r = s.in(t, id, "python", `print(get("/two"))`, "timeout_seconds", 30)
+		if mustOK(t, r); r.Stdout != "GET /two \n" {
+			t.Fatalf("second call: %q %q", r.Stdout, r.Stderr)
+		}
+		checkAllowed(t, r, 1)
+		r = s.in(t, id, "python", "urllib.request.urlopen(\"https://undeclared.example/\", timeout=10)\n", "timeout_seconds", 30)
+		info := wantError(t, r, contract.KindForbiddenNetwork, "")
+		if !strings.Contains(info.Message, "undeclared.example:443") || len(r.Network) != 1 || r.Network[0].Allowed || r.Session.State != contract.SessionAlive {
+			t.Fatalf("refused: %+v %+v %+v", info, r.Network, r.Session)
+		}
+		// The refusal lost nothing: the next call still has get().
+		r = s.in(t, id, "python", `print(get("/three"))`, "timeout_seconds", 30)
+		if mustOK(t, r); r.Stdout != "GET /three \n" {
+			t.Fatalf("after the refusal: %q %q", r.Stdout, r.Stderr)
+		}
+		// A call that makes no connection has none in its result.
+		if r := s.in(t, id, "python", "print(1)"); len(r.Network) != 0 {
+			t.Fatalf("a call without connections: %+v", r.Network)
+		}
+		s.tool(t, "session_close", map[string]any{"session_id": id})
+	})
+
+	t.Run("javascript", func(t *testing.T) {
+		id := s.open(t, "javascript")
+		r := s.in(t, id, "javascript", fmt.Sprintf("const base = 'http://127.0.0.1:%d'\nconsole.log(await (await fetch(base + '/get')).text())\n", ns.pport), "timeout_seconds", 30)
+		if mustOK(t, r); r.Stdout != "GET /get \n" {
+			t.Fatalf("first call: %q %q", r.Stdout, r.Stderr)
+		}
+		checkAllowed(t, r, 1)
+		r = s.in(t, id, "javascript", "console.log(await (await fetch(base + '/post', {method: 'POST', body: 'again'})).text())\nawait fetch('https://undeclared.example/').then(() => console.log('reached'), e => console.log(e.cause.message))\n", "timeout_seconds", 30)
+		mustOK(t, r)
+		if !strings.HasPrefix(r.Stdout, "POST /post again\nrunbox proxy refused undeclared.example:443") || len(r.Network) != 2 || !r.Network[0].Allowed || r.Network[1].Allowed {
+			t.Fatalf("second call: %q %q %+v", r.Stdout, r.Stderr, r.Network)
+		}
+		s.tool(t, "session_close", map[string]any{"session_id": id})
+	})
+	if left := s.sessionBoxesLeft(); len(left) > 0 {
+		t.Fatalf("closed sessions left boxes: %v", left)
+	}
+}
+
+// A server killed with SIGKILL leaves its session's box; the server that
+// adopts it opens a new channel, and the box's services work over it.
+func TestSessionServicesAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	ns := startNetServers(t)
+	manifest := writeManifest(t, "audit:\n  enabled: false\n"+toolServers(t, dir)+ns.manifest(""))
+	a := startServer(t, secretEnv, "--manifest", manifest)
+	id := a.open(t, "python")
+	r := a.in(t, id, "python", fmt.Sprintf(`import urllib.request
+import runbox_tools as tools
+def both():
+    n = tools.everything.get_sum(a=40, b=2)
+    body = urllib.request.urlopen("http://127.0.0.1:%d/x", timeout=10).read().decode()
+    return "42" in str(n), body
+print(both())
+`, ns.pport), "timeout_seconds", 60)
+	if mustOK(t, r); r.Stdout != "(True, 'GET /x ')\n" {
+		t.Fatalf("before the restart: %q %q", r.Stdout, r.Stderr)
+	}
+	_ = a.cmd.Process.Kill()
+	_, _ = a.cmd.Process.Wait()
+	_ = a.c.Close()
+
+	b := startServer(t, secretEnv, "--manifest", manifest)
+	defer b.close()
+	for i := range 2 {
+		r = b.in(t, id, "python", "print(both())", "timeout_seconds", 60)
+		if mustOK(t, r); r.Stdout != "(True, 'GET /x ')\n" || len(r.Network) != 1 || r.Session.Call != 2+i {
+			t.Fatalf("after the restart, call %d: %q %q %+v\n%s", i, r.Stdout, r.Stderr, r.Network, b.stderr)
+		}
+	}
+	if a := b.tool(t, "session_close", map[string]any{"session_id": id}); !a.Closed {
+		t.Fatalf("close: %+v", a.Error)
+	}
+	if left := a.sessionBoxesLeft(); len(left) > 0 {
+		t.Fatalf("boxes left: %v", left)
+	}
+}
+
+// sessionBoxesLeft waits a little for the session boxes s started to go
+// and lists those still there (other tests' may come and go meanwhile).
+func (s *server) sessionBoxesLeft() []string {
+	return waitNoBoxes(10*time.Second, "label="+sandbox.LabelSession, "label="+sandbox.LabelOwnerPID+"="+strconv.Itoa(s.cmd.Process.Pid))
+}
