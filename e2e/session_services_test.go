@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
@@ -209,4 +210,34 @@ print(both())
 // and lists those still there (other tests' may come and go meanwhile).
 func (s *server) sessionBoxesLeft() []string {
 	return waitNoBoxes(10*time.Second, "label="+sandbox.LabelSession, "label="+sandbox.LabelOwnerPID+"="+strconv.Itoa(s.cmd.Process.Pid))
+}
+
+// A session's call is on the record as a one-off run is: its tool calls
+// and connections in its audit line, with the session's key.
+func TestSessionServicesAudit(t *testing.T) {
+	ns := startNetServers(t)
+	logPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	s := startServer(t, secretEnv, "--manifest", writeManifest(t, fmt.Sprintf("audit:\n  enabled: true\n  path: %s\n", logPath)+
+		"servers:\n  - name: everything\n    command: "+npmBin(t, "mcp-server-everything")+"\n"+ns.manifest("")))
+	t.Cleanup(s.close)
+	id := s.open(t, "python")
+	mustOK(t, s.in(t, id, "python", "import runbox_tools as tools\nimport urllib.request\n", "timeout_seconds", 60))
+	r := s.in(t, id, "python", fmt.Sprintf(`tools.everything.echo(message="audited")
+print(urllib.request.urlopen("http://127.0.0.1:%d/a", timeout=10).read().decode())
+urllib.request.urlopen("http://undeclared.example/", timeout=10)
+`, ns.pport), "timeout_seconds", 60)
+	wantError(t, r, contract.KindForbiddenNetwork, "")
+	entries, err := audit.Read(logPath, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := audit.Find(entries, r.RunID)
+	if !ok {
+		t.Fatalf("run %s not in the audit log", r.RunID)
+	}
+	if e.Session == nil || e.Session.Key != sandbox.SessionKey(id) || e.Session.Call != 2 || len(e.ToolCalls) != 1 || e.ToolCalls[0].Tool != "echo" ||
+		len(e.Network) != 2 || !e.Network[0].Allowed || e.Network[1].Allowed || e.Network[1].Host != "undeclared.example" {
+		t.Fatalf("audit entry: session %+v, tool calls %+v, network %+v", e.Session, e.ToolCalls, e.Network)
+	}
+	s.tool(t, "session_close", map[string]any{"session_id": id})
 }
