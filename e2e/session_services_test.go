@@ -241,3 +241,30 @@ urllib.request.urlopen("http://undeclared.example/", timeout=10)
 	}
 	s.tool(t, "session_close", map[string]any{"session_id": id})
 }
+
+// On Kubernetes a session pod serves the same, through either of two
+// instances sharing the namespace (each call's instance attaches and
+// resets the channel).
+func TestKubeSessionServices(t *testing.T) {
+	ns := startNetServers(t)
+	extra := toolServers(t, t.TempDir()) + ns.manifest("")
+	a := kubeServer(t, extra)
+	b := kubeServer(t, extra)
+	id := a.open(t, "python")
+	mustOK(t, a.in(t, id, "python", fmt.Sprintf(`import urllib.request
+import runbox_tools as tools
+def both():
+    n = tools.everything.get_sum(a=40, b=2)
+    body = urllib.request.urlopen("http://127.0.0.1:%d/k", timeout=10).read().decode()
+    return "42" in str(n), body
+`, ns.pport), "timeout_seconds", 60))
+	for i, s := range []*server{b, a} {
+		r := s.in(t, id, "python", "print(both())", "timeout_seconds", 60)
+		if mustOK(t, r); r.Stdout != "(True, 'GET /k ')\n" || len(r.Network) != 1 || r.Session.Call != 2+i {
+			t.Fatalf("call %d: %q %q %+v\n%s", 2+i, r.Stdout, r.Stderr, r.Network, s.stderr)
+		}
+	}
+	if c := a.tool(t, "session_close", map[string]any{"session_id": id}); !c.Closed {
+		t.Fatalf("close: %+v", c.Error)
+	}
+}
