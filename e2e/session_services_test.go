@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
@@ -227,14 +226,7 @@ print(urllib.request.urlopen("http://127.0.0.1:%d/a", timeout=10).read().decode(
 urllib.request.urlopen("http://undeclared.example/", timeout=10)
 `, ns.pport), "timeout_seconds", 60)
 	wantError(t, r, contract.KindForbiddenNetwork, "")
-	entries, err := audit.Read(logPath, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, ok := audit.Find(entries, r.RunID)
-	if !ok {
-		t.Fatalf("run %s not in the audit log", r.RunID)
-	}
+	e := auditEntry(t, logPath, r.RunID)
 	if e.Session == nil || e.Session.Key != sandbox.SessionKey(id) || e.Session.Call != 2 || len(e.ToolCalls) != 1 || e.ToolCalls[0].Tool != "echo" ||
 		len(e.Network) != 2 || !e.Network[0].Allowed || e.Network[1].Allowed || e.Network[1].Host != "undeclared.example" {
 		t.Fatalf("audit entry: session %+v, tool calls %+v, network %+v", e.Session, e.ToolCalls, e.Network)
