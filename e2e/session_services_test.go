@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,12 +202,6 @@ print(both())
 	if left := a.sessionBoxesLeft(); len(left) > 0 {
 		t.Fatalf("boxes left: %v", left)
 	}
-}
-
-// sessionBoxesLeft waits a little for the session boxes s started to go
-// and lists those still there (other tests' may come and go meanwhile).
-func (s *server) sessionBoxesLeft() []string {
-	return waitNoBoxes(10*time.Second, "label="+sandbox.LabelSession, "label="+sandbox.LabelOwnerPID+"="+strconv.Itoa(s.cmd.Process.Pid))
 }
 
 // A session's call is on the record as a one-off run is: its tool calls

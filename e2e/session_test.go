@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,17 @@ func (s *server) in(t testing.TB, id, language, code string, extra ...any) contr
 	return r
 }
 
-func sessionBoxes() []string { return boxes("label=" + sandbox.LabelSession) }
+// sessionBoxes are the session boxes s started (other tests' may come and
+// go on the same engine meanwhile).
+func (s *server) sessionBoxes() []string {
+	return boxes("label="+sandbox.LabelSession, "label="+sandbox.LabelOwnerPID+"="+strconv.Itoa(s.cmd.Process.Pid))
+}
+
+// sessionBoxesLeft waits a little for the session boxes s started to go
+// and lists those still there (other tests' may come and go meanwhile).
+func (s *server) sessionBoxesLeft() []string {
+	return waitNoBoxes(10*time.Second, "label="+sandbox.LabelSession, "label="+sandbox.LabelOwnerPID+"="+strconv.Itoa(s.cmd.Process.Pid))
+}
 
 func TestSessionStatePersists(t *testing.T) {
 	for _, b := range []struct {
@@ -142,7 +153,7 @@ func sessionStatePersists(t *testing.T, s *server) {
 		}
 		s.tool(t, "session_close", map[string]any{"session_id": id})
 	})
-	if left := waitNoBoxes(10*time.Second, "label="+sandbox.LabelSession); len(left) > 0 {
+	if left := s.sessionBoxesLeft(); len(left) > 0 {
 		t.Fatalf("closed sessions left boxes: %v", left)
 	}
 }
@@ -224,7 +235,7 @@ func sessionErrors(t *testing.T, s *server, gvisor bool) {
 			t.Fatalf("still listed: %+v", a.Sessions)
 		}
 	})
-	if left := waitNoBoxes(10*time.Second, "label="+sandbox.LabelSession); len(left) > 0 {
+	if left := s.sessionBoxesLeft(); len(left) > 0 {
 		t.Fatalf("sessions left boxes: %v", left)
 	}
 }
@@ -239,7 +250,7 @@ func TestSessionSurvivesKill9(t *testing.T) {
 	_ = a.cmd.Process.Kill()
 	_, _ = a.cmd.Process.Wait()
 	_ = a.c.Close()
-	if left := sessionBoxes(); len(left) != 1 {
+	if left := a.sessionBoxes(); len(left) != 1 {
 		t.Fatalf("session boxes after kill -9: %v", left)
 	}
 	// runbox sessions lists it by its key, never its id.
@@ -260,7 +271,8 @@ func TestSessionSurvivesKill9(t *testing.T) {
 	if a := b.tool(t, "session_close", map[string]any{"session_id": id}); !a.Closed {
 		t.Fatalf("close: %+v", a.Error)
 	}
-	if left := waitNoBoxes(10*time.Second, "label="+sandbox.LabelSession); len(left) > 0 {
+	// The box keeps the owner labels of the server that opened it.
+	if left := a.sessionBoxesLeft(); len(left) > 0 {
 		out, _ := exec.Command("docker", append([]string{"inspect", "--format", "{{.State.Status}}"}, left...)...).CombinedOutput()
 		t.Fatalf("boxes left: %v %s", left, out)
 	}
