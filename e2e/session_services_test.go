@@ -165,6 +165,34 @@ print(get("/one"))
 	}
 }
 
+// approve: ask in a session: each call that may use the endpoint asks the
+// user first, as a one-off run does; a client that cannot ask is refused.
+func TestSessionNetworkApprove(t *testing.T) {
+	ns := startNetServers(t)
+	m := writeManifest(t, fmt.Sprintf("audit:\n  enabled: false\nnetwork:\n  allow:\n    - host: 127.0.0.1\n      ports: [%d]\n      approve: ask\n", ns.pport))
+	get := fmt.Sprintf("print(urllib.request.urlopen(\"http://127.0.0.1:%d/x\", timeout=30).read().decode())\n", ns.pport)
+
+	yes := &endpointApprover{allow: true}
+	s := startWithElicitor(t, m, yes)
+	t.Cleanup(s.close)
+	id := s.open(t, "python")
+	for i := range 2 {
+		r := s.in(t, id, "python", "import urllib.request\n"+get, "timeout_seconds", 60)
+		if mustOK(t, r); r.Stdout != "GET /x \n" || yes.asked.Load() != int64(i+1) {
+			t.Fatalf("call %d: %q, asked %d", i+1, r.Stdout, yes.asked.Load())
+		}
+	}
+
+	// The harness's usual client declares no elicitation.
+	other := startServer(t, secretEnv, "--manifest", m)
+	id = other.open(t, "python")
+	r := other.in(t, id, "python", "import urllib.request\n"+get, "timeout_seconds", 60)
+	info := wantError(t, r, contract.KindForbiddenNetwork, "")
+	if !strings.Contains(info.Message, "needs the user's approval and the client cannot ask for it") || r.Session.State != contract.SessionAlive {
+		t.Fatalf("error %+v, session %+v", info, r.Session)
+	}
+}
+
 // A server killed with SIGKILL leaves its session's box; the server that
 // adopts it opens a new channel, and the box's services work over it.
 func TestSessionServicesAfterRestart(t *testing.T) {
