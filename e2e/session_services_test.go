@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -96,6 +97,35 @@ time.sleep(1)
 	if left := s.sessionBoxesLeft(); len(left) > 0 {
 		t.Fatalf("closed sessions left boxes: %v", left)
 	}
+}
+
+// The tool-call policy is per call in a session too: each call has its
+// own max_calls; a cancelled call's tool call in flight is cancelled
+// upstream, and the session lives on.
+func TestSessionToolCallLimits(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "fake.log")
+	s := dockerServer(t, faultServers(t, logPath))
+	id := s.open(t, "python")
+	flood := "ok = err = 0\nkinds = set()\nfor i in range(300):\n    try:\n        tools.fake.echo(text=str(i)); ok += 1\n    except tools.ToolError as e:\n        err += 1; kinds.add(e.kind)\nprint(ok, err, sorted(kinds))\n"
+	for i := range 2 {
+		r := s.in(t, id, "python", "import runbox_tools as tools\n"+flood, "timeout_seconds", 60)
+		if mustOK(t, r); r.Stdout != "40 260 ['limit']\n" {
+			t.Fatalf("flood %d: %q %q", i+1, r.Stdout, r.Stderr)
+		}
+	}
+
+	before := countLines(logPath, "hang cancelled")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := s.c.CallTool(ctx, newCall(map[string]any{"language": "python", "code": "kept = 1\ntools.fake.hang()\n", "session_id": id, "timeout_seconds": 60})); err == nil {
+		t.Fatal("the cancelled call answered")
+	}
+	waitFor(t, 10*time.Second, func() bool { return countLines(logPath, "hang cancelled") > before })
+	r := s.in(t, id, "python", "print(kept, tools.fake.echo(text='after'))", "timeout_seconds", 30)
+	if mustOK(t, r); r.Stdout != "1 after\n" {
+		t.Fatalf("after the cancellation: %q %q", r.Stdout, r.Stderr)
+	}
+	s.tool(t, "session_close", map[string]any{"session_id": id})
 }
 
 // A session's box reaches the declared endpoints through runbox-init's

@@ -38,6 +38,9 @@ type boxStreams struct {
 	handlers  sync.WaitGroup
 	why       atomic.Pointer[string]
 	sess      *yamux.Session
+	// call, for a session's call, is the Call its box's streams must
+	// carry; 0 in a one-off run.
+	call uint64
 
 	// mu guards the streams admitted and not yet done with, which end
 	// releases: a session's channel outlives its calls, and no stream of
@@ -168,6 +171,11 @@ func (b *boxStreams) serve(st *yamux.Stream) {
 	}
 	handler := b.bounds.Handlers[h.Kind]
 	switch {
+	case err == nil && h.Call != b.call:
+		// Opened for an earlier call of the session, it reached the
+		// server only now: that call's handlers are gone.
+		refuse(st)
+		return
 	case errors.Is(err, initproto.ErrTooLarge):
 		b.broke("it sent more than the %d bytes its streams may", b.bounds.MaxBytes)
 	case err != nil:

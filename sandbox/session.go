@@ -571,8 +571,11 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 		ls.ch = ch
 	}
 	ch := ls.ch
-	// The streams the box opens from now on are this call's.
-	bs := ch.begin(ctx, ls.limits)
+	// The streams the box opens from now on are this call's. Its handlers
+	// end with the call, not with its cancellation: a cancelled call
+	// interrupts the cell, which must meet the interrupt where it is (in
+	// a tool call, say), not a tool call failed under it a moment before.
+	bs := ch.begin(context.WithoutCancel(ctx), ls.limits)
 	defer ch.finish(bs)
 	sent := time.Now()
 	st, err := ch.mux.OpenStream()
@@ -583,7 +586,7 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 	}
 	ij := initJob(r.m, job, r.d.Isolation())
 	ij.Dir, ij.CodePath = manifest.Workspace, manifest.Workspace+"/"+job.Language.File
-	ij.Streams = StreamsFrom(ctx).kinds()
+	ij.Streams, ij.Call = StreamsFrom(ctx).kinds(), bs.call
 	go func() {
 		_ = initproto.SendJob(st, ij)
 		_ = st.Close()
@@ -631,6 +634,7 @@ wait:
 		return r.sessionViolation(ls, job, why)
 	}
 	if a.err != nil || a.rep == nil {
+		r.log.Warn("session box ended without a report", "run_id", job.RunID, "box", ls.box.ID(), "err", a.err, "init_stderr", ch.conn.Diag())
 		ch.close()
 		ls.ch = nil
 		o := r.judge(context.WithoutCancel(ctx), ls.box, outcome{lost: fmt.Sprintf("the session's box ended without a report: %v", a.err)}, sent)

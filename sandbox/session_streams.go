@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"sync"
 
 	"github.com/hashicorp/yamux"
@@ -73,6 +75,9 @@ func (c *sessionChannel) accept() {
 func (c *sessionChannel) begin(ctx context.Context, l manifest.Limits) *boxStreams {
 	b := newBoxStreams(ctx, l, StreamsFrom(ctx))
 	b.sess = c.mux
+	var n [8]byte
+	_, _ = rand.Read(n[:])
+	b.call = binary.BigEndian.Uint64(n[:]) | 1
 	c.mu.Lock()
 	c.call, c.refused = b, 0
 	c.mu.Unlock()

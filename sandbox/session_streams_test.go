@@ -26,23 +26,32 @@ import (
 //	stuck    a stream that never sends its first message, left open
 //	flood N  after the report, on the go-ahead, N tool streams at once
 //	bogus    a stream of a kind the server does not serve
+//	waiting  a tool call, then, once interrupted, whether it still waits
+//	stale    a tool call stamped with the previous call's Call, as if
+//	         opened during it and late to reach the server
 func (b *fakeSessionBox) streams(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) bool {
 	word, arg, _ := strings.Cut(string(job.Code), " ")
 	n, _ := strconv.Atoi(arg)
+	host := boxinit.NewHost(sess).ForCall(job.Call)
+	b.mu.Lock()
+	previous := b.call
+	b.call = job.Call
+	b.mu.Unlock()
 	var out []string
 	var after func()
 	switch word {
 	case "tool":
-		out = calls(sess, initproto.StreamTool, n, 4)
+		out = callsOn(host, initproto.StreamTool, n, 4)
+	case "stale":
+		out = callsOn(boxinit.NewHost(sess).ForCall(previous), initproto.StreamTool, 1, 1)
 	case "late":
-		after = func() { b.late <- strings.Join(calls(sess, initproto.StreamTool, 1, 1), "") }
+		after = func() { b.late <- strings.Join(callsOn(host, initproto.StreamTool, 1, 1), "") }
 	case "stuck":
 		if _, err := sess.OpenStream(); err != nil {
 			out = []string{err.Error()}
 		}
 	case "flood":
 		after = func() {
-			host := boxinit.NewHost(sess)
 			for range n {
 				hs, err := host.Open(context.Background(), initproto.StreamTool, nil)
 				if err != nil {
@@ -53,7 +62,17 @@ func (b *fakeSessionBox) streams(sess *yamux.Session, st *yamux.Stream, job *ini
 			b.late <- "sent"
 		}
 	case "bogus":
-		out = calls(sess, "bogus", 1, 1)
+		out = callsOn(host, "bogus", 1, 1)
+	case "waiting":
+		answer := make(chan string, 1)
+		go func() { answer <- strings.Join(callsOn(host, initproto.StreamTool, 1, 1), "") }()
+		<-b.interrup
+		select {
+		case a := <-answer:
+			out = []string{"the call ended first: " + a}
+		default:
+			out = []string{"still waiting"}
+		}
 	default:
 		return false
 	}
@@ -162,6 +181,11 @@ func TestSessionStreams(t *testing.T) {
 		if res := call(tagged(ctx, "next", &next), "tool 1"); res.Stdout != "0:next" || served.Load() != 0 {
 			t.Fatalf("the next call: %+v %q", res.Error, res.Stdout)
 		}
+		// A stream of the call before, reaching the server during this
+		// one, is refused, and this call goes on.
+		if res := call(tagged(ctx, "third", &next), "stale"); res.Status != contract.StatusOK || !strings.HasPrefix(res.Stdout, "receive: ") || next.Load() != 1 {
+			t.Fatalf("a stale stream: %+v %q, %d served", res.Error, res.Stdout, next.Load())
+		}
 	})
 
 	t.Run("a flood between calls closes the channel; the next call opens another and the state lives", func(t *testing.T) {
@@ -185,6 +209,24 @@ func TestSessionStreams(t *testing.T) {
 		res := call(ctx, "after")
 		if res.Status != contract.StatusOK || res.Stdout != "kept;after" || served.Load() != 0 {
 			t.Fatalf("the next call: %+v %q, %d served", res.Error, res.Stdout, served.Load())
+		}
+	})
+
+	t.Run("a cancelled call's handlers last until its cell was interrupted", func(t *testing.T) {
+		_, _, call := open(t)
+		var ended atomic.Bool
+		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		cctx = WithStreams(cctx, &Streams{Handlers: map[string]StreamHandler{initproto.StreamTool: StreamHandlerFunc(func(ctx context.Context, s *BoxStream) {
+			<-ctx.Done()
+			ended.Store(true)
+		})}})
+		res := call(cctx, "waiting")
+		if res.Stdout != "still waiting" || res.Error == nil || !strings.Contains(res.Error.Message, "interrupted") || res.Session.State != contract.SessionAlive {
+			t.Fatalf("cancelled: %q %+v %+v", res.Stdout, res.Error, res.Session)
+		}
+		if !ended.Load() {
+			t.Fatal("the handler outlived its call")
 		}
 	})
 

@@ -41,6 +41,7 @@ type fakeSessionBox struct {
 	// job said the server serves, the go-ahead for what a cell does after
 	// its report, and what came of it.
 	kinds []string
+	call  uint64
 	after chan struct{}
 	late  chan string
 }

@@ -126,7 +126,7 @@ func (s *session) run(job *initproto.Job, host *Host) (*initproto.Report, [][]by
 	// stopped when the cell has ended, before the report goes out. A
 	// process the cell leaves behind finds them gone until the next cell.
 	opts := s.opts
-	opts.Host = host
+	opts.Host = host.ForCall(job.Call)
 	stopServices, err := startServices(context.Background(), opts, job)
 	if err != nil {
 		return &initproto.Report{InitError: err.Error(), Session: rep.Session}, nil

@@ -116,6 +116,18 @@ func TestPythonSessionInterruptKeepsState(t *testing.T) {
 	}
 }
 
+// An interrupt that comes when no cell runs (it raced the cell's end) is
+// dropped: the interpreter and its state live on.
+func TestPythonSessionLateInterruptIsDropped(t *testing.T) {
+	s, run := newTestSession(t, "python", "python3")
+	run("n = 7\n", 5*time.Second)
+	s.signalInterrupt()
+	time.Sleep(200 * time.Millisecond)
+	if rep := run("print(n)\n", 5*time.Second); string(rep.Stdout) != "7\n" || rep.Session.Lost != "" {
+		t.Fatalf("after a late interrupt: %q %q %+v", rep.Stdout, rep.Stderr, rep.Session)
+	}
+}
+
 func TestSessionTimeoutLosesTheSession(t *testing.T) {
 	_, run := newTestSession(t, "python", "python3")
 	run("n = 7\n", 5*time.Second)
