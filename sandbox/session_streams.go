@@ -75,6 +75,8 @@ func (c *sessionChannel) accept() {
 func (c *sessionChannel) begin(ctx context.Context, l manifest.Limits) *boxStreams {
 	b := newBoxStreams(ctx, l, StreamsFrom(ctx))
 	b.sess = c.mux
+	// A random Call names the job; the box's streams for it carry it, so
+	// one of an earlier call that arrives late is told apart.
 	var n [8]byte
 	_, _ = rand.Read(n[:])
 	b.call = binary.BigEndian.Uint64(n[:]) | 1
