@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -168,7 +169,41 @@ func (b *box) Verdict(ctx context.Context, q sandbox.VerdictQuery) sandbox.Verdi
 	case ins.Container.State != nil:
 		v.OOMKilled = ins.Container.State.OOMKilled
 	}
+	if !v.OOMKilled && v.Err == nil {
+		since := q.Sent
+		if since.IsZero() {
+			since = b.started
+		}
+		v.OOMKilled = b.d.oomEvent(ctx, b.id, since)
+	}
 	return v
+}
+
+// oomEvent says whether the engine saw the memory cgroup of box id kill a
+// process since since. Inspect's OOMKilled is set only when the box's
+// first process ends after an OOM event, and the exit may be handled
+// before the event: a session's interpreter killed while runbox-init
+// lives on, whose report was then lost, shows only as an "oom" event.
+func (d *Docker) oomEvent(ctx context.Context, id string, since time.Time) bool {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	unix := func(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
+	ev := d.cli.Events(ctx, client.EventsListOptions{
+		Since:   unix(since.Add(-200*time.Millisecond)),
+		Until:   unix(time.Now()),
+		Filters: make(client.Filters).Add("container", id).Add("event", "oom"),
+	})
+	for {
+		select {
+		case <-ev.Messages:
+			return true
+		case err := <-ev.Err:
+			if err != nil && !errors.Is(err, io.EOF) {
+				d.log.Debug("oom events", "box", id, "err", err)
+			}
+			return false
+		}
+	}
 }
 
 // Alive says whether the box has not ended (a pooled box must be alive to
