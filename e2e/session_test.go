@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -142,9 +143,18 @@ func sessionStatePersists(t *testing.T, s *server) {
 		}
 		s.tool(t, "session_close", map[string]any{"session_id": id})
 	})
-	if left := waitNoBoxes(10*time.Second, "label="+sandbox.LabelSession); len(left) > 0 {
-		t.Fatalf("closed sessions left boxes: %v", left)
+	deadline := time.Now().Add(10 * time.Second)
+	for left := s.sessionBoxes(t); len(left) > 0; left = s.sessionBoxes(t) {
+		if time.Now().After(deadline) {
+			t.Fatalf("closed sessions left boxes: %v", left)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// sessionBoxes lists the session boxes of s on its engine.
+func (s *server) sessionBoxes(t *testing.T) []string {
+	return engineBoxes(t, s.host, strconv.Itoa(s.cmd.Process.Pid), "label="+sandbox.LabelSession)
 }
 
 func TestSessionErrors(t *testing.T) {
