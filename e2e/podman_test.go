@@ -72,5 +72,5 @@ func podmanServer(t *testing.T, manifest string) *server {
 func TestPodmanSessions(t *testing.T) {
 	s := podmanServer(t, "limits:\n  memory: 256MiB\n")
 	t.Run("state", func(t *testing.T) { sessionStatePersists(t, s) })
-	t.Run("errors", func(t *testing.T) { sessionErrors(t, s, false) })
+	t.Run("errors", func(t *testing.T) { sessionErrors(t, s) })
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -258,6 +259,16 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (Sessio
 		return SessionInfo{}, engineFail(contract.Job{}, err).Error
 	}
 	ls.box = b
+	// The session is answered only once its box answers on the channel.
+	if ls.ch, err = r.connectSession(ctx, ls); err != nil {
+		r.log.Warn("session box did not answer", "box", b.ID(), "err", err)
+		ls.box.Kill()
+		r.remove(ls.box)
+		if ctx.Err() != nil {
+			return SessionInfo{}, ptr(contract.Cancelled())
+		}
+		return SessionInfo{}, engineFail(contract.Job{}, err).Error
+	}
 	ls.turn <- struct{}{}
 	s.mu.Lock()
 	s.live[ls.key] = ls
@@ -567,6 +578,7 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 	if ls.ch == nil {
 		ch, err := r.connectSession(ctx, ls)
 		if err != nil {
+			r.log.Warn("session box did not answer", "run_id", job.RunID, "box", ls.box.ID(), "err", err)
 			if !ls.box.Alive() {
 				return contract.Fail(job, contract.SessionGone("its box is gone")), "its box is gone"
 			}
@@ -627,6 +639,7 @@ wait:
 		}
 	}
 	if a.err != nil || a.rep == nil {
+		r.log.Warn("session box ended without a report", "run_id", job.RunID, "box", ls.box.ID(), "err", a.err, "init_stderr", ls.ch.conn.Diag())
 		ls.ch.close()
 		ls.ch = nil
 		o := r.judge(context.WithoutCancel(ctx), ls.box, outcome{lost: fmt.Sprintf("the session's box ended without a report: %v", a.err)}, sent)
@@ -756,6 +769,9 @@ func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*sessi
 	}
 	if a.err != nil {
 		_ = conn.Close()
+		if first, _, _ := strings.Cut(strings.TrimSpace(conn.Diag()), "\n"); first != "" {
+			return nil, fmt.Errorf("%w: %s", a.err, first)
+		}
 		return nil, a.err
 	}
 	mux, err := yamux.Client(sessionConn{Reader: a.r, w: w, c: conn}, initproto.MuxConfig())

@@ -174,7 +174,7 @@ func (b *box) Verdict(ctx context.Context, q sandbox.VerdictQuery) sandbox.Verdi
 		if since.IsZero() {
 			since = b.started
 		}
-		v.OOMKilled = b.d.oomEvent(ctx, b.id, since)
+		v.OOMKilled = b.d.oomEvent(ctx, b.id, since) || b.d.kernelLog.oomKilled(b.id, 100*time.Millisecond)
 	}
 	return v
 }
@@ -189,7 +189,7 @@ func (d *Docker) oomEvent(ctx context.Context, id string, since time.Time) bool 
 	defer cancel()
 	unix := func(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
 	ev := d.cli.Events(ctx, client.EventsListOptions{
-		Since:   unix(since.Add(-200*time.Millisecond)),
+		Since:   unix(since.Add(-200 * time.Millisecond)),
 		Until:   unix(time.Now()),
 		Filters: make(client.Filters).Add("container", id).Add("event", "oom"),
 	})

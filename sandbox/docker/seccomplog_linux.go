@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,9 +18,15 @@ import (
 // record per kill with the uid, the system call and the wall time; the
 // server can read it when it runs on the engine's host with the right to
 // read /dev/kmsg (root, or CAP_SYSLOG). Elsewhere the error carries no name.
+//
+// It also notes the memory cgroups whose OOM killer killed a process: the
+// record names the box's cgroup, which ends in its container id. That is
+// the word on OOM where the engine has none (a gVisor box, whose sandbox
+// process the kernel kills; Podman on cgroup v1).
 type seccompLog struct {
 	mu    sync.Mutex
 	kills []seccompKill // the latest, oldest first
+	ooms  []string      // the cgroups of the latest OOM kills, oldest first
 	fresh chan struct{} // closed and replaced on every new record
 }
 
@@ -65,6 +72,8 @@ func followSeccompLog(ctx context.Context) *seccompLog {
 			}
 			if k, ok := parseSeccompKill(buf[:n]); ok {
 				l.add(k)
+			} else if cg, ok := parseOOMKill(buf[:n]); ok {
+				l.addOOM(cg)
 			}
 		}
 	}()
@@ -81,6 +90,59 @@ func parseSeccompKill(rec []byte) (seccompKill, bool) {
 	uid, _ := strconv.Atoi(string(m[3]))
 	nr, _ := strconv.Atoi(string(m[5]))
 	return seccompKill{at: time.Unix(sec, ms*int64(time.Millisecond)), uid: uid, comm: string(m[4]), syscall: nr, compat: string(m[6]) == "1"}, true
+}
+
+// oomKill is the kernel's record of an OOM kill in a memory cgroup:
+// "oom-kill:constraint=CONSTRAINT_MEMCG,...,oom_memcg=/docker/<id>,...".
+var oomKill = regexp.MustCompile(`oom-kill:constraint=CONSTRAINT_MEMCG,.*oom_memcg=([^,\s]+)`)
+
+func parseOOMKill(rec []byte) (string, bool) {
+	m := oomKill.FindSubmatch(rec)
+	if m == nil {
+		return "", false
+	}
+	return string(m[1]), true
+}
+
+func (l *seccompLog) addOOM(cgroup string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ooms = append(l.ooms, cgroup)
+	if len(l.ooms) > seccompLogKeep {
+		l.ooms = l.ooms[len(l.ooms)-seccompLogKeep:]
+	}
+	close(l.fresh)
+	l.fresh = make(chan struct{})
+}
+
+// oomKilled says whether the kernel killed a process in the memory cgroup
+// of container id (the cgroup's name ends in it), waiting up to wait for
+// the record to be read.
+func (l *seccompLog) oomKilled(id string, wait time.Duration) bool {
+	if l == nil || id == "" {
+		return false
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		l.mu.Lock()
+		found := false
+		for _, cg := range l.ooms {
+			if strings.HasSuffix(cg, id) {
+				found = true
+			}
+		}
+		fresh := l.fresh
+		l.mu.Unlock()
+		if found {
+			return true
+		}
+		select {
+		case <-fresh:
+		case <-deadline.C:
+			return false
+		}
+	}
 }
 
 func (l *seccompLog) add(k seccompKill) {
