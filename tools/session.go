@@ -154,7 +154,11 @@ func SessionTools(d Deps) []server.ServerTool {
 				return sessionAnswer(SessionResult{Error: bad}), nil
 			}
 			sreq.Client = PrincipalOf(ctx)
-			info, fail := sr.OpenSession(ctx, sreq)
+			roots, ask := clientRoots(ctx, m, req, d.Logger)
+			if ask != nil {
+				return ask, nil
+			}
+			info, fail := sr.OpenSession(sandbox.WithMounts(ctx, roots), sreq)
 			if fail != nil {
 				return sessionAnswer(SessionResult{Error: fail}), nil
 			}

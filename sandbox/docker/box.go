@@ -67,6 +67,7 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 		m = &mm
 	}
 	cfg, host := boxSpec(m, spec.Language, spec.Labels, vol, spec.InitArgs)
+	host.Mounts = append(host.Mounts, extraMounts(spec.Mounts)...)
 	if spec.Session {
 		// A session box's stdin must outlive one attach: a restarted
 		// server attaches again.
