@@ -46,10 +46,10 @@ func fileRoot(name, dir string) mcp.Root {
 }
 
 // startWithRoots is startServer for a client that declares roots.
-func startWithRoots(t *testing.T, manifestYAML string, h client.RootsHandler) *server {
+func startWithRoots(t *testing.T, manifestPath string, h client.RootsHandler) *server {
 	t.Helper()
 	s := &server{stderr: &syncBuffer{}}
-	tr := transport.NewStdioWithOptions(runboxBin, nil, []string{"serve", "--manifest", writeManifest(t, "audit:\n  enabled: false\n"+manifestYAML)},
+	tr := transport.NewStdioWithOptions(runboxBin, nil, []string{"serve", "--manifest", manifestPath},
 		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
 			cmd := exec.Command(command, args...)
 			cmd.Env = append(os.Environ(), env...)
@@ -99,7 +99,7 @@ func TestFoldersRoots(t *testing.T) {
 	h := &roots{}
 	h.set(fileRoot("My Project", proj), fileRoot("outside", outside), fileRoot("sneaky", filepath.Join(top, "sneaky")),
 		mcp.Root{Name: "web", URI: "https://example.com/repo"}, fileRoot("gone", filepath.Join(top, "nope")))
-	s := startWithRoots(t, "roots:\n  mount: true\n  under: ["+top+"]\nsessions:\n  enabled: true\n", h)
+	s := startWithRoots(t, writeManifest(t, "audit:\n  enabled: false\nroots:\n  mount: true\n  under: ["+top+"]\nsessions:\n  enabled: true\n"), h)
 
 	t.Run("mounted read-only, named in the result", func(t *testing.T) {
 		r := runOn(t, s, "python", `
@@ -182,7 +182,7 @@ func TestFoldersRootsNotAllowed(t *testing.T) {
 	top, proj, _, _ := rootsTree(t)
 	h := &roots{}
 	h.set(fileRoot("p", proj))
-	s := startWithRoots(t, "", h)
+	s := startWithRoots(t, writeManifest(t, "audit:\n  enabled: false\n"), h)
 	r := runOn(t, s, "bash", "ls /mnt/roots 2>&1; echo end")
 	if strings.Contains(r.Stdout, "p\n") || len(r.Roots) != 0 || h.asked != 0 {
 		t.Fatalf("roots off: %q %+v asked %d", r.Stdout, r.Roots, h.asked)
