@@ -58,6 +58,15 @@ print(sorted(l.split()[1] + ' ' + l.split()[3].split(',')[0] for l in open('/pro
 		if len(r.Roots) != 1 || r.Roots[0].Path != "/mnt/roots/proj" {
 			t.Fatalf("roots %+v", r.Roots)
 		}
+		// Kubernetes has no nosuid, nodev or noexec for a volume: what the
+		// runtime gives is logged, and a setuid binary gains nothing.
+		must(t, os.WriteFile(filepath.Join(data, "id"), mustRead(t, "/usr/bin/id"), 0o4755))
+		must(t, os.Chmod(filepath.Join(data, "id"), 0o4755))
+		r = runOn(t, s, "bash", "grep ' /mnt/data ' /proc/self/mountinfo | cut -d' ' -f6; /mnt/data/id -u 2>&1")
+		t.Logf("mount options and a setuid id: %q", r.Stdout)
+		if mustOK(t, r); !strings.HasSuffix(r.Stdout, "\n1000\n") {
+			t.Fatalf("setuid binary: %q", r.Stdout)
+		}
 	})
 	t.Run("a files entry names a file in a folder", func(t *testing.T) {
 		r := runOn(t, s, "bash", "wc -l < in/s.csv", "files", []map[string]any{{"path": "in/s.csv", "source": "/mnt/data/sub/sales.csv"}})
@@ -115,4 +124,11 @@ print(sorted(l.split()[1] + ' ' + l.split()[3].split(',')[0] for l in open('/pro
 			t.Fatalf("stdout %q, roots %+v", r.Stdout, r.Roots)
 		}
 	})
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	must(t, err)
+	return b
 }

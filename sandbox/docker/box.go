@@ -77,6 +77,8 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 		if err := podmanSpec(host); err != nil {
 			return nil, err
 		}
+	} else if err := d.withFolderVolumes(ctx, host); err != nil {
+		return nil, err
 	}
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
