@@ -229,3 +229,17 @@ func TestFoldersRootsHTTPClients(t *testing.T) {
 		t.Fatalf("a saw %q, b saw %q\n%s", got[0].Stdout, got[1].Stdout, s.stderr)
 	}
 }
+
+// TestFoldersRootsTypeScript: the reference TypeScript SDK client, which
+// speaks an earlier protocol (roots/list sent by runbox), declares roots.
+func TestFoldersRootsTypeScript(t *testing.T) {
+	top, proj, proj2, _ := rootsTree(t)
+	m := writeManifest(t, "audit:\n  enabled: false\nroots:\n  mount: true\n  under: ["+top+"]\n")
+	cmd := exec.Command("node", "roots.mjs", runboxBin, m, proj, proj2)
+	cmd.Dir = "ts"
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ts roots:") {
+		t.Fatalf("TypeScript client: %v\n%s", err, out)
+	}
+	t.Log(strings.TrimSpace(string(out)))
+}
