@@ -122,6 +122,11 @@ print([l.split()[3] for l in open('/proc/mounts') if ' /mnt/roots/my-project ' i
 		if len(r.Roots) != 1 || r.Roots[0].Path != "/mnt/roots/my-project" || r.Roots[0].URI != fileRoot("", proj).URI {
 			t.Fatalf("roots %+v", r.Roots)
 		}
+		// A client that shows the model only the text sees them too.
+		_, raw := s.call(t, map[string]any{"language": "bash", "code": "true"})
+		if text := raw.Content[0].(mcp.TextContent).Text; !strings.Contains(text, "/mnt/roots/my-project ← "+fileRoot("", proj).URI) {
+			t.Errorf("the text does not name the root: %q", text)
+		}
 		for _, why := range []string{"not a file:// URI", "outside the manifest's roots.under folders", "not on this host"} {
 			if !strings.Contains(s.stderr.String(), why) {
 				t.Errorf("no log line says a root was skipped as %q:\n%s", why, s.stderr)

@@ -96,6 +96,9 @@ func sessionAnswer(res SessionResult) *mcp.CallToolResult {
 	case res.Session != nil:
 		text = fmt.Sprintf("session %s open (%s); pass it as run_code's session_id. It closes after %.0f s idle, at the latest at %s.",
 			res.Session.ID, res.Session.Language, res.Session.IdleTTL, res.Session.EndsAt.UTC().Format(time.RFC3339))
+		for _, r := range res.Session.Roots {
+			text += fmt.Sprintf("\nYour root %s is at %s, read-only.", r.URI, r.Path)
+		}
 	case res.Closed:
 		text = "session closed"
 	default:
