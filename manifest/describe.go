@@ -31,6 +31,9 @@ func (m *Manifest) ToolDescription() string {
 	for _, mt := range m.Mounts {
 		fmt.Fprintf(&b, "- %s: a read-only folder of the user's data; read it there (or name a file in it with a files entry's source) instead of passing its content.\n", mt.Target())
 	}
+	if m.Roots.Mount {
+		fmt.Fprintf(&b, "- %s/<name>: your client's roots (e.g. the open project), read-only, when they are folders of this server's host; the result's roots (and session_open's) name them.\n", RootsDir)
+	}
 	if m.Outputs != "" {
 		b.WriteString("- save_artifacts: true also saves the run's artifacts in the user's outputs folder.\n")
 	}

@@ -58,6 +58,8 @@ type Manifest struct {
 	HTTP HTTP `json:"http" jsonschema_description:"The HTTP transports (serve --transport http or sse)."`
 	// Mounts are host folders every box sees read-only at /mnt/<name>.
 	Mounts []Mount `json:"mounts" jsonschema_description:"Host folders every box sees read-only at /mnt/<name> (one-off runs and sessions); a run_code file may name a file in one instead of carrying its content."`
+	// Roots says whether the client's MCP roots are mounted too (roots.go).
+	Roots Roots `json:"roots" jsonschema_description:"The client's MCP roots (e.g. the IDE's open project), mounted read-only at /mnt/roots/<name> in that client's runs and sessions when mount is true; only folders of this host under one of the under folders. Off by default."`
 	// Outputs is a host folder where a call that asks for it gets its
 	// artifacts saved, under the run's id.
 	Outputs string `json:"outputs" jsonschema_description:"A host folder where a run_code call with save_artifacts gets its artifacts saved, in a folder named for its run id (never overwriting, never outside it); empty: off."`
@@ -314,6 +316,7 @@ func Default() *Manifest {
 		ToolCalls:   ToolCalls{MaxCalls: 200, MaxBytes: 64 * MiB, CallTimeoutSeconds: 60},
 		Sessions:    DefaultSessions(),
 		Mounts:      []Mount{},
+		Roots:       Roots{Under: []string{}},
 	}
 }
 
@@ -441,6 +444,7 @@ func (m *Manifest) Validate() error {
 	rangeB("audit.max_bytes", m.Audit.MaxBytes, 64*KiB, 64*GiB)
 	m.Sessions.validate(rangeI, rangeF, rangeB)
 	m.validateMounts(bad)
+	m.Roots.validate(bad)
 	m.HTTP.validateTokens(bad)
 	rangeI("audit.keep", int64(m.Audit.Keep), 0, 1000)
 	if m.Metrics.Listen != "" {

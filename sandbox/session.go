@@ -83,6 +83,9 @@ type SessionInfo struct {
 	ExpiresAt time.Time       `json:"expires_at"`
 	EndsAt    time.Time       `json:"max_lifetime_ends_at"`
 	Limits    SessionLimitsOf `json:"limits"`
+	// Roots are the client's roots mounted in the session's box when it
+	// opened; a restarted server does not know them.
+	Roots []contract.Root `json:"roots,omitempty"`
 }
 
 // SessionLimitsOf are the limits a session runs under.
@@ -145,6 +148,7 @@ type liveSession struct {
 	limits          manifest.Limits
 	idle            time.Duration
 	opened, ends    time.Time
+	roots           []contract.Root
 
 	// turn lets one call at a time use the session.
 	turn chan struct{}
@@ -246,9 +250,9 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (Sessio
 	now := time.Now()
 	id := newSessionID()
 	ls := &liveSession{key: sessionKey(id), id: id, client: req.Client, lang: req.Language, limits: req.Limits,
-		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1)}
+		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1), roots: Roots(MountsFrom(ctx))}
 	lim := req.Limits
-	b, err := r.start(ctx, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim,
+	b, err := r.start(ctx, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim, Mounts: MountsFrom(ctx),
 		InitArgs: sessionArgs(r.m, req.Language, r.d.Isolation()),
 		Labels: r.owner.Labels(map[string]string{LabelLanguage: req.Language.Name, LabelSession: ls.key,
 			LabelSessionClient: clientKey(req.Client), LabelSessionExpires: strconv.FormatInt(ls.ends.Unix(), 10)})})
@@ -298,7 +302,8 @@ func (s *sessions) info(ls *liveSession) SessionInfo {
 	}
 	return SessionInfo{ID: ls.id, Language: ls.lang.Name, Calls: ls.calls, OpenedAt: ls.opened, LastUsed: ls.lastUsed,
 		IdleTTL: ls.idle.Seconds(), ExpiresAt: exp, EndsAt: ls.ends,
-		Limits: SessionLimitsOf{Memory: int64(ls.limits.Memory), Pids: ls.limits.Pids, WorkspaceBytes: int64(ls.limits.WorkspaceBytes), CPUs: ls.limits.CPUs}}
+		Limits: SessionLimitsOf{Memory: int64(ls.limits.Memory), Pids: ls.limits.Pids, WorkspaceBytes: int64(ls.limits.WorkspaceBytes), CPUs: ls.limits.CPUs},
+		Roots:  ls.roots}
 }
 
 // Sessions lists client's open sessions, oldest first.

@@ -68,6 +68,7 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 		m = &mm
 	}
 	cfg, host := boxSpec(m, spec.Language, spec.Labels, vol, spec.InitArgs)
+	host.Mounts = append(host.Mounts, extraMounts(spec.Mounts)...)
 	if spec.Session {
 		// A session box's stdin must outlive one attach: a restarted
 		// server attaches again.
@@ -77,6 +78,8 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 		if err := podmanSpec(host); err != nil {
 			return nil, err
 		}
+	} else if err := d.withFolderVolumes(ctx, host); err != nil {
+		return nil, err
 	}
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()

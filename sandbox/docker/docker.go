@@ -56,6 +56,8 @@ type Docker struct {
 	// unremoved are this server's boxes whose removal failed (the engine
 	// was away); the reaper retries them.
 	unremoved map[string]bool
+	// folderVolumes are the folder volumes this server made (folders.go).
+	folderVolumes map[string]bool
 
 	// kernelLog names the system call of a forbidden_syscall; nil when
 	// the kernel log cannot be read.
@@ -84,11 +86,12 @@ func New(opts Options, owner sandbox.Owner) (*Docker, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Docker{
 		cli: cli, m: opts.Manifest, log: log, owner: owner,
-		initDir:   initDir,
-		readyErr:  errors.New("not checked yet"),
-		digests:   map[string]string{},
-		unremoved: map[string]bool{},
-		stopLog:   cancel,
+		initDir:       initDir,
+		readyErr:      errors.New("not checked yet"),
+		digests:       map[string]string{},
+		unremoved:     map[string]bool{},
+		folderVolumes: map[string]bool{},
+		stopLog:       cancel,
 	}
 	d.kernelLog = followSeccompLog(ctx)
 	return d, nil
@@ -97,6 +100,7 @@ func New(opts Options, owner sandbox.Owner) (*Docker, error) {
 // Close stops following the kernel log and closes the engine's client.
 func (d *Docker) Close() error {
 	d.stopLog()
+	d.removeFolderVolumes()
 	return d.cli.Close()
 }
 

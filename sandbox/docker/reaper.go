@@ -19,6 +19,7 @@ import (
 // remove while the engine was away. It returns how many it removed.
 func (d *Docker) Reap(ctx context.Context) (int, error) {
 	removed := d.retryRemovals(ctx)
+	defer d.reapFolderVolumes(ctx)
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	list, err := d.cli.ContainerList(actx, client.ContainerListOptions{All: true,
