@@ -116,10 +116,29 @@ func (d *Docker) reapFolderVolumes(ctx context.Context) int {
 		if t, err := time.Parse(time.RFC3339, v.CreatedAt); !known && (err != nil || time.Since(t) < folderVolumeAge) {
 			continue
 		}
-		if _, err := d.cli.VolumeRemove(actx, v.Name, client.VolumeRemoveOptions{}); err == nil {
-			removed++
-			d.log.Info("reaped a leftover folder volume", "volume", v.Name)
+		if d.folderVolumeInUse(actx, v.Name) {
+			continue // a session box that outlived its server
+		}
+		// The box that used it may still be on its way out (a removal
+		// its dead server asked for, still in progress): give it a moment.
+		for try := 0; ; try++ {
+			_, err := d.cli.VolumeRemove(actx, v.Name, client.VolumeRemoveOptions{})
+			if err == nil {
+				removed++
+				d.log.Info("reaped a leftover folder volume", "volume", v.Name)
+			}
+			if err == nil || !cerrdefs.IsConflict(err) || try == 10 || actx.Err() != nil {
+				break
+			}
+			time.Sleep(300 * time.Millisecond)
 		}
 	}
 	return removed
+}
+
+// folderVolumeInUse says whether a running box mounts volume name.
+func (d *Docker) folderVolumeInUse(ctx context.Context, name string) bool {
+	list, err := d.cli.ContainerList(ctx, client.ContainerListOptions{
+		Filters: make(client.Filters).Add("volume", name).Add("status", "running")})
+	return err != nil || len(list.Items) > 0
 }
