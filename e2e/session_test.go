@@ -78,7 +78,10 @@ func (s *server) in(t testing.TB, id, language, code string, extra ...any) contr
 	return r
 }
 
-func sessionBoxes() []string { return boxes("label=" + sandbox.LabelSession) }
+// sessionBox lists the box of session id on the default engine.
+func sessionBox(id string) []string {
+	return boxes("label=" + sandbox.LabelSession + "=" + sandbox.SessionKey(id))
+}
 
 func TestSessionStatePersists(t *testing.T) {
 	for _, b := range []struct {
@@ -143,18 +146,22 @@ func sessionStatePersists(t *testing.T, s *server) {
 		}
 		s.tool(t, "session_close", map[string]any{"session_id": id})
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for left := s.sessionBoxes(t); len(left) > 0; left = s.sessionBoxes(t) {
-		if time.Now().After(deadline) {
-			t.Fatalf("closed sessions left boxes: %v", left)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if left := s.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
+		t.Fatalf("closed sessions left boxes: %v", left)
 	}
 }
 
-// sessionBoxes lists the session boxes of s on its engine.
-func (s *server) sessionBoxes(t *testing.T) []string {
-	return engineBoxes(t, s.host, strconv.Itoa(s.cmd.Process.Pid), "label="+sandbox.LabelSession)
+// waitNoSessionBoxes waits for s's session boxes on its engine to be
+// gone, and returns those that are not (other servers' are none of its).
+func (s *server) waitNoSessionBoxes(t *testing.T, d time.Duration) []string {
+	deadline := time.Now().Add(d)
+	for {
+		left := engineBoxes(t, s.host, strconv.Itoa(s.cmd.Process.Pid), "label="+sandbox.LabelSession)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func TestSessionErrors(t *testing.T) {
@@ -229,7 +236,7 @@ func sessionErrors(t *testing.T, s *server) {
 			t.Fatalf("still listed: %+v", a.Sessions)
 		}
 	})
-	if left := waitNoBoxes(10*time.Second, "label="+sandbox.LabelSession); len(left) > 0 {
+	if left := s.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
 		t.Fatalf("sessions left boxes: %v", left)
 	}
 }
@@ -244,7 +251,7 @@ func TestSessionSurvivesKill9(t *testing.T) {
 	_ = a.cmd.Process.Kill()
 	_, _ = a.cmd.Process.Wait()
 	_ = a.c.Close()
-	if left := sessionBoxes(); len(left) != 1 {
+	if left := sessionBox(id); len(left) != 1 {
 		t.Fatalf("session boxes after kill -9: %v", left)
 	}
 	// runbox sessions lists it by its key, never its id.
@@ -265,7 +272,7 @@ func TestSessionSurvivesKill9(t *testing.T) {
 	if a := b.tool(t, "session_close", map[string]any{"session_id": id}); !a.Closed {
 		t.Fatalf("close: %+v", a.Error)
 	}
-	if left := waitNoBoxes(10*time.Second, "label="+sandbox.LabelSession); len(left) > 0 {
+	if left := waitNoBoxes(10*time.Second, "label="+sandbox.LabelSession+"="+sandbox.SessionKey(id)); len(left) > 0 {
 		out, _ := exec.Command("docker", append([]string{"inspect", "--format", "{{.State.Status}}"}, left...)...).CombinedOutput()
 		t.Fatalf("boxes left: %v %s", left, out)
 	}
