@@ -381,21 +381,33 @@ func npmLayer(ctx context.Context, o Options, ps []manifest.Package, work, layer
 		return nil, err
 	}
 	lockFile := filepath.Join(lockDir, "package-lock.json")
-	verb := []string{"install"}
+	npm := func(verb ...string) error {
+		cmd := exec.CommandContext(ctx, "npm", append(verb, "--ignore-scripts", "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error")...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("npm %s: %v: %s", verb[0], err, lastLines(npmNotFound(string(b)), 8))
+		}
+		return nil
+	}
 	if b, err := os.ReadFile(lockFile); err == nil {
 		if err := os.WriteFile(filepath.Join(dir, "package-lock.json"), b, 0o644); err != nil {
 			return nil, err
 		}
-		verb = []string{"ci", "--prefer-offline"}
+		// The kept lock, from npm's cache without the network; else
+		// from the registry, still exactly the lock's tarballs.
 		o.logf("javascript: npm ci with the package-lock of a previous build")
+		if err := npm("ci", "--offline"); err != nil {
+			o.logf("javascript: not all in npm's cache (%v); npm ci from the registry", firstLine(err.Error()))
+			if err := npm("ci"); err != nil {
+				return nil, err
+			}
+		}
 	} else {
 		o.logf("javascript: npm install %s", joinNPM(ps))
-	}
-	cmd := exec.CommandContext(ctx, "npm", append(verb, "--ignore-scripts", "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error")...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("npm %s: %v: %s", verb[0], err, lastLines(npmNotFound(string(b)), 8))
+		if err := npm("install"); err != nil {
+			return nil, err
+		}
 	}
 	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
 	if err != nil {
@@ -632,6 +644,11 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
 }
 
 func lastLines(s string, n int) string {

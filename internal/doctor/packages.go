@@ -24,7 +24,7 @@ const buildFix = "Run `runbox images build` (`make setup` runs it for the manife
 // derivedCheck checks one derived image against the manifest and the
 // base image on the engine.
 func derivedCheck(ctx context.Context, d *docker.Docker, im derived.Image) (Check, Derived) {
-	c := Check{Name: "packages " + im.Tag}
+	c := Check{Name: "packages"}
 	rep := Derived{Image: im}
 	img, err := d.Image(ctx, im.Tag)
 	if err != nil {
