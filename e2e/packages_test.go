@@ -180,6 +180,20 @@ func TestPackagesDerivedImage(t *testing.T) {
 		}
 	})
 
+	t.Run("unknown", func(t *testing.T) {
+		for yaml, want := range map[string]string{
+			"packages:\n  python: [tabulate=9.9-1]\n":       "unknown version 9.9-1 of python3-tabulate",
+			"packages:\n  javascript: [is-number@99.0.0]\n": "unknown version is-number@99.0.0 in the npm registry",
+		} {
+			cmd := exec.Command(runboxBin, "images", "build", "--manifest", writeManifest(t, yaml))
+			cmd.Env = append(os.Environ(), cache...)
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), want) {
+				t.Errorf("%s: err %v, want %q in:\n%s", yaml, err, want, out)
+			}
+		}
+	})
+
 	// Offline: the image gone, the mirror and the registry unreachable,
 	// the kept resolution and downloads build the same layer.
 	layer := lastLayer(t, tag)

@@ -386,7 +386,10 @@ func npmLayer(ctx context.Context, o Options, ps []manifest.Package, work, layer
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
 		if b, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("npm %s: %v: %s", verb[0], err, lastLines(npmNotFound(string(b)), 8))
+			if known := npmNotFound(string(b)); known != "" {
+				return errors.New(strings.TrimSpace(known))
+			}
+			return fmt.Errorf("npm %s: %v: %s", verb[0], err, lastLines(string(b), 8))
 		}
 		return nil
 	}
@@ -431,14 +434,21 @@ func joinNPM(ps []manifest.Package) string {
 	return strings.Join(s, " ")
 }
 
-var npm404Re = regexp.MustCompile(`(?m)^npm error 404 +'?([^' ]+)'? is not in this registry`)
+var (
+	npm404Re      = regexp.MustCompile(`(?m)^npm error 404 .*'([^' ]+)' (?:is not in this registry|could not be found)`)
+	npmNoTargetRe = regexp.MustCompile(`(?m)No matching version found for (\S+?)\.?$`)
+)
 
-// npmNotFound names the unknown package first when npm says 404.
+// npmNotFound names the unknown package or version when npm says so (404,
+// ETARGET); "" otherwise.
 func npmNotFound(out string) string {
 	if m := npm404Re.FindStringSubmatch(out); m != nil {
-		return "packages.javascript: unknown package or version " + m[1] + " in the npm registry\n" + out
+		return "packages.javascript: unknown package " + m[1] + " in the npm registry\n"
 	}
-	return out
+	if m := npmNoTargetRe.FindStringSubmatch(out); m != nil {
+		return "packages.javascript: unknown version " + m[1] + " in the npm registry\n"
+	}
+	return ""
 }
 
 // readFromImage copies files out of an image through a created (never

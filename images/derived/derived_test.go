@@ -231,3 +231,18 @@ func TestCodenameAndMirror(t *testing.T) {
 		t.Fatal(m)
 	}
 }
+
+// npm's own words (npm 11) for an unknown package and an unknown version.
+func TestNPMNotFound(t *testing.T) {
+	e404 := "npm error code E404\nnpm error 404 Not Found - GET https://registry.npmjs.org/no-such-pkg\nnpm error 404\nnpm error 404  The requested resource 'no-such-pkg@1.0.0' could not be found or you do not have permission to access it.\n"
+	if got := npmNotFound(e404); got != "packages.javascript: unknown package no-such-pkg@1.0.0 in the npm registry\n" {
+		t.Errorf("%q", got)
+	}
+	etarget := "npm error code ETARGET\nnpm error notarget No matching version found for is-number@99.0.0.\n"
+	if got := npmNotFound(etarget); got != "packages.javascript: unknown version is-number@99.0.0 in the npm registry\n" {
+		t.Errorf("%q", got)
+	}
+	if npmNotFound("npm error code ECONNREFUSED\n") != "" {
+		t.Error("a network failure read as an unknown package")
+	}
+}
