@@ -237,6 +237,9 @@ func debianLayer(ctx context.Context, cli *client.Client, o Options, baseID, arc
 		}
 		newStatus = append(newStatus, installedStanza(control)...)
 	}
+	if err := byteCompile(ctx, o, layer, status); err != nil {
+		return nil, err
+	}
 	// As the base image is slimmed: no docs, man pages or test suites.
 	for _, p := range []string{"usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/lintian", "usr/share/bug"} {
 		if err := os.RemoveAll(filepath.Join(layer, p)); err != nil {
@@ -247,6 +250,45 @@ func debianLayer(ctx context.Context, cli *client.Client, o Options, baseID, arc
 		return nil, err
 	}
 	return out, os.WriteFile(filepath.Join(layer, "var/lib/dpkg/status"), newStatus, 0o644)
+}
+
+// byteCompile writes the .pyc files that Debian's postinst (py3compile)
+// would have, so that an import in the box, whose root is read-only, does
+// not compile the module again in every run. It uses this machine's
+// python3 when it is the image's minor version (the .pyc format is per
+// minor version), with source-hash validation (the layer's times are
+// fixed) and a fixed hash seed, so the same sources give the same files.
+func byteCompile(ctx context.Context, o Options, layer string, status []byte) error {
+	site := filepath.Join(layer, "usr/lib/python3/dist-packages")
+	if _, err := os.Stat(site); err != nil {
+		return nil
+	}
+	want := ""
+	for _, p := range stanzas(status) {
+		if field(p, "Package") == "python3" {
+			want = pythonMinor(field(p, "Version"))
+		}
+	}
+	host, err := exec.CommandContext(ctx, "python3", "-c", `import sys; print("%d.%d" % sys.version_info[:2])`).Output()
+	if have := strings.TrimSpace(string(host)); err != nil || want == "" || have != want {
+		o.logf("python: not byte-compiled: this machine's python3 is %q, the image's %q (imports compile in each run)", have, want)
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, "python3", "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash", "-s", layer, "-p", "/", site)
+	cmd.Env = append(os.Environ(), "PYTHONHASHSEED=0", "SOURCE_DATE_EPOCH=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("byte-compiling the python packages: %v: %s", err, lastLines(string(b), 8))
+	}
+	return nil
+}
+
+// pythonMinor is "3.11" of Debian's python3 version "3.11.2-1+b1".
+func pythonMinor(debVersion string) string {
+	parts := strings.SplitN(debVersion, ".", 3)
+	if len(parts) < 2 {
+		return ""
+	}
+	return parts[0] + "." + strings.TrimRightFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' })
 }
 
 // allPresent says whether every locked .deb is in the archive with its

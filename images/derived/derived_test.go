@@ -246,3 +246,11 @@ func TestNPMNotFound(t *testing.T) {
 		t.Error("a network failure read as an unknown package")
 	}
 }
+
+func TestPythonMinor(t *testing.T) {
+	for in, want := range map[string]string{"3.11.2-1+b1": "3.11", "3.12.1-2": "3.12", "3": "", "": ""} {
+		if got := pythonMinor(in); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}
