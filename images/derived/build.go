@@ -73,6 +73,16 @@ func Build(ctx context.Context, o Options) ([]Result, error) {
 		}
 		o.CacheDir = filepath.Join(dir, "runbox", "packages")
 	}
+	if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
+		return nil, err
+	}
+	// One build at a time per cache: apt's lists and archives and npm's
+	// work are not safe to share (apt runs with its own locking off).
+	unlock, err := lockDir(o.CacheDir, o)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, err
