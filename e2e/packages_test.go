@@ -209,3 +209,32 @@ func TestPackagesDerivedImage(t *testing.T) {
 		t.Errorf("the rebuilt layer differs: %s, first %s", got, layer)
 	}
 }
+
+// TestKubePackages: on the Kubernetes backend the sandbox pods run the
+// derived image once it is in the cluster (the test cluster has no
+// registry: scripts/k8s/import-image.sh copies it into its containerd).
+func TestKubePackages(t *testing.T) {
+	kubeSetup(t)
+	cache := []string{"XDG_CACHE_HOME=" + t.TempDir()}
+	mf := writeManifest(t, packagesManifest)
+	res, _ := imagesBuild(t, cache, mf)
+	tag := res[0].Tag
+	t.Cleanup(func() {
+		_ = exec.Command("bash", "../scripts/k8s/import-image.sh", "--remove", tag).Run()
+		_ = exec.Command("docker", "rmi", tag).Run()
+	})
+	if out, err := exec.Command("bash", "../scripts/k8s/import-image.sh", tag).CombinedOutput(); err != nil {
+		t.Fatalf("import-image.sh: %v\n%s", err, out)
+	}
+	s := kubeServer(t, packagesManifest)
+	r, _ := s.call(t, map[string]any{"language": "python", "code": "import tabulate; print(tabulate.__version__)"})
+	mustOK(t, r)
+	if r.Stdout != "0.8.9\n" {
+		t.Errorf("python stdout %q", r.Stdout)
+	}
+	r, _ = s.call(t, map[string]any{"language": "javascript", "code": "console.log(require('is-number')(5))"})
+	mustOK(t, r)
+	if r.Stdout != "true\n" {
+		t.Errorf("javascript stdout %q", r.Stdout)
+	}
+}
