@@ -14,7 +14,7 @@ import (
 // (JavaScript), and every language whose image is the base runs on it.
 // Every entry is pinned to one version.
 type Packages struct {
-	Python     []Package `json:"python,omitempty" jsonschema_description:"Python libraries as Debian packages, each pinned: python3-tabulate=0.8.9-1, or {name: python3-tabulate, version: 0.8.9-1}; a PyPI-style name (tabulate, python-dateutil) reads as its Debian package (python3-tabulate, python3-dateutil). What they depend on comes along, resolved against the base image's own package list."`
+	Python     []Package `json:"python,omitempty" jsonschema_description:"Python libraries as Debian packages, each pinned: python3-tabulate=0.8.9-1, or {name: python3-tabulate, version: 0.8.9-1}; a PyPI-style name reads as its Debian package (tabulate: python3-tabulate, python-dateutil: python3-dateutil, PyYAML: python3-yaml). What they depend on comes along, resolved against the base image's own package list."`
 	JavaScript []Package `json:"javascript,omitempty" jsonschema_description:"JavaScript packages from the npm registry, each pinned to an exact version: is-number@7.0.0, or {name: is-number, version: 7.0.0}; installed with a generated package-lock (integrity checked) in /node_modules, where require() and import() find them."`
 }
 
@@ -72,8 +72,25 @@ func DebianName(name string) string {
 		return name
 	}
 	n := strings.NewReplacer("_", "-", ".", "-").Replace(strings.ToLower(name))
+	if d, ok := debianAliases[n]; ok {
+		return d
+	}
 	n = strings.TrimPrefix(n, "python-")
 	return "python3-" + n
+}
+
+// debianAliases are well-known PyPI projects whose Debian package is not
+// python3-<name> (Debian names a package for its import name).
+var debianAliases = map[string]string{
+	"pyyaml":         "python3-yaml",
+	"beautifulsoup4": "python3-bs4",
+	"pillow":         "python3-pil",
+	"scikit-learn":   "python3-sklearn",
+	"scikit-image":   "python3-skimage",
+	"pyjwt":          "python3-jwt",
+	"opencv-python":  "python3-opencv",
+	"attrs":          "python3-attr",
+	"msgpack-python": "python3-msgpack",
 }
 
 // normalize maps PyPI-style Python names to Debian's; Validate calls it

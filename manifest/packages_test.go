@@ -18,6 +18,8 @@ func TestPackagesForms(t *testing.T) {
 				JavaScript: []Package{{"is-number", "7.0.0"}, {"@types/node", "20.1.0"}, {"left-pad", "1.3.0"}}}, ""},
 		{"pypi names read as Debian's", "packages:\n  python: [tabulate=0.8.9-1, python-dateutil=2.8.2-2, Typing_Extensions=4.4.0-1]\n",
 			Packages{Python: []Package{{"python3-tabulate", "0.8.9-1"}, {"python3-dateutil", "2.8.2-2"}, {"python3-typing-extensions", "4.4.0-1"}}}, ""},
+		{"pypi names Debian spells otherwise", "packages:\n  python: [PyYAML=6.0-3, beautifulsoup4=4.11.2-2, Pillow=9.4.0-1.1+deb12u1]\n",
+			Packages{Python: []Package{{"python3-yaml", "6.0-3"}, {"python3-bs4", "4.11.2-2"}, {"python3-pil", "9.4.0-1.1+deb12u1"}}}, ""},
 		{"epoch", "packages:\n  python: [python3-foo=1:2.0-3]\n", Packages{Python: []Package{{"python3-foo", "1:2.0-3"}}}, ""},
 		{"unpinned python", "packages:\n  python: [python3-tabulate]\n", Packages{}, "packages.python[0].version"},
 		{"unpinned npm", "packages:\n  javascript: [is-number]\n", Packages{}, "a pinned version: is-number@7.0.0"},
