@@ -238,3 +238,30 @@ func TestKubePackages(t *testing.T) {
 		t.Errorf("javascript stdout %q", r.Stdout)
 	}
 }
+
+// TestPodmanPackages: the derived image is built through Podman's
+// Docker-compatible API (its classic build) and the boxes run it.
+func TestPodmanPackages(t *testing.T) {
+	host := os.Getenv("RUNBOX_PODMAN_HOST")
+	if host == "" {
+		absent(t, "RUNBOX_PODMAN_HOST is not set (bash scripts/podman.sh prints it)")
+	}
+	env := []string{"DOCKER_HOST=" + host, "XDG_CACHE_HOME=" + t.TempDir()}
+	mf := writeManifest(t, packagesManifest)
+	res, _ := imagesBuild(t, env, mf)
+	t.Cleanup(func() { _ = exec.Command("docker", "-H", host, "rmi", res[0].Tag).Run() })
+	if again, took := imagesBuild(t, env, mf); again[0].Built || took > time.Second {
+		t.Errorf("a second build on Podman was not a no-op under a second: %+v in %s", again, took)
+	}
+	s := podmanServer(t, packagesManifest)
+	r, _ := s.call(t, map[string]any{"language": "python", "code": "import tabulate; print(tabulate.__version__)"})
+	mustOK(t, r)
+	if r.Stdout != "0.8.9\n" {
+		t.Errorf("python stdout %q", r.Stdout)
+	}
+	r, _ = s.call(t, map[string]any{"language": "javascript", "code": "console.log(require('is-number')(5))"})
+	mustOK(t, r)
+	if r.Stdout != "true\n" {
+		t.Errorf("javascript stdout %q", r.Stdout)
+	}
+}
