@@ -11,7 +11,9 @@
 // directory, so a rebuild of the same list on the same base (an engine
 // whose images were wiped) needs no network and gives the same files.
 //
-// The pure parts (tags, labels, apt's plan, dpkg status, npm's lock) are
-// unit-tested; build.go speaks the Engine API and runs apt-get, dpkg-deb
-// and npm on the host. It knows nothing of MCP or of running boxes.
+// spec.go is the tag, the plan and the labels; debian.go the Python side
+// (apt-get and dpkg-deb on the host), npm.go the JavaScript side (npm on
+// the host); build.go the build itself over the Engine API. The pure parts
+// (tags, labels, apt's plan, dpkg status, npm's lock, the build context)
+// are unit-tested. It knows nothing of MCP or of running boxes.
 package derived

@@ -2,6 +2,6 @@
 
 package derived
 
-// lockDir is a no-op where flock is not available; the Debian and npm
+// lockCache is a no-op where flock is not available; the Debian and npm
 // steps need a Linux host anyway.
-func lockDir(string, Options) (func(), error) { return func() {}, nil }
+func lockCache(string, Options) (func(), error) { return func() {}, nil }

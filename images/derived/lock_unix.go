@@ -8,9 +8,9 @@ import (
 	"syscall"
 )
 
-// lockDir holds an exclusive lock on dir's .lock until the returned
+// lockCache holds an exclusive lock on dir's .lock until the returned
 // function is called; a second build waits for the first.
-func lockDir(dir string, o Options) (func(), error) {
+func lockCache(dir string, o Options) (func(), error) {
 	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err

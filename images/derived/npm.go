@@ -1,8 +1,14 @@
 package derived
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -81,4 +87,89 @@ func parseLock(b []byte, declared []manifest.Package) ([]Installed, error) {
 		}
 	}
 	return out, nil
+}
+
+// npmLayer installs the declared npm packages with a generated
+// package-lock (a previous build's, when there is one: `npm ci`) into
+// layer/node_modules, where Node finds them from /workspace.
+func npmLayer(ctx context.Context, o Options, ps []manifest.Package, work, layer, lockDir string) ([]Installed, error) {
+	if _, err := exec.LookPath("npm"); err != nil {
+		return nil, errors.New("javascript packages are installed with npm on this machine; it is not on PATH")
+	}
+	dir := filepath.Join(work, "npm")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "package.json"), packageJSON(ps), 0o644); err != nil {
+		return nil, err
+	}
+	lockFile := filepath.Join(lockDir, "package-lock.json")
+	npm := func(verb ...string) error {
+		cmd := exec.CommandContext(ctx, "npm", append(verb, "--ignore-scripts", "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error")...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			if known := npmNotFound(string(b)); known != "" {
+				return errors.New(strings.TrimSpace(known))
+			}
+			return fmt.Errorf("npm %s: %v: %s", verb[0], err, lastLines(string(b), 8))
+		}
+		return nil
+	}
+	if b, err := os.ReadFile(lockFile); err == nil {
+		if err := os.WriteFile(filepath.Join(dir, "package-lock.json"), b, 0o644); err != nil {
+			return nil, err
+		}
+		// The kept lock, from npm's cache without the network; else
+		// from the registry, still exactly the lock's tarballs.
+		o.logf("javascript: npm ci with the package-lock of a previous build")
+		if err := npm("ci", "--offline"); err != nil {
+			o.logf("javascript: not all in npm's cache (%v); npm ci from the registry", firstLine(err.Error()))
+			if err := npm("ci"); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		o.logf("javascript: npm install %s", joinNPM(ps))
+		if err := npm("install"); err != nil {
+			return nil, err
+		}
+	}
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		return nil, err
+	}
+	pkgs, err := parseLock(lock, ps)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(lockFile, lock, 0o644); err != nil {
+		return nil, err
+	}
+	return pkgs, os.Rename(filepath.Join(dir, "node_modules"), filepath.Join(layer, "node_modules"))
+}
+
+func joinNPM(ps []manifest.Package) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.Name + "@" + p.Version
+	}
+	return strings.Join(s, " ")
+}
+
+var (
+	npm404Re      = regexp.MustCompile(`(?m)^npm error 404 .*'([^' ]+)' (?:is not in this registry|could not be found)`)
+	npmNoTargetRe = regexp.MustCompile(`(?m)No matching version found for (\S+?)\.?$`)
+)
+
+// npmNotFound names the unknown package or version when npm says so (404,
+// ETARGET); "" otherwise.
+func npmNotFound(out string) string {
+	if m := npm404Re.FindStringSubmatch(out); m != nil {
+		return "packages.javascript: unknown package " + m[1] + " in the npm registry\n"
+	}
+	if m := npmNoTargetRe.FindStringSubmatch(out); m != nil {
+		return "packages.javascript: unknown version " + m[1] + " in the npm registry\n"
+	}
+	return ""
 }
