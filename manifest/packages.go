@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/invopop/jsonschema"
 )
 
 // Packages are libraries added to the sandbox image: `runbox images build`
@@ -49,6 +51,21 @@ func (p *Package) UnmarshalJSON(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	return dec.Decode((*plain)(p))
+}
+
+// JSONSchema lets an entry be a string, name=version or name@version, or
+// an object, as UnmarshalJSON reads it.
+func (Package) JSONSchema() *jsonschema.Schema {
+	props := jsonschema.NewProperties()
+	props.Set("name", &jsonschema.Schema{Type: "string", Description: "The package's name (Debian's for python, npm's for javascript)."})
+	props.Set("version", &jsonschema.Schema{Type: "string", Description: "The exact version (Debian's, e.g. 0.8.9-1; npm's, e.g. 7.0.0)."})
+	return &jsonschema.Schema{
+		Description: "A pinned package: name=version (Debian's spelling), name@version (npm's), or {name, version}.",
+		OneOf: []*jsonschema.Schema{
+			{Type: "string", Pattern: `^[^=\s]+[=@][^=@\s]+$`},
+			{Type: "object", Properties: props, Required: []string{"name", "version"}, AdditionalProperties: jsonschema.FalseSchema},
+		},
+	}
 }
 
 // String is the package as apt and people spell it: name=version for

@@ -72,3 +72,14 @@ func TestToolDescriptionPackages(t *testing.T) {
 		t.Errorf("description without packages mentions them:\n%s", before)
 	}
 }
+
+// Editors that validate against `runbox manifest schema` accept both
+// spellings of an entry.
+func TestPackagesSchema(t *testing.T) {
+	s := string(Schema())
+	for _, want := range []string{`"oneOf"`, `"pattern": "^[^=\\s]+[=@][^=@\\s]+$"`, `"required": [`} {
+		if !strings.Contains(s[strings.Index(s, `"packages"`):], want) {
+			t.Errorf("the packages schema lacks %s", want)
+		}
+	}
+}
