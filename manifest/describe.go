@@ -22,6 +22,7 @@ func (m *Manifest) ToolDescription() string {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(m.Packages.describe())
 	b.WriteString("\nRules, enforced on every run:\n")
 	b.WriteString(m.Network.describe())
 	fmt.Fprintf(&b, "- Time: %gs by default; set timeout_seconds up to %g.\n", l.TimeoutSeconds, l.MaxTimeoutSeconds)

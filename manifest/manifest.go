@@ -76,6 +76,9 @@ type Manifest struct {
 	ToolCalls ToolCalls `json:"tool_calls" jsonschema_description:"Per-run bounds on the code's calls to the servers' tools."`
 	// SavedTools keeps code as tools of its own.
 	SavedTools SavedTools `json:"saved_tools" jsonschema_description:"Code saved as tools (save_tool, delete_tool), kept across restarts."`
+	// Packages are pinned libraries added to the sandbox image in a
+	// derived image (packages.go, images/derived).
+	Packages Packages `json:"packages,omitzero" jsonschema_description:"Pinned Python (Debian python3-*) and JavaScript (npm) packages added to the sandbox image: runbox images build (also make setup) builds a derived image holding exactly these, tagged by a hash of the base image's recipe and this list, and the languages whose image is the base run on it."`
 }
 
 // Backends.
@@ -468,6 +471,8 @@ func (m *Manifest) Validate() error {
 		bad("backend", m.Backend, "docker or kubernetes")
 	}
 	m.validateServers(bad)
+	m.Packages.normalize()
+	m.Packages.validate(bad)
 	if !userRe.MatchString(m.User) {
 		bad("user", m.User, "a non-root numeric uid:gid such as 1000:1000")
 	}

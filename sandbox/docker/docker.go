@@ -23,6 +23,7 @@ import (
 	"github.com/moby/moby/api/types/volume"
 	"github.com/moby/moby/client"
 
+	"github.com/runbox-mcp/runbox/images/derived"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -273,6 +274,10 @@ func stale(vols []volume.Volume, current string, now time.Time) []string {
 }
 
 func imageMissing(image string) error {
+	if strings.HasPrefix(image, derived.Repository+":") {
+		return noImageError{&sandbox.EngineError{Msg: fmt.Sprintf("the derived image of the manifest's packages, %s, is missing", image),
+			Hint: "Build it with `runbox images build` (`make setup` runs it) and retry."}}
+	}
 	return noImageError{&sandbox.EngineError{Msg: fmt.Sprintf("the sandbox image %s is missing", image),
 		Hint: "Make it available with `runbox setup` (pulls it, or builds it inside the engine; no registry needed) and retry."}}
 }
