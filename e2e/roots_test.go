@@ -48,25 +48,7 @@ func fileRoot(name, dir string) mcp.Root {
 // startWithRoots is startServer for a client that declares roots.
 func startWithRoots(t *testing.T, manifestPath string, h client.RootsHandler) *server {
 	t.Helper()
-	s := &server{stderr: &syncBuffer{}}
-	tr := transport.NewStdioWithOptions(runboxBin, nil, []string{"serve", "--manifest", manifestPath},
-		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
-			cmd := exec.Command(command, args...)
-			cmd.Env = append(os.Environ(), env...)
-			cmd.Stderr = s.stderr
-			s.cmd = cmd
-			return cmd, nil
-		}))
-	s.c = client.NewClient(tr, client.WithRootsHandler(h))
-	if err := s.c.Start(context.Background()); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	if err := initialize(s.c); err != nil {
-		s.kill()
-		t.Fatalf("initialize: %v\n%s", err, s.stderr)
-	}
-	t.Cleanup(s.close)
-	return s
+	return startWithOptions(t, manifestPath, client.WithRootsHandler(h))
 }
 
 // rootsTree is a folder roots may be under: two projects, a secret beside
