@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,34 +108,27 @@ func parseOOMKill(rec []byte) (string, bool) {
 func (l *seccompLog) addOOM(cgroup string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.ooms = append(l.ooms, cgroup)
-	if len(l.ooms) > seccompLogKeep {
-		l.ooms = l.ooms[len(l.ooms)-seccompLogKeep:]
-	}
+	l.ooms = keepLatest(append(l.ooms, cgroup))
 	close(l.fresh)
 	l.fresh = make(chan struct{})
 }
 
-// oomKilled says whether the kernel killed a process in the memory cgroup
-// of container id (the cgroup's name ends in it), waiting up to wait for
-// the record to be read.
-func (l *seccompLog) oomKilled(id string, wait time.Duration) bool {
-	if l == nil || id == "" {
-		return false
-	}
+// keepLatest keeps the latest seccompLogKeep records of list.
+func keepLatest[T any](list []T) []T {
+	return list[max(0, len(list)-seccompLogKeep):]
+}
+
+// await calls found, under the lock, until it says yes or wait is over,
+// again each time a record arrives.
+func (l *seccompLog) await(wait time.Duration, found func() bool) bool {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
 		l.mu.Lock()
-		found := false
-		for _, cg := range l.ooms {
-			if strings.HasSuffix(cg, id) {
-				found = true
-			}
-		}
+		ok := found()
 		fresh := l.fresh
 		l.mu.Unlock()
-		if found {
+		if ok {
 			return true
 		}
 		select {
@@ -145,13 +139,22 @@ func (l *seccompLog) oomKilled(id string, wait time.Duration) bool {
 	}
 }
 
+// oomKilled says whether the kernel killed a process in the memory cgroup
+// of container id (the cgroup's name ends in it), waiting up to wait for
+// the record to be read.
+func (l *seccompLog) oomKilled(id string, wait time.Duration) bool {
+	if l == nil || id == "" {
+		return false
+	}
+	return l.await(wait, func() bool {
+		return slices.ContainsFunc(l.ooms, func(cg string) bool { return strings.HasSuffix(cg, id) })
+	})
+}
+
 func (l *seccompLog) add(k seccompKill) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.kills = append(l.kills, k)
-	if len(l.kills) > seccompLogKeep {
-		l.kills = l.kills[len(l.kills)-seccompLogKeep:]
-	}
+	l.kills = keepLatest(append(l.kills, k))
 	close(l.fresh)
 	l.fresh = make(chan struct{})
 }
@@ -176,22 +179,12 @@ func (l *seccompLog) find(since, ended time.Time, uid int, wait time.Duration) s
 		since = from
 	}
 	since, until = since.Add(-auditSlack), until.Add(auditSlack)
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
-		l.mu.Lock()
-		name, found := l.match(since, until, uid)
-		fresh := l.fresh
-		l.mu.Unlock()
-		if found {
-			return name
-		}
-		select {
-		case <-fresh:
-		case <-deadline.C:
-			return ""
-		}
-	}
+	var name string
+	l.await(wait, func() (found bool) {
+		name, found = l.match(since, until, uid)
+		return found
+	})
+	return name
 }
 
 const (
