@@ -94,7 +94,7 @@ time.sleep(1)
 		}
 		s.tool(t, "session_close", map[string]any{"session_id": id})
 	})
-	if left := s.sessionBoxesLeft(); len(left) > 0 {
+	if left := s.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
 		t.Fatalf("closed sessions left boxes: %v", left)
 	}
 }
@@ -190,7 +190,7 @@ print(get("/one"))
 		}
 		s.tool(t, "session_close", map[string]any{"session_id": id})
 	})
-	if left := s.sessionBoxesLeft(); len(left) > 0 {
+	if left := s.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
 		t.Fatalf("closed sessions left boxes: %v", left)
 	}
 }
@@ -257,7 +257,7 @@ print(both())
 	if a := b.tool(t, "session_close", map[string]any{"session_id": id}); !a.Closed {
 		t.Fatalf("close: %+v", a.Error)
 	}
-	if left := a.sessionBoxesLeft(); len(left) > 0 {
+	if left := a.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
 		t.Fatalf("boxes left: %v", left)
 	}
 }

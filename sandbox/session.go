@@ -11,6 +11,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,6 +83,9 @@ type SessionInfo struct {
 	ExpiresAt time.Time       `json:"expires_at"`
 	EndsAt    time.Time       `json:"max_lifetime_ends_at"`
 	Limits    SessionLimitsOf `json:"limits"`
+	// Roots are the client's roots mounted in the session's box when it
+	// opened; a restarted server does not know them.
+	Roots []contract.Root `json:"roots,omitempty"`
 }
 
 // SessionLimitsOf are the limits a session runs under.
@@ -144,6 +148,7 @@ type liveSession struct {
 	limits          manifest.Limits
 	idle            time.Duration
 	opened, ends    time.Time
+	roots           []contract.Root
 
 	// turn lets one call at a time use the session.
 	turn chan struct{}
@@ -235,9 +240,9 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (Sessio
 	now := time.Now()
 	id := newSessionID()
 	ls := &liveSession{key: sessionKey(id), id: id, client: req.Client, lang: req.Language, limits: req.Limits,
-		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1)}
+		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1), roots: Roots(MountsFrom(ctx))}
 	lim := req.Limits
-	b, err := r.start(ctx, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim,
+	b, err := r.start(ctx, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim, Mounts: MountsFrom(ctx),
 		InitArgs: sessionArgs(r.m, req.Language, r.d.Isolation()),
 		Labels: r.owner.Labels(map[string]string{LabelLanguage: req.Language.Name, LabelSession: ls.key,
 			LabelSessionClient: clientKey(req.Client), LabelSessionExpires: strconv.FormatInt(ls.ends.Unix(), 10)})})
@@ -248,6 +253,16 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (Sessio
 		return SessionInfo{}, engineFail(contract.Job{}, err).Error
 	}
 	ls.box = b
+	// The session is answered only once its box answers on the channel.
+	if ls.ch, err = r.connectSession(ctx, ls); err != nil {
+		r.log.Warn("session box did not answer", "box", b.ID(), "err", err)
+		ls.box.Kill()
+		r.remove(ls.box)
+		if ctx.Err() != nil {
+			return SessionInfo{}, ptr(contract.Cancelled())
+		}
+		return SessionInfo{}, engineFail(contract.Job{}, err).Error
+	}
 	ls.turn <- struct{}{}
 	s.mu.Lock()
 	s.live[ls.key] = ls
@@ -277,7 +292,8 @@ func (s *sessions) info(ls *liveSession) SessionInfo {
 	}
 	return SessionInfo{ID: ls.id, Language: ls.lang.Name, Calls: ls.calls, OpenedAt: ls.opened, LastUsed: ls.lastUsed,
 		IdleTTL: ls.idle.Seconds(), ExpiresAt: exp, EndsAt: ls.ends,
-		Limits: SessionLimitsOf{Memory: int64(ls.limits.Memory), Pids: ls.limits.Pids, WorkspaceBytes: int64(ls.limits.WorkspaceBytes), CPUs: ls.limits.CPUs}}
+		Limits: SessionLimitsOf{Memory: int64(ls.limits.Memory), Pids: ls.limits.Pids, WorkspaceBytes: int64(ls.limits.WorkspaceBytes), CPUs: ls.limits.CPUs},
+		Roots:  ls.roots}
 }
 
 // Sessions lists client's open sessions, oldest first.
@@ -563,6 +579,7 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 	if ls.ch == nil {
 		ch, err := r.connectSession(ctx, ls)
 		if err != nil {
+			r.log.Warn("session box did not answer", "run_id", job.RunID, "box", ls.box.ID(), "err", err)
 			if !ls.box.Alive() {
 				return contract.Fail(job, contract.SessionGone("its box is gone")), "its box is gone"
 			}
@@ -755,6 +772,9 @@ func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*sessi
 	}
 	if a.err != nil {
 		_ = conn.Close()
+		if first, _, _ := strings.Cut(strings.TrimSpace(conn.Diag()), "\n"); first != "" {
+			return nil, fmt.Errorf("%w: %s", a.err, first)
+		}
 		return nil, a.err
 	}
 	mux, err := yamux.Client(sessionConn{Reader: a.r, w: w, c: conn}, initproto.MuxConfig())
