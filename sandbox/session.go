@@ -268,7 +268,7 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (Sessio
 	s.live[ls.key] = ls
 	s.opened++
 	s.mu.Unlock()
-	s.once.Do(func() { go s.janitor() })
+	s.startJanitor()
 	return s.info(ls), nil
 }
 
@@ -400,7 +400,7 @@ func (s *sessions) adopt(ctx context.Context, id, client string) *liveSession {
 	s.live[key] = ls
 	s.mu.Unlock()
 	s.r.alive.Add(1)
-	s.once.Do(func() { go s.janitor() })
+	s.startJanitor()
 	s.r.log.Info("session adopted from its box", "box", b.ID())
 	return ls
 }
@@ -438,9 +438,18 @@ func (s *sessions) forget(key string) {
 	s.mu.Unlock()
 }
 
+// startJanitor starts the janitor once; its tick is read here, in the
+// caller, not in the new goroutine.
+func (s *sessions) startJanitor() {
+	s.once.Do(func() {
+		tick := sessionTick
+		go s.janitor(tick)
+	})
+}
+
 // janitor ends idle and expired sessions and forgets old tombs.
-func (s *sessions) janitor() {
-	t := time.NewTicker(sessionTick)
+func (s *sessions) janitor(tick time.Duration) {
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {

@@ -110,9 +110,9 @@ func (s *session) run(job *initproto.Job, host *Host) (*initproto.Report, [][]by
 		rep.Stdout, rep.Stderr = []byte{}, []byte{}
 		return rep, nil
 	}
-	if len(s.p.execErr) > 0 || !s.p.alive(s.r) {
+	if s.p.startError() != "" || !s.p.alive(s.r) {
 		s.readers()
-		rep.StartError = string(s.p.execErr)
+		rep.StartError = s.p.startError()
 		s.lose("the interpreter ended before its first call")
 		rep.Session.Lost = s.lost
 		return rep, nil
