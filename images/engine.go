@@ -3,6 +3,9 @@ package images
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
 	"io/fs"
 	"path"
 	"sort"
@@ -100,4 +103,42 @@ func Files() (map[string][]byte, error) {
 		return err
 	})
 	return out, err
+}
+
+// ReadMessages reads the engine's JSON message stream (pull or build),
+// handing each line of output to progress; an error message is the
+// result.
+func ReadMessages(r io.Reader, progress func(string)) error {
+	dec := json.NewDecoder(r)
+	for {
+		var msg struct {
+			Stream      string `json:"stream"`
+			Status      string `json:"status"`
+			ID          string `json:"id"`
+			Error       string `json:"error"`
+			ErrorDetail *struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		switch {
+		case msg.ErrorDetail != nil && msg.ErrorDetail.Message != "":
+			return errors.New(msg.ErrorDetail.Message)
+		case msg.Error != "":
+			return errors.New(msg.Error)
+		}
+		text := msg.Stream
+		if text == "" {
+			text = strings.TrimSpace(msg.ID + " " + msg.Status)
+		}
+		for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+			if progress != nil {
+				progress(strings.TrimRight(line, "\r"))
+			}
+		}
+	}
 }

@@ -2,12 +2,10 @@ package derived
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -170,7 +168,7 @@ func buildOne(ctx context.Context, cli *client.Client, o Options, im Image) (Res
 	if err != nil {
 		return res, fmt.Errorf("docker build: %w", err)
 	}
-	err = readMessages(resp.Body)
+	err = images.ReadMessages(resp.Body, nil)
 	resp.Body.Close()
 	if err != nil {
 		return res, fmt.Errorf("docker build: %w", err)
@@ -294,31 +292,6 @@ func contextTar(w io.Writer, dockerfile []byte, layer string) error {
 		return err
 	}
 	return tw.Close()
-}
-
-// readMessages reads the engine's build stream; an error message is the
-// result.
-func readMessages(r io.Reader) error {
-	dec := json.NewDecoder(bufio.NewReader(r))
-	for {
-		var msg struct {
-			Error       string `json:"error"`
-			ErrorDetail *struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		if err := dec.Decode(&msg); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if msg.ErrorDetail != nil && msg.ErrorDetail.Message != "" {
-			return errors.New(msg.ErrorDetail.Message)
-		}
-		if msg.Error != "" {
-			return errors.New(msg.Error)
-		}
-	}
 }
 
 func fileSHA256(path string) (string, error) {

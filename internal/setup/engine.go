@@ -3,16 +3,16 @@ package setup
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os/exec"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/client"
+
+	"github.com/runbox-mcp/runbox/images"
 )
 
 // Moby is the Engine of a Docker-API engine (Docker, Podman).
@@ -76,7 +76,7 @@ func (m *Moby) Pull(ctx context.Context, ref string, progress func(string)) erro
 		return err
 	}
 	defer resp.Close()
-	return readMessages(resp, progress)
+	return images.ReadMessages(resp, progress)
 }
 
 // Build implements Engine with the classic builder, which every Docker
@@ -117,7 +117,7 @@ func (m *Moby) apiBuild(ctx context.Context, req BuildRequest, progress func(str
 		return err
 	}
 	defer resp.Body.Close()
-	return readMessages(resp.Body, progress)
+	return images.ReadMessages(resp.Body, progress)
 }
 
 // Tag implements Engine.
@@ -151,42 +151,4 @@ func (m *Moby) RemoveLabelled(ctx context.Context, key, value string) (int, erro
 		n++
 	}
 	return n, errors.Join(errs...)
-}
-
-// readMessages reads the engine's JSON message stream (pull or build),
-// handing each line of output to progress; an error message is the
-// result.
-func readMessages(r io.Reader, progress func(string)) error {
-	dec := json.NewDecoder(r)
-	for {
-		var msg struct {
-			Stream      string `json:"stream"`
-			Status      string `json:"status"`
-			ID          string `json:"id"`
-			Error       string `json:"error"`
-			ErrorDetail *struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		if err := dec.Decode(&msg); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		switch {
-		case msg.ErrorDetail != nil && msg.ErrorDetail.Message != "":
-			return errors.New(msg.ErrorDetail.Message)
-		case msg.Error != "":
-			return errors.New(msg.Error)
-		}
-		text := msg.Stream
-		if text == "" {
-			text = strings.TrimSpace(msg.ID + " " + msg.Status)
-		}
-		for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
-			if progress != nil {
-				progress(strings.TrimRight(line, "\r"))
-			}
-		}
-	}
 }
