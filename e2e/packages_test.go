@@ -246,7 +246,20 @@ func (x *pkgIndex) manifest(t *testing.T, declared bool) string {
 // forbidden_network naming it, the index never reached.
 func TestNetworkPipIndex(t *testing.T) {
 	x := startPkgIndex(t)
-	s := engineServer(t, "", x.manifest(t, true))
+	testPipInstall(t, engineServer(t, "", x.manifest(t, true)), x)
+
+	before := x.hits.Load()
+	s := engineServer(t, "", x.manifest(t, false))
+	r := netCall(t, s, "bash", fmt.Sprintf("export PIP_CERT=$PWD/ca.pem\npip install --index-url https://127.0.0.1:%d/simple/ runbox-demo", x.port), x.files(), 90)
+	info := wantError(t, r, contract.KindForbiddenNetwork, "")
+	if !strings.Contains(info.Message, fmt.Sprintf("127.0.0.1:%d", x.port)) || x.hits.Load() != before {
+		t.Fatalf("error %+v, index hits %d\nstderr %s", info, x.hits.Load()-before, r.Stderr)
+	}
+	t.Logf("refused pip install: %d ms, %d refused connections", r.Metrics.WallMs, len(r.Network))
+}
+
+func testPipInstall(t *testing.T, s *server, x *pkgIndex) {
+	t.Helper()
 	r := netCall(t, s, "python", `
 import os, subprocess, sys
 os.environ["PIP_CERT"] = os.path.abspath("ca.pem")
@@ -273,15 +286,6 @@ print(runbox_demo.hello(), runbox_demo.__file__)
 	if r.Stdout != "hello from the declared index\n" {
 		t.Fatalf("stdout %q\nstderr %s", r.Stdout, r.Stderr)
 	}
-
-	before := x.hits.Load()
-	s = engineServer(t, "", x.manifest(t, false))
-	r = netCall(t, s, "bash", fmt.Sprintf("export PIP_CERT=$PWD/ca.pem\npip install --index-url https://127.0.0.1:%d/simple/ runbox-demo", x.port), x.files(), 90)
-	info := wantError(t, r, contract.KindForbiddenNetwork, "")
-	if !strings.Contains(info.Message, fmt.Sprintf("127.0.0.1:%d", x.port)) || x.hits.Load() != before {
-		t.Fatalf("error %+v, index hits %d\nstderr %s", info, x.hits.Load()-before, r.Stderr)
-	}
-	t.Logf("refused pip install: %d ms, %d refused connections", r.Metrics.WallMs, len(r.Network))
 }
 
 // npm install from the declared registry, without naming it: the package
@@ -290,7 +294,20 @@ print(runbox_demo.hello(), runbox_demo.__file__)
 // forbidden_network naming it.
 func TestNetworkNpmRegistry(t *testing.T) {
 	x := startPkgIndex(t)
-	s := engineServer(t, "", x.manifest(t, true))
+	testNpmInstall(t, engineServer(t, "", x.manifest(t, true)), x)
+
+	before := x.hits.Load()
+	s := engineServer(t, "", x.manifest(t, false))
+	r := netCall(t, s, "bash", fmt.Sprintf("export NODE_EXTRA_CA_CERTS=$PWD/ca.pem\nnpm install --registry https://127.0.0.1:%d/npm/ runbox-demo", x.port), x.files(), 90)
+	info := wantError(t, r, contract.KindForbiddenNetwork, "")
+	if !strings.Contains(info.Message, fmt.Sprintf("127.0.0.1:%d", x.port)) || x.hits.Load() != before {
+		t.Fatalf("error %+v, registry hits %d\nstderr %s", info, x.hits.Load()-before, r.Stderr)
+	}
+	t.Logf("refused npm install: %d ms, %d refused connections", r.Metrics.WallMs, len(r.Network))
+}
+
+func testNpmInstall(t *testing.T, s *server, x *pkgIndex) {
+	t.Helper()
 	r := netCall(t, s, "bash", "export NODE_EXTRA_CA_CERTS=$PWD/ca.pem\nnpm install --no-progress runbox-demo >&2 && node -e \"console.log(require('runbox-demo')())\"", x.files(), 90)
 	mustOK(t, r)
 	if r.Stdout != "hello from the declared registry\n" {
@@ -308,15 +325,14 @@ func TestNetworkNpmRegistry(t *testing.T) {
 	if len(r.Network) == 0 || strings.Join(paths, ",") != "package-lock.json,package.json" {
 		t.Fatalf("network %+v artifacts %v", r.Network, paths)
 	}
+}
 
-	before := x.hits.Load()
-	s = engineServer(t, "", x.manifest(t, false))
-	r = netCall(t, s, "bash", fmt.Sprintf("export NODE_EXTRA_CA_CERTS=$PWD/ca.pem\nnpm install --registry https://127.0.0.1:%d/npm/ runbox-demo", x.port), x.files(), 90)
-	info := wantError(t, r, contract.KindForbiddenNetwork, "")
-	if !strings.Contains(info.Message, fmt.Sprintf("127.0.0.1:%d", x.port)) || x.hits.Load() != before {
-		t.Fatalf("error %+v, registry hits %d\nstderr %s", info, x.hits.Load()-before, r.Stderr)
-	}
-	t.Logf("refused npm install: %d ms, %d refused connections", r.Metrics.WallMs, len(r.Network))
+// Under gVisor the same installs work, through the same channel.
+func TestNetworkPackagesGVisor(t *testing.T) {
+	x := startPkgIndex(t)
+	s := gvisorServer(t, x.manifest(t, true))
+	testPipInstall(t, s, x)
+	testNpmInstall(t, s, x)
 }
 
 // The description names the network clients the image really has, read

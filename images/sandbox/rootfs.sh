@@ -74,6 +74,9 @@ install -m 0644 "$RECIPE/python/runbox_mplcache.py" "$RECIPE/python/runbox-mplca
 in_root python3 -m py_compile /usr/lib/python3/dist-packages/runbox_mplcache.py /usr/lib/python3/dist-packages/runbox_usersite.py
 # pip installs into the user's site (pip.conf says why).
 install -m 0644 "$RECIPE/pip.conf" "$rootfs/etc/pip.conf"
+# setuptools (pip's dependency) hooks every interpreter's start-up to shim
+# distutils (~0.5 ms a start); `import setuptools` still installs the shim.
+rm -f "$site/distutils-precedence.pth"
 
 # npm: its own release tarball, pinned by integrity hash in npm.txt, from
 # the npm registry (RUNBOX_NPM_REGISTRY, default registry.npmjs.org),
