@@ -286,6 +286,7 @@ print(runbox_demo.hello(), runbox_demo.__file__)
 	if r.Stdout != "hello from the declared index\n" {
 		t.Fatalf("stdout %q\nstderr %s", r.Stdout, r.Stderr)
 	}
+	t.Logf("pip install and import: %d ms, %d connections", r.Metrics.WallMs, len(r.Network))
 }
 
 // npm install from the declared registry, without naming it: the package
@@ -325,6 +326,7 @@ func testNpmInstall(t *testing.T, s *server, x *pkgIndex) {
 	if len(r.Network) == 0 || strings.Join(paths, ",") != "package-lock.json,package.json" {
 		t.Fatalf("network %+v artifacts %v", r.Network, paths)
 	}
+	t.Logf("npm install and require: %d ms, %d connections", r.Metrics.WallMs, len(r.Network))
 }
 
 // Under gVisor the same installs work, through the same channel.
