@@ -11,7 +11,7 @@
 // saying why.
 //
 // RUNBOX_E2E_IMAGE runs the tests of the image's network clients and package
-// installs (packages_test.go) on another image than runbox/sandbox:bookworm,
+// installs (network_packages_test.go) on another image than runbox/sandbox:bookworm,
 // e.g. a branch's recipe built under its own tag
 // (RUNBOX_IMAGE=runbox/sandbox:mine bash images/build.sh), so the shared
 // image is never replaced while other suites use it.
