@@ -10,7 +10,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 ARCH    := $(shell $(GO) env GOARCH)
 
-.PHONY: all setup build demo test unit e2e vet fmt clean bench stress fuzz release k8s-up k8s-down
+.PHONY: all setup build demo test prefetch unit e2e vet fmt clean bench stress fuzz release k8s-up k8s-down
 
 all: build
 
@@ -29,7 +29,17 @@ demo: setup build
 	$(GO) run ./examples/demo --server $(BIN)/runbox
 
 ## test: set everything up and run every test (unit with fuzz seeds, a short fuzz run, e2e with real Docker and real MCP clients)
-test: setup build vet unit fuzz release e2e
+test: prefetch setup build vet unit fuzz release e2e
+
+## prefetch: start the two slow tool builds that only tests need (the test cluster's Kubernetes,
+## ~12 min cold; goreleaser, ~8 min cold) in the background, beside the image build, which waits
+## on the network more than on the CPU. Each holds its build's lock, so `release` and `k8s-up`
+## wait for it and then find it cached; one that failed is run again there, in the foreground.
+## Logs: .cache/logs/.
+prefetch:
+	@mkdir -p .cache/logs
+	@bash scripts/k8s/build.sh >.cache/logs/k8s-build.log 2>&1 </dev/null &
+	@bash scripts/release.sh install >.cache/logs/goreleaser-install.log 2>&1 </dev/null &
 
 unit:
 	$(GO) test -count=1 ./...

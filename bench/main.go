@@ -75,6 +75,7 @@ func main() {
 	server := flag.String("server", "bin/runbox", "the runbox binary")
 	n := flag.Int("n", 20, "calls per scenario")
 	asJSON := flag.String("json", "", "also write the rows as JSON to this file")
+	serverLog = flag.String("server-log", "", "append the runbox servers' logs (stderr) to this file")
 	only := flag.String("only", "", "run only this part: toolcalls, network or sessions (with the pooled run they compare with)")
 	flag.Parse()
 	switch *only {
@@ -299,11 +300,19 @@ func pct(sorted []float64, p float64) float64 {
 	return sorted[int(float64(len(sorted)-1)*p)]
 }
 
+// serverLog is where the servers' stderr goes (nowhere when empty).
+var serverLog = new(string)
+
 func startRunbox(bin, manifestPath string) (*client.Client, error) {
 	c, err := client.NewStdioMCPClientWithOptions(bin, nil, []string{"serve", "--manifest", manifestPath},
 		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
 			cmd := exec.Command(command, args...)
 			cmd.Env = append(os.Environ(), env...)
+			if *serverLog != "" {
+				if f, err := os.OpenFile(*serverLog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+					cmd.Stderr = f
+				}
+			}
 			return cmd, nil
 		}))
 	if err != nil {

@@ -2,16 +2,21 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // bigFrame loads a 100 MB frame (1.25 M rows of 10 float64 columns) from
@@ -94,7 +99,95 @@ func sessionRows(c, cold *client.Client, n int) ([]row, error) {
 	if s, o := rows[4], rows[5]; s.Failure == "" && o.Failure == "" && s.P50Ms > 0 {
 		fmt.Fprintf(os.Stderr, "bench: df.describe() on a 100 MB frame: a session is %.1fx faster than loading it in every run (p50 %.0f ms vs %.0f ms)\n", o.P50Ms/s.P50Ms, s.P50Ms, o.P50Ms)
 	}
-	return rows, nil
+	return append(rows, manySessions(c, openSessions, n)), nil
+}
+
+// openSessions is how many sessions the scale row holds open at once.
+const openSessions = 50
+
+// manySessions opens k python sessions, each holding a value, measures
+// a call in them round robin while all are open, and reports what they
+// cost the host at rest: the engine's memory use per box (as docker stats
+// shows it) and the drop in the host's available memory.
+func manySessions(c *client.Client, k, n int) row {
+	prog := fmt.Sprintf("print(x), %d sessions open", k)
+	before := memAvailable()
+	began := time.Now()
+	var ids []string
+	defer func() {
+		for _, id := range ids {
+			closeSession(c, id)
+		}
+	}()
+	for i := range k {
+		id, err := openSession(c)
+		if err == nil {
+			err = callSession(c, id, fmt.Sprintf("x = %d", i), "")
+		}
+		if err != nil {
+			return row{Program: prog, Name: "runbox session", Failure: fmt.Sprintf("session %d: %v", i+1, err)}
+		}
+		ids = append(ids, id)
+	}
+	opening := time.Since(began)
+	time.Sleep(3 * time.Second) // the interpreters settle
+	boxes, perBox := sessionBoxMemory(ids)
+	fmt.Fprintf(os.Stderr, "bench: %d python sessions opened one after another in %.1f s; at rest each box uses %.1f MiB (docker stats, %d boxes) and the host's available memory fell by %.1f MiB per session\n",
+		k, opening.Seconds(), perBox/(1<<20), boxes, float64(before-memAvailable())/float64(k)/(1<<20))
+	i := 0
+	return measure(prog, "runbox session: a call, round robin", 1, max(n, k), 0, func() error {
+		id := ids[i%len(ids)]
+		want := fmt.Sprintf("%d\n", i%len(ids))
+		i++
+		return callSession(c, id, "print(x)", want)
+	})
+}
+
+// memAvailable is the host's MemAvailable in bytes (0 when unknown).
+func memAvailable() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// sessionBoxMemory is the average memory use of the session boxes of ids
+// as `docker stats` reports it (usage less page cache).
+func sessionBoxMemory(ids []string) (int, float64) {
+	var boxes []string
+	for _, id := range ids {
+		out, err := exec.Command("docker", "ps", "-q", "--filter", "label="+sandbox.LabelSession+"="+sandbox.SessionKey(id)).Output()
+		if err == nil && len(bytes.TrimSpace(out)) > 0 {
+			boxes = append(boxes, strings.TrimSpace(string(out)))
+		}
+	}
+	if len(boxes) == 0 {
+		return 0, 0
+	}
+	out, err := exec.Command("docker", append([]string{"stats", "--no-stream", "--format", "{{.MemUsage}}"}, boxes...)...).Output()
+	if err != nil {
+		return 0, 0
+	}
+	var total float64
+	n := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		used, _, _ := strings.Cut(l, " / ")
+		if v, ok := statsBytes(strings.TrimSpace(used)); ok {
+			total += v
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return n, total / float64(n)
 }
 
 // benchSessionsOnly is the session rows alone.
@@ -179,4 +272,18 @@ func callSession(c *client.Client, id, code, want string) error {
 		return fmt.Errorf("unexpected stdout %q", got)
 	}
 	return nil
+}
+
+// statsBytes reads a size as docker stats prints it: "12.3MiB", "900KiB".
+func statsBytes(s string) (float64, bool) {
+	for _, u := range []struct {
+		suffix string
+		scale  float64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			v, err := strconv.ParseFloat(num, 64)
+			return v * u.scale, err == nil
+		}
+	}
+	return 0, false
 }

@@ -96,6 +96,8 @@ type Result struct {
 	Network []Connection `json:"network,omitempty" jsonschema_description:"Each connection the program made or tried through runbox's proxy: host, port, allowed or refused and by which manifest entry, bytes each way, duration. Absent when the manifest declares no endpoints."`
 	// Session is set when the call ran in a session (run_code's session_id).
 	Session *SessionRef `json:"session,omitempty" jsonschema:"description=The session the call ran in: its id, the call's number and whether its state lives on."`
+	// Roots are the client's MCP roots mounted in the run's box.
+	Roots []Root `json:"roots,omitempty" jsonschema:"description=Your client's roots (e.g. the open project) mounted read-only in this run: the folder's path in the box and the root it is. Absent when none are mounted."`
 }
 
 // ErrorInfo is a typed failure an agent can act on.

@@ -52,5 +52,11 @@ func Summary(res Result) string {
 			fmt.Fprintf(&b, "(%d more files omitted by the artifact cap)\n", res.ArtifactsOmitted)
 		}
 	}
+	if len(res.Roots) > 0 {
+		b.WriteString("--- your roots, read-only ---\n")
+		for _, r := range res.Roots {
+			fmt.Fprintf(&b, "%s ← %s\n", r.Path, r.URI)
+		}
+	}
 	return strings.TrimRight(b.String(), "\n")
 }

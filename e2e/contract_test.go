@@ -429,6 +429,7 @@ func engineServer(t *testing.T, host, manifest string) *server {
 		env = append([]string{"DOCKER_HOST=" + host}, env...)
 	}
 	s := startServer(t, env, "--manifest", writeManifest(t, "audit:\n  enabled: false\n"+manifest))
+	s.host = host
 	t.Cleanup(func() {
 		s.close()
 		pid := strconv.Itoa(s.cmd.Process.Pid)
@@ -448,9 +449,12 @@ func engineServer(t *testing.T, host, manifest string) *server {
 }
 
 // engineBoxes lists the boxes of the server with pid on the engine at host.
-func engineBoxes(t *testing.T, host, pid string) []string {
+func engineBoxes(t *testing.T, host, pid string, filters ...string) []string {
 	t.Helper()
 	args := []string{"ps", "-aq", "--filter", "label=" + sandbox.LabelManaged + "=true", "--filter", "label=" + sandbox.LabelOwnerPID + "=" + pid}
+	for _, f := range filters {
+		args = append(args, "--filter", f)
+	}
 	if host != "" {
 		args = append([]string{"-H", host}, args...)
 	}

@@ -148,6 +148,8 @@ type server struct {
 	c      *client.Client
 	cmd    *exec.Cmd
 	stderr *syncBuffer
+	// host is the engine's DOCKER_HOST when not the default one.
+	host string
 }
 
 type syncBuffer struct {

@@ -351,18 +351,25 @@ print(urllib.request.urlopen("http://127.0.0.1:%d/a", timeout=10).read().decode(
 urllib.request.urlopen("http://undeclared.example/", timeout=10)
 `, ns.pport), nil, 30)
 	wantError(t, r, contract.KindForbiddenNetwork, "")
-	entries, err := audit.Read(logPath, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, ok := audit.Find(entries, r.RunID)
-	if !ok {
-		t.Fatalf("run %s not in the audit log", r.RunID)
-	}
+	e := auditEntry(t, logPath, r.RunID)
 	if e.Error == nil || e.Error.Kind != contract.KindForbiddenNetwork || len(e.Network) != 2 ||
 		!e.Network[0].Allowed || e.Network[1].Allowed || e.Network[1].Host != "undeclared.example" || !strings.Contains(e.Network[1].Reason, "not declared") {
 		t.Fatalf("audit entry: %+v %+v", e.Error, e.Network)
 	}
+}
+
+// auditEntry is run id's line in the audit log at path.
+func auditEntry(t *testing.T, path, id string) audit.Entry {
+	t.Helper()
+	entries, err := audit.Read(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := audit.Find(entries, id)
+	if !ok {
+		t.Fatalf("run %s not in the audit log", id)
+	}
+	return e
 }
 
 // On Kubernetes the same: the pod has only lo (runbox's unplug step

@@ -62,3 +62,15 @@ func podmanServer(t *testing.T, manifest string) *server {
 	}
 	return engineServer(t, host, manifest)
 }
+
+// TestPodmanSessions runs the session suites on Podman: a session box is
+// found by its labels and attached to again through the same
+// Docker-compatible calls, and its state, errors and losses read as on
+// Docker. OOM is said by runbox-init's own count of the box's OOM kills
+// (Podman sets no OOMKilled on cgroup v1). The server's clean-up checks
+// that no box is left on Podman.
+func TestPodmanSessions(t *testing.T) {
+	s := podmanServer(t, "limits:\n  memory: 256MiB\n")
+	t.Run("state", func(t *testing.T) { sessionStatePersists(t, s) })
+	t.Run("errors", func(t *testing.T) { sessionErrors(t, s) })
+}

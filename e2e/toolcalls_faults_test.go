@@ -93,6 +93,13 @@ func (e *elicitor) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp
 // startWithElicitor is startServer for a client that can be asked.
 func startWithElicitor(t *testing.T, manifestPath string, h client.ElicitationHandler) *server {
 	t.Helper()
+	return startWithOptions(t, manifestPath, client.WithElicitationHandler(h))
+}
+
+// startWithOptions is startServer for a client with opts (a handler of
+// the server's requests: elicitation, roots).
+func startWithOptions(t *testing.T, manifestPath string, opts ...client.ClientOption) *server {
+	t.Helper()
 	s := &server{stderr: &syncBuffer{}}
 	tr := transport.NewStdioWithOptions(runboxBin, nil, []string{"serve", "--manifest", manifestPath},
 		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
@@ -102,7 +109,7 @@ func startWithElicitor(t *testing.T, manifestPath string, h client.ElicitationHa
 			s.cmd = cmd
 			return cmd, nil
 		}))
-	s.c = client.NewClient(tr, client.WithElicitationHandler(h))
+	s.c = client.NewClient(tr, opts...)
 	if err := s.c.Start(context.Background()); err != nil {
 		t.Fatalf("start: %v", err)
 	}

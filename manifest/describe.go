@@ -26,6 +26,7 @@ func (m *Manifest) ToolDescription() string {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(m.Packages.describe())
 	b.WriteString("\nRules, enforced on every run:\n")
 	b.WriteString(m.Network.describe())
 	fmt.Fprintf(&b, "- Time: %gs by default; set timeout_seconds up to %g.\n", l.TimeoutSeconds, l.MaxTimeoutSeconds)
@@ -34,6 +35,9 @@ func (m *Manifest) ToolDescription() string {
 	fmt.Fprintf(&b, "- Every run starts from an empty /workspace (the working directory); nothing persists between runs. Pass data with files (up to %s in all) and stdin.\n", l.InputBytes)
 	for _, mt := range m.Mounts {
 		fmt.Fprintf(&b, "- %s: a read-only folder of the user's data; read it there (or name a file in it with a files entry's source) instead of passing its content.\n", mt.Target())
+	}
+	if m.Roots.Mount {
+		fmt.Fprintf(&b, "- %s/<name>: your client's roots (e.g. the open project), read-only, when they are folders of this server's host; the result's roots (and session_open's) name them.\n", RootsDir)
 	}
 	if m.Outputs != "" {
 		b.WriteString("- save_artifacts: true also saves the run's artifacts in the user's outputs folder.\n")

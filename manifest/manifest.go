@@ -58,6 +58,8 @@ type Manifest struct {
 	HTTP HTTP `json:"http" jsonschema_description:"The HTTP transports (serve --transport http or sse)."`
 	// Mounts are host folders every box sees read-only at /mnt/<name>.
 	Mounts []Mount `json:"mounts" jsonschema_description:"Host folders every box sees read-only at /mnt/<name> (one-off runs and sessions); a run_code file may name a file in one instead of carrying its content."`
+	// Roots says whether the client's MCP roots are mounted too (roots.go).
+	Roots Roots `json:"roots" jsonschema_description:"The client's MCP roots (e.g. the IDE's open project), mounted read-only at /mnt/roots/<name> in that client's runs and sessions when mount is true; only folders of this host under one of the under folders. Off by default."`
 	// Outputs is a host folder where a call that asks for it gets its
 	// artifacts saved, under the run's id.
 	Outputs string `json:"outputs" jsonschema_description:"A host folder where a run_code call with save_artifacts gets its artifacts saved, in a folder named for its run id (never overwriting, never outside it); empty: off."`
@@ -74,6 +76,9 @@ type Manifest struct {
 	ToolCalls ToolCalls `json:"tool_calls" jsonschema_description:"Per-run bounds on the code's calls to the servers' tools."`
 	// SavedTools keeps code as tools of its own.
 	SavedTools SavedTools `json:"saved_tools" jsonschema_description:"Code saved as tools (save_tool, delete_tool), kept across restarts."`
+	// Packages are pinned libraries added to the sandbox image in a
+	// derived image (packages.go, images/derived).
+	Packages Packages `json:"packages,omitzero" jsonschema_description:"Pinned Python (Debian python3-*) and JavaScript (npm) packages added to the sandbox image: runbox images build (also make setup) builds a derived image holding exactly these, tagged by a hash of the base image's recipe and this list, and the languages whose image is the base run on it."`
 }
 
 // Backends.
@@ -314,6 +319,7 @@ func Default() *Manifest {
 		ToolCalls:   ToolCalls{MaxCalls: 200, MaxBytes: 64 * MiB, CallTimeoutSeconds: 60},
 		Sessions:    DefaultSessions(),
 		Mounts:      []Mount{},
+		Roots:       Roots{Under: []string{}},
 	}
 }
 
@@ -441,6 +447,7 @@ func (m *Manifest) Validate() error {
 	rangeB("audit.max_bytes", m.Audit.MaxBytes, 64*KiB, 64*GiB)
 	m.Sessions.validate(rangeI, rangeF, rangeB)
 	m.validateMounts(bad)
+	m.Roots.validate(bad)
 	m.HTTP.validateTokens(bad)
 	rangeI("audit.keep", int64(m.Audit.Keep), 0, 1000)
 	if m.Metrics.Listen != "" {
@@ -464,6 +471,8 @@ func (m *Manifest) Validate() error {
 		bad("backend", m.Backend, "docker or kubernetes")
 	}
 	m.validateServers(bad)
+	m.Packages.normalize()
+	m.Packages.validate(bad)
 	if !userRe.MatchString(m.User) {
 		bad("user", m.User, "a non-root numeric uid:gid such as 1000:1000")
 	}

@@ -104,6 +104,9 @@ func TestLoadRejectsUnknownAndInvalid(t *testing.T) {
 		"limits:\n  memory: 1MiB\n": "limits.memory = 1MiB",
 		"concurrency: many\n":       "concurrency",
 		"limits:\n  memory: lots\n": "bad size",
+		"roots:\n  mount: true\n":   "roots.under",
+		"roots:\n  under: [rel]\n":  "roots.under[0]",
+		"roots:\n  under: [/]\n":    "roots.under[0]",
 	} {
 		p := t.TempDir() + "/runbox.yaml"
 		writeFile(t, p, content)

@@ -57,8 +57,9 @@ func (c *Cache) Close() error { return c.next.Close() }
 // Run answers from the cache or runs the job and keeps its result.
 func (c *Cache) Run(ctx context.Context, job contract.Job) contract.Result {
 	key, ok := c.key(ctx, job)
-	if !ok || StreamsFrom(ctx) != nil {
-		// A run that reaches the host (tool calls) is not the code's alone.
+	if !ok || StreamsFrom(ctx) != nil || MountsFrom(ctx) != nil {
+		// A run that reaches the host (tool calls, a client's folders) is
+		// not the code's alone.
 		return c.next.Run(ctx, job)
 	}
 	if res, hit := c.get(key, job.RunID); hit {

@@ -29,7 +29,7 @@ type channel struct {
 	mu      sync.Mutex
 	sess    *yamux.Session
 	// boxStreams serves the streams the box opens (channel_streams.go).
-	boxStreams
+	*boxStreams
 }
 
 // collected is what came over the channel.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,10 +19,12 @@ import (
 // or none, never panic or hang.
 func FuzzChannel(f *testing.F) {
 	// A well-formed exchange, as a box would send it, as a seed.
-	var rec bytes.Buffer
+	rec := &recorded{}
 	host, box := net.Pipe()
+	boxDone := make(chan struct{})
 	go func() {
-		sess, _ := yamux.Server(recorder{box, &rec}, initproto.MuxConfig())
+		defer close(boxDone)
+		sess, _ := yamux.Server(recorder{box, rec}, initproto.MuxConfig())
 		st, err := sess.AcceptStream()
 		if err != nil {
 			return
@@ -38,7 +41,8 @@ func FuzzChannel(f *testing.F) {
 	l := manifest.Default().Limits
 	newChannel(context.Background(), fakeConn{host}, l, time.Second, nil).run(&initproto.Job{})
 	host.Close()
-	f.Add(rec.Bytes())
+	<-boxDone
+	f.Add(rec.bytes())
 	f.Add([]byte{})
 	f.Add([]byte{0, 1, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -82,10 +86,24 @@ func FuzzChannel(f *testing.F) {
 // recorder keeps what a box writes.
 type recorder struct {
 	net.Conn
-	w *bytes.Buffer
+	w *recorded
 }
 
 func (r recorder) Write(p []byte) (int, error) {
-	r.w.Write(p)
+	r.w.mu.Lock()
+	r.w.b.Write(p)
+	r.w.mu.Unlock()
 	return r.Conn.Write(p)
+}
+
+// recorded is what a recorder kept; the multiplexer's goroutines write it.
+type recorded struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (r *recorded) bytes() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return bytes.Clone(r.b.Bytes())
 }

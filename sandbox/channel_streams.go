@@ -38,6 +38,16 @@ type boxStreams struct {
 	handlers  sync.WaitGroup
 	why       atomic.Pointer[string]
 	sess      *yamux.Session
+	// call, for a session's call, is the Call its box's streams must
+	// carry; 0 in a one-off run.
+	call uint64
+
+	// mu guards the streams admitted and not yet done with, which end
+	// releases: a session's channel outlives its calls, and no stream of
+	// one call may wait into the next.
+	mu      sync.Mutex
+	streams map[*yamux.Stream]struct{}
+	ended   bool
 }
 
 // artifactStream is one artifact stream's message.
@@ -47,10 +57,11 @@ type artifactStream struct {
 	err   error
 }
 
-func newBoxStreams(ctx context.Context, l manifest.Limits, s *Streams) boxStreams {
+func newBoxStreams(ctx context.Context, l manifest.Limits, s *Streams) *boxStreams {
 	ctx, cancel := context.WithCancel(ctx)
-	return boxStreams{bounds: s.bounded(), limits: l, ctx: ctx, cancel: cancel,
-		arts: make(chan artifactStream, l.Artifacts+1), lost: make(chan struct{})}
+	return &boxStreams{bounds: s.bounded(), limits: l, ctx: ctx, cancel: cancel,
+		arts: make(chan artifactStream, l.Artifacts+1), lost: make(chan struct{}),
+		streams: map[*yamux.Stream]struct{}{}}
 }
 
 // maxBytes is what the session may carry on top of the report and the
@@ -83,32 +94,63 @@ func (b *boxStreams) broken() string {
 func (b *boxStreams) accept(sess *yamux.Session) {
 	b.sess = sess
 	defer close(b.lost)
-	// Everything accepted is bounded: the handlers' streams, the
-	// artifacts, and the streams whose first message is on its way.
-	maxLive := int64(b.bounds.MaxOpen + b.limits.Artifacts + initproto.MaxBoxStreams)
 	for {
 		st, err := sess.AcceptStream()
 		if err != nil {
 			return
 		}
-		b.accepted++
-		if b.accepted > b.bounds.MaxTotal+b.limits.Artifacts {
-			_ = st.Close()
-			b.broke("it opened more than the %d streams a run may", b.bounds.MaxTotal)
+		if !b.admit(st) {
 			return
 		}
-		if b.live.Add(1) > maxLive {
-			_ = st.Close()
-			b.broke("it opened more than %d streams at once", maxLive)
-			return
-		}
-		go b.serve(st)
 	}
+}
+
+// admit counts a stream the box opened against the run's bounds and
+// serves it; false once the box went past them (its session is ending).
+// One goroutine at a time admits: the loop that accepts the streams.
+func (b *boxStreams) admit(st *yamux.Stream) bool {
+	// Everything accepted is bounded: the handlers' streams, the
+	// artifacts, and the streams whose first message is on its way.
+	maxLive := int64(b.bounds.MaxOpen + b.limits.Artifacts + initproto.MaxBoxStreams)
+	b.accepted++
+	if b.accepted > b.bounds.MaxTotal+b.limits.Artifacts {
+		_ = st.Close()
+		b.broke("it opened more than the %d streams a run may", b.bounds.MaxTotal)
+		return false
+	}
+	if b.live.Add(1) > maxLive {
+		_ = st.Close()
+		b.broke("it opened more than %d streams at once", maxLive)
+		return false
+	}
+	b.mu.Lock()
+	if b.ended {
+		b.mu.Unlock()
+		b.live.Add(-1)
+		refuse(st)
+		return true
+	}
+	b.streams[st] = struct{}{}
+	b.mu.Unlock()
+	go b.serve(st)
+	return true
+}
+
+// refuse ends a stream the box opened that nothing serves: the box reads
+// its end at once, and whatever in it waits for an answer sees an error.
+func refuse(st *yamux.Stream) {
+	_ = st.SetReadDeadline(time.Now())
+	_ = st.Close()
 }
 
 // serve reads a stream's first message and hands the stream on.
 func (b *boxStreams) serve(st *yamux.Stream) {
-	defer b.live.Add(-1)
+	defer func() {
+		b.mu.Lock()
+		delete(b.streams, st)
+		b.mu.Unlock()
+		b.live.Add(-1)
+	}()
 	counted := &streamCounter{r: st}
 	br := bufio.NewReaderSize(counted, 64<<10)
 	var h initproto.Header
@@ -129,6 +171,11 @@ func (b *boxStreams) serve(st *yamux.Stream) {
 	}
 	handler := b.bounds.Handlers[h.Kind]
 	switch {
+	case err == nil && h.Call != b.call:
+		// Opened for an earlier call of the session, it reached the
+		// server only now: that call's handlers are gone.
+		refuse(st)
+		return
 	case errors.Is(err, initproto.ErrTooLarge):
 		b.broke("it sent more than the %d bytes its streams may", b.bounds.MaxBytes)
 	case err != nil:
@@ -148,7 +195,14 @@ func (b *boxStreams) serve(st *yamux.Stream) {
 			b.broke("it sent more than the %d bytes its streams may", b.bounds.MaxBytes)
 			break
 		}
+		b.mu.Lock()
+		if b.ended {
+			b.mu.Unlock()
+			b.open.Add(-1)
+			break
+		}
 		b.handlers.Add(1)
+		b.mu.Unlock()
 		defer b.handlers.Done()
 		s := &BoxStream{Header: h, Blobs: blobs, r: br, st: st, release: func() { b.open.Add(-1) }}
 		handler.ServeStream(b.ctx, s)
@@ -158,11 +212,20 @@ func (b *boxStreams) serve(st *yamux.Stream) {
 	_ = st.Close()
 }
 
-// end cancels the handlers and waits a little for them: a handler that
-// ignores its context is logged by nobody and outlives the run, but never
-// holds the run's answer.
+// end cancels the handlers, releases the streams still open and waits a
+// little for the handlers: a handler that ignores its context is logged by
+// nobody and outlives the run, but never holds the run's answer.
 func (b *boxStreams) end() {
 	b.cancel()
+	// Streams still waiting for their first message, or for what their
+	// handler reads, are released now: on a session's channel nothing
+	// else would.
+	b.mu.Lock()
+	b.ended = true
+	for st := range b.streams {
+		_ = st.SetReadDeadline(time.Now())
+	}
+	b.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		b.handlers.Wait()

@@ -42,8 +42,12 @@ func callHost(kind string, n, par int) func(*yamux.Session, *yamux.Stream, *init
 // calls makes n calls of kind through boxinit.Host, at most par at once,
 // and returns their answers.
 func calls(sess *yamux.Session, kind string, n, par int) []string {
+	return callsOn(boxinit.NewHost(sess), kind, n, par)
+}
+
+// callsOn is calls through host.
+func callsOn(host *boxinit.Host, kind string, n, par int) []string {
 	{
-		host := boxinit.NewHost(sess)
 		out := make([]string, n)
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, par)

@@ -49,6 +49,9 @@ type BoxSpec struct {
 	Session bool
 	// Limits, when set, replace the manifest's limits for this box.
 	Limits *manifest.Limits
+	// Mounts are host folders mounted read-only besides the manifest's
+	// (a client's roots, [WithMounts]).
+	Mounts []HostMount
 }
 
 // Box is one started box.

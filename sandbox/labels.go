@@ -22,6 +22,9 @@ const (
 	// LabelInitSHA marks the volume that carries runbox-init, with the
 	// binary's sha256.
 	LabelInitSHA = "io.runbox.init.sha256"
+	// LabelFolder marks a volume that binds a host folder (a declared
+	// folder or a client's root) into boxes, with the folder's path.
+	LabelFolder = "io.runbox.folder"
 )
 
 // Paths inside a box.

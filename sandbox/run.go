@@ -34,11 +34,15 @@ func (r *BoxRunner) run(ctx context.Context, job contract.Job) contract.Result {
 		return engineFail(job, err)
 	}
 	t0 := time.Now()
-	b, pooled := r.pool.take(job.Language.Name), true
+	var b Box
+	pooled := len(MountsFrom(ctx)) == 0
+	if pooled {
+		b = r.pool.take(job.Language.Name)
+	}
 	if b == nil {
 		pooled = false
 		var err error
-		b, err = r.start(ctx, BoxSpec{Language: job.Language, Lifetime: job.Timeout + backstopGrace,
+		b, err = r.start(ctx, BoxSpec{Language: job.Language, Lifetime: job.Timeout + backstopGrace, Mounts: MountsFrom(ctx),
 			Labels: r.owner.Labels(map[string]string{LabelRunID: job.RunID, LabelLanguage: job.Language.Name})})
 		if err != nil {
 			if ctx.Err() != nil {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,6 +83,9 @@ type SessionInfo struct {
 	ExpiresAt time.Time       `json:"expires_at"`
 	EndsAt    time.Time       `json:"max_lifetime_ends_at"`
 	Limits    SessionLimitsOf `json:"limits"`
+	// Roots are the client's roots mounted in the session's box when it
+	// opened; a restarted server does not know them.
+	Roots []contract.Root `json:"roots,omitempty"`
 }
 
 // SessionLimitsOf are the limits a session runs under.
@@ -144,6 +148,7 @@ type liveSession struct {
 	limits          manifest.Limits
 	idle            time.Duration
 	opened, ends    time.Time
+	roots           []contract.Root
 
 	// turn lets one call at a time use the session.
 	turn chan struct{}
@@ -156,16 +161,6 @@ type liveSession struct {
 
 	// Under turn:
 	ch *sessionChannel
-}
-
-type sessionChannel struct {
-	conn Conn
-	mux  *yamux.Session
-}
-
-func (c *sessionChannel) close() {
-	_ = c.mux.Close()
-	_ = c.conn.Close()
 }
 
 func (r *BoxRunner) sessionsOf() *sessions {
@@ -245,9 +240,9 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (Sessio
 	now := time.Now()
 	id := newSessionID()
 	ls := &liveSession{key: sessionKey(id), id: id, client: req.Client, lang: req.Language, limits: req.Limits,
-		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1)}
+		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1), roots: Roots(MountsFrom(ctx))}
 	lim := req.Limits
-	b, err := r.start(ctx, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim,
+	b, err := r.start(ctx, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim, Mounts: MountsFrom(ctx),
 		InitArgs: sessionArgs(r.m, req.Language, r.d.Isolation()),
 		Labels: r.owner.Labels(map[string]string{LabelLanguage: req.Language.Name, LabelSession: ls.key,
 			LabelSessionClient: clientKey(req.Client), LabelSessionExpires: strconv.FormatInt(ls.ends.Unix(), 10)})})
@@ -258,12 +253,22 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (Sessio
 		return SessionInfo{}, engineFail(contract.Job{}, err).Error
 	}
 	ls.box = b
+	// The session is answered only once its box answers on the channel.
+	if ls.ch, err = r.connectSession(ctx, ls); err != nil {
+		r.log.Warn("session box did not answer", "box", b.ID(), "err", err)
+		ls.box.Kill()
+		r.remove(ls.box)
+		if ctx.Err() != nil {
+			return SessionInfo{}, ptr(contract.Cancelled())
+		}
+		return SessionInfo{}, engineFail(contract.Job{}, err).Error
+	}
 	ls.turn <- struct{}{}
 	s.mu.Lock()
 	s.live[ls.key] = ls
 	s.opened++
 	s.mu.Unlock()
-	s.once.Do(func() { go s.janitor() })
+	s.startJanitor()
 	return s.info(ls), nil
 }
 
@@ -287,7 +292,8 @@ func (s *sessions) info(ls *liveSession) SessionInfo {
 	}
 	return SessionInfo{ID: ls.id, Language: ls.lang.Name, Calls: ls.calls, OpenedAt: ls.opened, LastUsed: ls.lastUsed,
 		IdleTTL: ls.idle.Seconds(), ExpiresAt: exp, EndsAt: ls.ends,
-		Limits: SessionLimitsOf{Memory: int64(ls.limits.Memory), Pids: ls.limits.Pids, WorkspaceBytes: int64(ls.limits.WorkspaceBytes), CPUs: ls.limits.CPUs}}
+		Limits: SessionLimitsOf{Memory: int64(ls.limits.Memory), Pids: ls.limits.Pids, WorkspaceBytes: int64(ls.limits.WorkspaceBytes), CPUs: ls.limits.CPUs},
+		Roots:  ls.roots}
 }
 
 // Sessions lists client's open sessions, oldest first.
@@ -394,7 +400,7 @@ func (s *sessions) adopt(ctx context.Context, id, client string) *liveSession {
 	s.live[key] = ls
 	s.mu.Unlock()
 	s.r.alive.Add(1)
-	s.once.Do(func() { go s.janitor() })
+	s.startJanitor()
 	s.r.log.Info("session adopted from its box", "box", b.ID())
 	return ls
 }
@@ -432,9 +438,18 @@ func (s *sessions) forget(key string) {
 	s.mu.Unlock()
 }
 
+// startJanitor starts the janitor once; its tick is read here, in the
+// caller, not in the new goroutine.
+func (s *sessions) startJanitor() {
+	s.once.Do(func() {
+		tick := sessionTick
+		go s.janitor(tick)
+	})
+}
+
 // janitor ends idle and expired sessions and forgets old tombs.
-func (s *sessions) janitor() {
-	t := time.NewTicker(sessionTick)
+func (s *sessions) janitor(tick time.Duration) {
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
@@ -523,7 +538,13 @@ func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, job con
 	r.active()
 	defer r.active()
 	defer release()
+	// The call's tool calls and proxied connections are served as in a
+	// one-off run: ctx's handlers, and a fresh proxy for this call.
+	ctx, px := r.withProxy(ctx, job)
 	res, lost := r.callSession(ctx, ls, job)
+	if px != nil {
+		withNetwork(&res, px.Records())
+	}
 	res.Metrics.QueueMs = queueMs
 	res.Isolation = r.d.Isolation()
 	res.Image, _ = r.d.ImageDigest(ctx, job.Language.Image)
@@ -567,6 +588,7 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 	if ls.ch == nil {
 		ch, err := r.connectSession(ctx, ls)
 		if err != nil {
+			r.log.Warn("session box did not answer", "run_id", job.RunID, "box", ls.box.ID(), "err", err)
 			if !ls.box.Alive() {
 				return contract.Fail(job, contract.SessionGone("its box is gone")), "its box is gone"
 			}
@@ -574,15 +596,23 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 		}
 		ls.ch = ch
 	}
+	ch := ls.ch
+	// The streams the box opens from now on are this call's. Its handlers
+	// end with the call, not with its cancellation: a cancelled call
+	// interrupts the cell, which must meet the interrupt where it is (in
+	// a tool call, say), not a tool call failed under it a moment before.
+	bs := ch.begin(context.WithoutCancel(ctx), ls.limits)
+	defer ch.finish(bs)
 	sent := time.Now()
-	st, err := ls.ch.mux.OpenStream()
+	st, err := ch.mux.OpenStream()
 	if err != nil {
-		ls.ch.close()
+		ch.close()
 		ls.ch = nil
 		return contract.Fail(job, contract.SandboxFailed("the session's channel broke: "+err.Error())), ""
 	}
 	ij := initJob(r.m, job, r.d.Isolation())
 	ij.Dir, ij.CodePath = manifest.Workspace, manifest.Workspace+"/"+job.Language.File
+	ij.Streams, ij.Call = StreamsFrom(ctx).kinds(), bs.call
 	go func() {
 		_ = initproto.SendJob(st, ij)
 		_ = st.Close()
@@ -617,7 +647,7 @@ wait:
 		case <-ctx.Done():
 			if !cancelled {
 				cancelled = true
-				if ist, err := ls.ch.mux.OpenStream(); err == nil {
+				if ist, err := ch.mux.OpenStream(); err == nil {
 					_ = initproto.Send(ist, initproto.Header{Kind: initproto.StreamInterrupt})
 					_ = ist.Close()
 				}
@@ -626,8 +656,12 @@ wait:
 			ctx = context.WithoutCancel(ctx)
 		}
 	}
+	if why := bs.broken(); why != "" {
+		return r.sessionViolation(ls, job, why)
+	}
 	if a.err != nil || a.rep == nil {
-		ls.ch.close()
+		r.log.Warn("session box ended without a report", "run_id", job.RunID, "box", ls.box.ID(), "err", a.err, "init_stderr", ch.conn.Diag())
+		ch.close()
 		ls.ch = nil
 		o := r.judge(context.WithoutCancel(ctx), ls.box, outcome{lost: fmt.Sprintf("the session's box ended without a report: %v", a.err)}, sent)
 		res = buildResult(r.m, job, o)
@@ -641,14 +675,15 @@ wait:
 	var contents [][]byte
 	want, violation := sentArtifacts(rep, ls.limits)
 	if violation != "" {
-		ls.box.Kill()
-		return contract.Fail(job, contract.SandboxFailed("the session's box broke the channel protocol and was killed")), "the box broke the channel protocol"
+		return r.sessionViolation(ls, job, violation)
 	}
 	if len(want) > 0 {
-		arts, gone := acceptArtifacts(ls.ch.mux, len(want), int64(ls.limits.ArtifactBytes))
-		contents, violation, err = collectArtifacts(arts, gone, want, r.grace)
+		contents, violation, err = collectArtifacts(bs.arts, ch.done, want, r.grace)
+		if why := bs.broken(); why != "" {
+			return r.sessionViolation(ls, job, why)
+		}
 		if violation != "" || err != nil {
-			ls.ch.close()
+			ch.close()
 			ls.ch = nil
 			rep.Artifacts, contents = nil, nil
 		}
@@ -671,28 +706,18 @@ wait:
 	return r.sessionRef(res, ls, call), lost
 }
 
-// acceptArtifacts reads the n artifact streams a session's box opens after
-// a report (a session's channel serves no other kind of box stream).
-func acceptArtifacts(mux *yamux.Session, n int, limit int64) (<-chan artifactStream, <-chan struct{}) {
-	arts := make(chan artifactStream, n)
-	gone := make(chan struct{})
-	go func() {
-		for range n {
-			st, err := mux.AcceptStream()
-			if err != nil {
-				close(gone)
-				return
-			}
-			var h initproto.Header
-			blobs, err := initproto.Receive(st, &h, limit)
-			_ = st.Close()
-			if err == nil && h.Kind != initproto.StreamArtifact {
-				err = fmt.Errorf("a %q stream where an artifact was due", h.Kind)
-			}
-			arts <- artifactStream{h: h, blobs: blobs, err: err}
-		}
-	}()
-	return arts, gone
+// sessionViolation ends a call whose box broke the channel protocol
+// (flooded it, lied, opened streams past the bounds): as a one-off box, it
+// is not believed and is killed, and with it the session's state.
+func (r *BoxRunner) sessionViolation(ls *liveSession, job contract.Job, why string) (contract.Result, string) {
+	ls.box.Kill()
+	if ls.ch != nil {
+		ls.ch.close()
+		ls.ch = nil
+	}
+	r.log.Warn("session box broke the channel protocol", "run_id", job.RunID, "box", ls.box.ID(), "why", why)
+	res := contract.Fail(job, contract.SandboxFailed("the session's box broke the channel protocol ("+why+") and was killed"))
+	return r.sessionRef(res, ls, 0), "the box broke the channel protocol"
 }
 
 // sessionInterruptWait is how long a cancelled call waits for the
@@ -756,6 +781,9 @@ func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*sessi
 	}
 	if a.err != nil {
 		_ = conn.Close()
+		if first, _, _ := strings.Cut(strings.TrimSpace(conn.Diag()), "\n"); first != "" {
+			return nil, fmt.Errorf("%w: %s", a.err, first)
+		}
 		return nil, a.err
 	}
 	mux, err := yamux.Client(sessionConn{Reader: a.r, w: w, c: conn}, initproto.MuxConfig())
@@ -766,7 +794,7 @@ func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*sessi
 	// A session box's channel may be reopened: the first Exchange is
 	// spent, the next one attaches again.
 	r.sessionsOf().setBox(ls, spentExchange{b})
-	return &sessionChannel{conn: conn, mux: mux}, nil
+	return newSessionChannel(conn, mux), nil
 }
 
 // spentExchange is a box whose Exchange was used: the next channel needs

@@ -37,6 +37,13 @@ type fakeSessionBox struct {
 	calls    int
 	lost     string
 	interrup chan struct{}
+	// For the stream tests (session_streams_test.go): the kinds the last
+	// job said the server serves, the go-ahead for what a cell does after
+	// its report, and what came of it.
+	kinds []string
+	call  uint64
+	after chan struct{}
+	late  chan string
 }
 
 func (d *fakeSessionDriver) Start(ctx context.Context, spec BoxSpec) (Box, error) {
@@ -45,7 +52,8 @@ func (d *fakeSessionDriver) Start(ctx context.Context, spec BoxSpec) (Box, error
 	}
 	r, w := io.Pipe()
 	d.smu.Lock()
-	b := &fakeSessionBox{d: d, id: "sbox" + string(rune('a'+len(d.sboxs))), labels: spec.Labels, stdinR: r, stdinW: w, interrup: make(chan struct{}, 1)}
+	b := &fakeSessionBox{d: d, id: "sbox" + string(rune('a'+len(d.sboxs))), labels: spec.Labels, stdinR: r, stdinW: w, interrup: make(chan struct{}, 1),
+		after: make(chan struct{}, 1), late: make(chan string, 1)}
 	d.sboxs = append(d.sboxs, b)
 	d.smu.Unlock()
 	d.started.Add(1)
@@ -143,7 +151,7 @@ func (b *fakeSessionBox) serve() {
 			if err != nil {
 				break
 			}
-			go b.stream(st)
+			go b.stream(sess, st)
 		}
 	}
 }
@@ -152,7 +160,7 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-func (b *fakeSessionBox) stream(st *yamux.Stream) {
+func (b *fakeSessionBox) stream(sess *yamux.Session, st *yamux.Stream) {
 	defer st.Close()
 	var h initproto.Header
 	blobs, err := initproto.Receive(st, &h, 1<<20)
@@ -167,6 +175,9 @@ func (b *fakeSessionBox) stream(st *yamux.Stream) {
 		return
 	}
 	code := string(h.Job.Code)
+	if b.streams(sess, st, h.Job) {
+		return
+	}
 	b.mu.Lock()
 	b.calls++
 	rep := &initproto.Report{Session: &initproto.SessionState{Calls: b.calls}, Stderr: []byte{}}

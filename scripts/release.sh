@@ -4,6 +4,7 @@
 #   bash scripts/release.sh check      validate .goreleaser.yaml
 #   bash scripts/release.sh snapshot   build all archives + checksums into dist/ and verify them
 #   bash scripts/release.sh verify     verify an existing dist/ (what snapshot runs at its end)
+#   bash scripts/release.sh install    only install goreleaser (`make test` starts it early, in the background)
 #
 # goreleaser is installed with `go install` (through the Go module proxy only)
 # into .cache/bin of the repo, and only when it is missing or of another
@@ -41,6 +42,17 @@ installed_version() {
 
 ensure_goreleaser() {
 	local have
+	have=$(installed_version)
+	if [[ $have == "$GORELEASER_VERSION" ]]; then
+		return 0
+	fi
+	# One install at a time: a second caller waits, then finds it installed.
+	mkdir -p "$GOBIN_DIR"
+	exec 8>"$GOBIN_DIR/.goreleaser.lock"
+	if ! flock -n 8; then
+		echo "release.sh: another goreleaser install is running; waiting for it" >&2
+		flock 8
+	fi
 	have=$(installed_version)
 	if [[ $have == "$GORELEASER_VERSION" ]]; then
 		return 0
@@ -150,6 +162,9 @@ verify() {
 
 cmd=${1:-}
 case $cmd in
+install)
+	ensure_goreleaser
+	;;
 check)
 	ensure_goreleaser
 	"$GORELEASER" check

@@ -3,7 +3,9 @@
 #  - Debian's docker.io, runsc (gVisor), debootstrap and jq, where missing;
 #  - runsc registered in /etc/docker/daemon.json, other keys untouched;
 #  - dockerd started when it is not answering (reloaded when runsc is new);
-#  - the sandbox image built from Debian packages (images/build.sh).
+#  - the sandbox image built from Debian packages (images/build.sh);
+#  - the derived image of the manifest's packages (runbox images build), when
+#    $RUNBOX_MANIFEST (else ./runbox.yaml) declares any.
 # Non-interactive (CI has no stdin); a few seconds when everything is done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -82,4 +84,18 @@ engine_has_runsc || log "warning: the engine does not list runsc (see $DAEMON_JS
 
 # 4. The sandbox image.
 bash images/build.sh
+
+# 5. The derived image of the manifest's packages, when the manifest that
+# runbox will use declares any: $RUNBOX_MANIFEST, else ./runbox.yaml (as
+# runbox serve finds it). A top-level packages: key (YAML) or a packages
+# object (JSON); `runbox images build` is a no-op when the image is current.
+manifest=${RUNBOX_MANIFEST:-runbox.yaml}
+if [[ -f $manifest ]] && grep -Eq '^packages:|"packages"[[:space:]]*:[[:space:]]*\{' "$manifest"; then
+  log "building the derived image of the packages in $manifest"
+  if command -v go >/dev/null; then
+    go run ./cmd/runbox images build --manifest "$manifest"
+  else
+    bin/runbox images build --manifest "$manifest"
+  fi
+fi
 log "ready: $(docker version --format 'engine {{.Server.Version}}, API {{.Server.APIVersion}}'), runtimes: $(docker info --format '{{range $name, $_ := .Runtimes}}{{$name}} {{end}}')"

@@ -73,9 +73,16 @@ func RunCode(d Deps) server.ServerTool {
 			session = cs.SessionID()
 		}
 		approver, ask := networkApproval(ctx, m, req)
+		var roots []sandbox.HostMount
+		if !sessionCall(req) {
+			var askRoots *mcp.CallToolResult
+			roots, askRoots = clientRoots(ctx, m, req, d.Logger)
+			ask = withInputRequests(ask, askRoots)
+		}
 		if ask != nil {
 			return ask, nil
 		}
+		ctx = sandbox.WithMounts(ctx, roots)
 		if d.Budgets != nil {
 			if bad := d.Budgets.Admit(session); bad != nil {
 				res := contract.Fail(contract.Job{RunID: NewRunID()}, *bad)
@@ -91,6 +98,9 @@ func RunCode(d Deps) server.ServerTool {
 		call.Client = PrincipalOf(ctx)
 		ctx, calls := d.withToolCalls(ctx)
 		res := call.Run(egress.WithApprover(ctx, approver), m, d.Runner)
+		if call.Args.SessionID == "" {
+			res.Roots = sandbox.Roots(roots)
+		}
 		if d.Budgets != nil {
 			d.Budgets.Charge(session, time.Duration(res.Metrics.WallMs)*time.Millisecond)
 		}

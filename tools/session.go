@@ -96,6 +96,9 @@ func sessionAnswer(res SessionResult) *mcp.CallToolResult {
 	case res.Session != nil:
 		text = fmt.Sprintf("session %s open (%s); pass it as run_code's session_id. It closes after %.0f s idle, at the latest at %s.",
 			res.Session.ID, res.Session.Language, res.Session.IdleTTL, res.Session.EndsAt.UTC().Format(time.RFC3339))
+		for _, r := range res.Session.Roots {
+			text += fmt.Sprintf("\nYour root %s is at %s, read-only.", r.URI, r.Path)
+		}
 	case res.Closed:
 		text = "session closed"
 	default:
@@ -154,7 +157,11 @@ func SessionTools(d Deps) []server.ServerTool {
 				return sessionAnswer(SessionResult{Error: bad}), nil
 			}
 			sreq.Client = PrincipalOf(ctx)
-			info, fail := sr.OpenSession(ctx, sreq)
+			roots, ask := clientRoots(ctx, m, req, d.Logger)
+			if ask != nil {
+				return ask, nil
+			}
+			info, fail := sr.OpenSession(sandbox.WithMounts(ctx, roots), sreq)
 			if fail != nil {
 				return sessionAnswer(SessionResult{Error: fail}), nil
 			}

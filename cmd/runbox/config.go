@@ -21,6 +21,7 @@ Usage:
   runbox run [flags] FILE | -     run one file (or stdin) in a box and print its output
   runbox manifest [schema]        print the effective manifest as JSON, or its JSON Schema
   runbox setup [flags]            check the engine and make the sandbox image available on it
+  runbox images build [--force]   build the derived image of the manifest's packages (nothing when current)
   runbox config CLIENT [--write]  print (or merge into the client's file) an MCP entry for runbox;
                                   CLIENT is claude-desktop, claude-code or vscode
   runbox doctor [--json]          check the set-up end to end and say how to fix what fails
@@ -56,6 +57,9 @@ type config struct {
 	// runs, replay
 	limit int
 	runID string
+
+	// images
+	imagesForce bool
 
 	// setup, config
 	setup  setupConfig
@@ -114,6 +118,10 @@ func parse(args []string) (config, error) {
 		fs.StringVar(&cfg.setup.mirror, "mirror", os.Getenv("RUNBOX_DEBIAN_MIRROR"), "the Debian mirror of the engine build (env RUNBOX_DEBIAN_MIRROR; default: the base's)")
 		fs.StringVar(&cfg.setup.network, "network", "", "the engine build's network mode, e.g. host (default: the engine's)")
 		fs.BoolVar(&cfg.setup.force, "force", false, "make the image again even when it is current")
+	case "images":
+		help = imagesHelp
+		fs.BoolVar(&cfg.imagesForce, "force", false, "build even when the image is current")
+		fs.BoolVar(&cfg.jsonOut, "json", false, "print what was built (or found current) as JSON")
 	case "config":
 		help = "Usage: runbox config CLIENT [--write] [--file FILE]\n\nPrints the MCP server entry that starts this runbox (by its absolute path) for CLIENT: claude-desktop,\nclaude-code or vscode. With --write, merges it into CLIENT's file for this platform (or FILE), keeping\nevery other server and setting; a file that is not valid JSON is an error and is left as it is.\n"
 		fs.BoolVar(&cfg.client.write, "write", false, "merge the entry into the client's configuration file")
@@ -129,7 +137,7 @@ func parse(args []string) (config, error) {
 		return cfg, fmt.Errorf("unknown command %q", cfg.command)
 	}
 	rest := args[1:]
-	if cfg.command == "config" {
+	if cfg.command == "config" || cfg.command == "images" {
 		// `runbox config claude-desktop --write`: flags after the client too.
 		rest = interspersed(fs, rest)
 	}
@@ -158,6 +166,10 @@ func parse(args []string) (config, error) {
 			return cfg, errors.New("config takes one CLIENT: claude-desktop, claude-code or vscode")
 		}
 		cfg.client.client = fs.Arg(0)
+	case "images":
+		if fs.NArg() != 1 || fs.Arg(0) != "build" {
+			return cfg, errors.New("images takes one subcommand: build")
+		}
 	case "manifest":
 		switch {
 		case fs.NArg() == 1 && fs.Arg(0) == "schema":

@@ -37,3 +37,17 @@ func TestParseSetup(t *testing.T) {
 		t.Error("setup with an argument was accepted")
 	}
 }
+
+func TestParseImages(t *testing.T) {
+	for _, args := range [][]string{{"images", "build", "--force", "--json"}, {"images", "--force", "build", "--json"}} {
+		cfg, err := parse(args)
+		if err != nil || !cfg.imagesForce || !cfg.jsonOut {
+			t.Errorf("%v: %v %+v", args, err, cfg)
+		}
+	}
+	for _, args := range [][]string{{"images"}, {"images", "list"}, {"images", "build", "extra"}} {
+		if _, err := parse(args); err == nil {
+			t.Errorf("%v was accepted", args)
+		}
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/lmittmann/tint"
 
 	"github.com/runbox-mcp/runbox/audit"
+	"github.com/runbox-mcp/runbox/images/derived"
 	"github.com/runbox-mcp/runbox/internal/doctor"
 	"github.com/runbox-mcp/runbox/internal/mcpserver"
 	"github.com/runbox-mcp/runbox/manifest"
@@ -47,8 +48,13 @@ func run(ctx context.Context, cfg config) (int, error) {
 		return runSetup(ctx, cfg, disc)
 	}
 	m, source, err := manifest.LoadDefault(cfg.manifestPath)
+	if cfg.command == "images" {
+		return runImages(ctx, cfg, m, err)
+	}
+	// With packages declared, the languages run on their derived image.
+	derivedImages := derived.Apply(m)
 	if cfg.command == "doctor" {
-		return runDoctor(ctx, cfg, m, source, err, logger, disc)
+		return runDoctor(ctx, cfg, m, source, err, logger, disc, derivedImages)
 	}
 	if err != nil {
 		return 2, err
@@ -82,6 +88,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 				return 2, err
 			}
 		}
+		warnDerived(ctx, runner, derivedImages, logger)
 		logger.Info("starting", "version", version, "transport", cfg.transport, "backend", m.Backend, "isolation", m.Isolation, "languages", m.LanguageNames())
 		if err := runner.Ready(ctx); err != nil {
 			// Not fatal: calls report it until the engine is back.
@@ -141,12 +148,12 @@ func newDriver(m *manifest.Manifest, owner sandbox.Owner, logger *slog.Logger) (
 	return docker.New(docker.Options{Manifest: m, Logger: logger}, owner)
 }
 
-func runDoctor(ctx context.Context, cfg config, m *manifest.Manifest, source string, loadErr error, logger *slog.Logger, disc doctor.Discovery) (int, error) {
+func runDoctor(ctx context.Context, cfg config, m *manifest.Manifest, source string, loadErr error, logger *slog.Logger, disc doctor.Discovery, derivedImages []derived.Image) (int, error) {
 	if cfg.logLevel == "info" {
 		// The report says it all; the runner's own logs would interleave.
 		logger = newLogger("error")
 	}
-	rep := doctor.Run(ctx, doctor.Options{Manifest: m, ManifestPath: orPath(source, cfg.manifestPath), ManifestErr: loadErr, Logger: logger, Discovery: disc})
+	rep := doctor.Run(ctx, doctor.Options{Manifest: m, ManifestPath: orPath(source, cfg.manifestPath), ManifestErr: loadErr, Logger: logger, Discovery: disc, Derived: derivedImages})
 	if cfg.jsonOut {
 		if err := printJSON(rep); err != nil {
 			return 1, err

@@ -23,11 +23,22 @@ import (
 type Host struct {
 	sess  *yamux.Session
 	slots chan struct{}
+	// call stamps the streams opened (Header.Call).
+	call uint64
 }
 
 // NewHost is the host side of sess, for runbox-init and tests.
 func NewHost(sess *yamux.Session) *Host {
 	return &Host{sess: sess, slots: make(chan struct{}, initproto.MaxBoxStreams)}
+}
+
+// ForCall is h for a session's call: the streams it opens carry call
+// (the job's Call), and share h's places among the open streams.
+func (h *Host) ForCall(call uint64) *Host {
+	if h == nil {
+		return nil
+	}
+	return &Host{sess: h.sess, slots: h.slots, call: call}
 }
 
 // ErrNoHost is Open on a Host without a channel (runbox-init run outside a
@@ -58,7 +69,7 @@ func (h *Host) Open(ctx context.Context, kind string, data any, blobs ...[]byte)
 		return nil, err
 	}
 	s := &HostStream{st: st, h: h}
-	if err := initproto.Send(st, initproto.Header{Kind: kind, Data: raw}, blobs...); err != nil {
+	if err := initproto.Send(st, initproto.Header{Kind: kind, Data: raw, Call: h.call}, blobs...); err != nil {
 		_ = s.Close()
 		return nil, err
 	}

@@ -315,6 +315,7 @@ type process struct {
 	stdout, stderr gate
 	readers        sync.WaitGroup
 	execErr        []byte
+	execDone       chan struct{} // closed once execErr is read
 	started        time.Time
 	// ctl, for a prestarted interpreter, carries the code's path; it is
 	// the child's descriptor ctlFd.
@@ -396,8 +397,24 @@ func start(r *reaper, self string, argv, env []string, dir string, cpu, nproc in
 	p.readers.Add(3)
 	go func() { defer p.readers.Done(); _, _ = io.Copy(&p.stdout, pipes.stdoutR) }()
 	go func() { defer p.readers.Done(); _, _ = io.Copy(&p.stderr, pipes.stderrR) }()
-	go func() { defer p.readers.Done(); p.execErr, _ = io.ReadAll(io.LimitReader(pipes.execR, 4096)) }()
+	p.execDone = make(chan struct{})
+	go func() {
+		defer p.readers.Done()
+		p.execErr, _ = io.ReadAll(io.LimitReader(pipes.execR, 4096))
+		close(p.execDone)
+	}()
 	return p, nil
+}
+
+// startError is what the trampoline said of a failed exec: "" when the
+// exec succeeded, or while that is not known yet.
+func (p *process) startError() string {
+	select {
+	case <-p.execDone:
+		return string(p.execErr)
+	default:
+		return ""
+	}
 }
 
 // alive says whether the process has not exited yet.

@@ -3,6 +3,7 @@
 package boxinit
 
 import (
+	"context"
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -96,8 +98,9 @@ func newSession(spec initproto.Session, opts Options) *session {
 	return s
 }
 
-// run runs one job as a cell of the interpreter.
-func (s *session) run(job *initproto.Job) (*initproto.Report, [][]byte) {
+// run runs one job as a cell of the interpreter; host is the channel the
+// job came on, the way of the cell's box services to the server.
+func (s *session) run(job *initproto.Job, host *Host) (*initproto.Report, [][]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
@@ -107,9 +110,9 @@ func (s *session) run(job *initproto.Job) (*initproto.Report, [][]byte) {
 		rep.Stdout, rep.Stderr = []byte{}, []byte{}
 		return rep, nil
 	}
-	if len(s.p.execErr) > 0 || !s.p.alive(s.r) {
+	if s.p.startError() != "" || !s.p.alive(s.r) {
 		s.readers()
-		rep.StartError = string(s.p.execErr)
+		rep.StartError = s.p.startError()
 		s.lose("the interpreter ended before its first call")
 		rep.Session.Lost = s.lost
 		return rep, nil
@@ -118,6 +121,17 @@ func (s *session) run(job *initproto.Job) (*initproto.Report, [][]byte) {
 	if err != nil {
 		return &initproto.Report{InitError: err.Error(), Session: rep.Session}, nil
 	}
+	// The box services run for the cell, as for a one-off job, over the
+	// channel this job came on (a reset since the last cell replaced it);
+	// stopped when the cell has ended, before the report goes out. A
+	// process the cell leaves behind finds them gone until the next cell.
+	opts := s.opts
+	opts.Host = host.ForCall(job.Call)
+	stopServices, err := startServices(context.Background(), opts, job)
+	if err != nil {
+		return &initproto.Report{InitError: err.Error(), Session: rep.Session}, nil
+	}
+	defer stopServices()
 	before := snapshot(job.Dir)
 	stdin, err := writeStdin(job.Stdin)
 	if err != nil {
@@ -324,18 +338,19 @@ func serveSession(in io.Reader, out io.Writer, s *session) int {
 		if err != nil {
 			continue
 		}
+		host := NewHost(sess)
 		for {
 			st, err := sess.AcceptStream()
 			if err != nil {
 				break
 			}
-			go serveSessionStream(sess, st, s)
+			go serveSessionStream(sess, host, st, s)
 		}
 		_ = sess.Close()
 	}
 }
 
-func serveSessionStream(sess *yamux.Session, st *yamux.Stream, s *session) {
+func serveSessionStream(sess *yamux.Session, host *Host, st *yamux.Stream, s *session) {
 	defer st.Close()
 	var h initproto.Header
 	blobs, err := initproto.Receive(st, &h, maxJobBytes)
@@ -351,7 +366,7 @@ func serveSessionStream(sess *yamux.Session, st *yamux.Stream, s *session) {
 		if h.Job == nil || initproto.JobBlobs(h.Job, blobs) != nil {
 			rep = &initproto.Report{InitError: "a malformed job"}
 		} else {
-			rep, contents = s.run(h.Job)
+			rep, contents = s.run(h.Job, host)
 		}
 		if initproto.SendReport(st, rep) != nil {
 			return
@@ -436,5 +451,10 @@ func mainSession(arg string, stdin io.Reader, stdout io.Writer) int {
 		fmt.Fprintln(os.Stderr, "runbox-init: finding own binary:", err)
 		return 70
 	}
-	return serveSession(stdin, stdout, newSession(spec, Options{Self: self}))
+	// The interpreter's import path must see the tool-call libraries
+	// when it starts, as a pooled box's does (Main).
+	if slices.Contains(spec.Env, "PYTHONPATH="+initproto.ToolsLib) {
+		_ = writeLibraries(initproto.ToolsLib)
+	}
+	return serveSession(stdin, stdout, newSession(spec, Options{Self: self, Services: services()}))
 }

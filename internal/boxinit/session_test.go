@@ -4,6 +4,8 @@ package boxinit
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -71,7 +73,7 @@ func newTestSession(t *testing.T, driver, interpreter string) (*session, func(co
 		t.Helper()
 		job := &initproto.Job{Dir: dir, CodePath: spec.CodePath, Code: []byte(code), TimeoutMs: timeout.Milliseconds(),
 			MaxOutputBytes: 1 << 16, MaxArtifacts: 10, MaxArtifactBytes: 1 << 20}
-		rep, _ := s.run(job)
+		rep, _ := s.run(job, nil)
 		if rep.InitError != "" {
 			t.Fatalf("init error: %s", rep.InitError)
 		}
@@ -111,6 +113,18 @@ func TestPythonSessionInterruptKeepsState(t *testing.T) {
 	}
 	if rep := run("print(n)\n", 5*time.Second); string(rep.Stdout) != "7\n" {
 		t.Fatalf("after the interrupt: %q %q", rep.Stdout, rep.Stderr)
+	}
+}
+
+// An interrupt that comes when no cell runs (it raced the cell's end) is
+// dropped: the interpreter and its state live on.
+func TestPythonSessionLateInterruptIsDropped(t *testing.T) {
+	s, run := newTestSession(t, "python", "python3")
+	run("n = 7\n", 5*time.Second)
+	s.signalInterrupt()
+	time.Sleep(200 * time.Millisecond)
+	if rep := run("print(n)\n", 5*time.Second); string(rep.Stdout) != "7\n" || rep.Session.Lost != "" {
+		t.Fatalf("after a late interrupt: %q %q %+v", rep.Stdout, rep.Stderr, rep.Session)
 	}
 }
 
@@ -158,9 +172,12 @@ func TestBashSessionKeepsVariablesFunctionsAndDir(t *testing.T) {
 
 // A restarted server opens the channel again over the same stdin and
 // stdout, after the old one broke mid-frame: the box answers the reset
-// and serves the new channel with its state intact.
+// and serves the new channel with its state intact, and each cell's box
+// services reach the server over the channel its job came on.
 func TestSessionServesANewChannelAfterAReset(t *testing.T) {
 	s, _ := newTestSession(t, "bash", "bash")
+	probe := &probeService{}
+	s.opts.Services = []Service{probe}
 	inR, inW := io.Pipe()
 	// Like an engine's attach: a new attach sees the box's output from
 	// then on, the old one ends.
@@ -181,6 +198,20 @@ func TestSessionServesANewChannelAfterAReset(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The server's side of the cell's services: it names the channel.
+		go func() {
+			for {
+				st, err := sess.AcceptStream()
+				if err != nil {
+					return
+				}
+				var h initproto.Header
+				if _, err := initproto.Receive(st, &h, 1<<20); err == nil && h.Kind == "probe" {
+					_, _ = fmt.Fprintf(st, "channel %d", nonce)
+				}
+				_ = st.Close()
+			}
+		}()
 		return sess
 	}
 	call := func(sess *yamux.Session, code string) *initproto.Report {
@@ -201,12 +232,18 @@ func TestSessionServesANewChannelAfterAReset(t *testing.T) {
 	if rep := call(first, "X=kept\n"); rep.ExitCode != 0 {
 		t.Fatalf("first call: %+v", rep)
 	}
+	if got := probe.seen(); got != "channel 1,stop" {
+		t.Fatalf("the first cell's service: %s", got)
+	}
 	// The old server dies half-way through a frame.
 	_, _ = inW.Write([]byte{0xA5, 0x10, 0x00, 'p', 'a', 'r', 't'})
 	second := connect(2)
 	rep := call(second, "echo $X\n")
 	if string(rep.Stdout) != "kept\n" || rep.Session.Calls != 2 {
 		t.Fatalf("after the reset: %q, %+v", rep.Stdout, rep.Session)
+	}
+	if got := probe.seen(); got != "channel 1,stop,channel 2,stop" {
+		t.Fatalf("the services after the reset: %s", got)
 	}
 	_ = first.Close()
 	_ = second.Close()
@@ -247,4 +284,35 @@ func (a *attachments) Write(p []byte) (int, error) {
 	}
 	_, _ = w.Write(p)
 	return len(p), nil
+}
+
+// probeService is a box service that, as each cell starts, asks the server
+// over the cell's host which channel it is on, and notes its own stop.
+type probeService struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (p *probeService) Start(ctx context.Context, host *Host, job *initproto.Job) (func(), error) {
+	got := "no host"
+	if hs, err := host.Open(ctx, "probe", nil); err == nil {
+		_ = hs.CloseWrite()
+		b, _ := io.ReadAll(hs)
+		_ = hs.Close()
+		got = string(b)
+	}
+	p.note(got)
+	return func() { p.note("stop") }, nil
+}
+
+func (p *probeService) note(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.log = append(p.log, s)
+}
+
+func (p *probeService) seen() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.log, ",")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/runbox-mcp/runbox/sandbox/docker"
 
 	"github.com/runbox-mcp/runbox/images"
+	"github.com/runbox-mcp/runbox/images/derived"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
 	"github.com/runbox-mcp/runbox/tools"
@@ -43,6 +44,8 @@ type Report struct {
 	OK     bool           `json:"ok"`
 	Engine *docker.Engine `json:"engine,omitempty"`
 	Checks []Check        `json:"checks"`
+	// Packages are the derived images of the manifest's packages.
+	Packages []Derived `json:"packages,omitempty"`
 }
 
 func (r *Report) add(c Check) {
@@ -62,6 +65,9 @@ type Options struct {
 	Logger       *slog.Logger
 	// Discovery is how the engine was found (endpoint.go); zero: found here.
 	Discovery Discovery
+	// Derived are the derived images of the manifest's packages
+	// (derived.Apply), whose languages already name them.
+	Derived []derived.Image
 }
 
 // Run performs every check. It never returns early: a broken engine still
@@ -109,6 +115,11 @@ func dockerChecks(ctx context.Context, o Options, m *manifest.Manifest, rep *Rep
 		rep.add(Check{Name: "runsc", Status: OK, Detail: runscVersion(path) + " at " + path})
 	}
 
+	for _, im := range o.Derived {
+		c, dr := derivedCheck(ctx, d, im)
+		rep.add(c)
+		rep.Packages = append(rep.Packages, dr)
+	}
 	for _, lang := range m.Languages {
 		rep.add(imageCheck(ctx, d, lang))
 	}
@@ -207,6 +218,9 @@ func imageCheck(ctx context.Context, d *docker.Docker, lang manifest.Language) C
 	img, err := d.Image(ctx, lang.Image)
 	if err != nil {
 		c.Status, c.Detail, c.Fix = Fail, err.Error(), hintOf(err, "Build or pull "+lang.Image+".")
+		if strings.HasPrefix(lang.Image, derived.Repository+":") {
+			c.Fix = buildFix
+		}
 		return c
 	}
 	c.Status, c.Detail = OK, lang.Image+" "+short(img.ID)

@@ -57,6 +57,10 @@ type Header struct {
 	// run (a tool call's server, name and arguments; a connection's
 	// target); its bulk travels as the message's blobs.
 	Data json.RawMessage `json:"data,omitempty"`
+	// Call names, on a stream a session's box opens during a job, the
+	// job's Call: the server serves it only while that call runs (a
+	// stream that reaches it later belongs to no call). 0 in a one-off box.
+	Call uint64 `json:"call,omitempty"`
 }
 
 // MaxHeader bounds a message's JSON line: a job's argv and environment, a

@@ -39,6 +39,9 @@ type Job struct {
 	// Proxy, when set, is the address runbox-init serves its HTTP proxy
 	// on before the program starts (ProxyAddr).
 	Proxy string `json:"proxy,omitempty"`
+	// Call names a session's job (a call): the streams its box services
+	// open carry it (Header.Call). 0 for a one-off box's job.
+	Call uint64 `json:"call,omitempty"`
 
 	MaxOutputBytes   int   `json:"max_output_bytes"`
 	MaxArtifacts     int   `json:"max_artifacts"`

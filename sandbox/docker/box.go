@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -67,6 +68,7 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 		m = &mm
 	}
 	cfg, host := boxSpec(m, spec.Language, spec.Labels, vol, spec.InitArgs)
+	host.Mounts = append(host.Mounts, extraMounts(spec.Mounts)...)
 	if spec.Session {
 		// A session box's stdin must outlive one attach: a restarted
 		// server attaches again.
@@ -76,6 +78,8 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 		if err := podmanSpec(host); err != nil {
 			return nil, err
 		}
+	} else if err := d.withFolderVolumes(ctx, host); err != nil {
+		return nil, err
 	}
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
@@ -168,7 +172,41 @@ func (b *box) Verdict(ctx context.Context, q sandbox.VerdictQuery) sandbox.Verdi
 	case ins.Container.State != nil:
 		v.OOMKilled = ins.Container.State.OOMKilled
 	}
+	if !v.OOMKilled && v.Err == nil {
+		since := q.Sent
+		if since.IsZero() {
+			since = b.started
+		}
+		v.OOMKilled = b.d.oomEvent(ctx, b.id, since) || b.d.kernelLog.oomKilled(b.id, 100*time.Millisecond)
+	}
 	return v
+}
+
+// oomEvent says whether the engine saw the memory cgroup of box id kill a
+// process since since. Inspect's OOMKilled is set only when the box's
+// first process ends after an OOM event, and the exit may be handled
+// before the event: a session's interpreter killed while runbox-init
+// lives on, whose report was then lost, shows only as an "oom" event.
+func (d *Docker) oomEvent(ctx context.Context, id string, since time.Time) bool {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	unix := func(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
+	ev := d.cli.Events(ctx, client.EventsListOptions{
+		Since:   unix(since.Add(-200 * time.Millisecond)),
+		Until:   unix(time.Now()),
+		Filters: make(client.Filters).Add("container", id).Add("event", "oom"),
+	})
+	for {
+		select {
+		case <-ev.Messages:
+			return true
+		case err := <-ev.Err:
+			if err != nil && !errors.Is(err, io.EOF) {
+				d.log.Debug("oom events", "box", id, "err", err)
+			}
+			return false
+		}
+	}
 }
 
 // Alive says whether the box has not ended (a pooled box must be alive to

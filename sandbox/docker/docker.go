@@ -23,6 +23,7 @@ import (
 	"github.com/moby/moby/api/types/volume"
 	"github.com/moby/moby/client"
 
+	"github.com/runbox-mcp/runbox/images/derived"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -56,6 +57,8 @@ type Docker struct {
 	// unremoved are this server's boxes whose removal failed (the engine
 	// was away); the reaper retries them.
 	unremoved map[string]bool
+	// folderVolumes are the folder volumes this server made (folders.go).
+	folderVolumes map[string]bool
 
 	// kernelLog names the system call of a forbidden_syscall; nil when
 	// the kernel log cannot be read.
@@ -84,11 +87,12 @@ func New(opts Options, owner sandbox.Owner) (*Docker, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &Docker{
 		cli: cli, m: opts.Manifest, log: log, owner: owner,
-		initDir:   initDir,
-		readyErr:  errors.New("not checked yet"),
-		digests:   map[string]string{},
-		unremoved: map[string]bool{},
-		stopLog:   cancel,
+		initDir:       initDir,
+		readyErr:      errors.New("not checked yet"),
+		digests:       map[string]string{},
+		unremoved:     map[string]bool{},
+		folderVolumes: map[string]bool{},
+		stopLog:       cancel,
 	}
 	d.kernelLog = followSeccompLog(ctx)
 	return d, nil
@@ -97,6 +101,7 @@ func New(opts Options, owner sandbox.Owner) (*Docker, error) {
 // Close stops following the kernel log and closes the engine's client.
 func (d *Docker) Close() error {
 	d.stopLog()
+	d.removeFolderVolumes()
 	return d.cli.Close()
 }
 
@@ -269,6 +274,10 @@ func stale(vols []volume.Volume, current string, now time.Time) []string {
 }
 
 func imageMissing(image string) error {
+	if strings.HasPrefix(image, derived.Repository+":") {
+		return noImageError{&sandbox.EngineError{Msg: fmt.Sprintf("the derived image of the manifest's packages, %s, is missing", image),
+			Hint: "Build it with `runbox images build` (`make setup` runs it) and retry."}}
+	}
 	return noImageError{&sandbox.EngineError{Msg: fmt.Sprintf("the sandbox image %s is missing", image),
 		Hint: "Make it available with `runbox setup` (pulls it, or builds it inside the engine; no registry needed) and retry."}}
 }

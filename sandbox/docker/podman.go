@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/system"
 	"github.com/moby/moby/client"
 	"github.com/runbox-mcp/runbox/sandbox"
@@ -73,7 +74,11 @@ func (d *Docker) checkPodman(ctx context.Context, defaultRuntime string) error {
 //     for RLIMIT_NPROC 1048576, which fails every start ("setrlimit
 //     RLIMIT_NPROC: Operation not permitted") where the engine lacks
 //     CAP_SYS_RESOURCE. podmanNproc is a limit it may always set; the
-//     profile's process limit remains the pids cgroup.
+//     profile's process limit remains the pids cgroup;
+//   - folders: Podman's volumes of the local driver do not keep ro (the box
+//     saw such a folder writable), but its Binds entries take nosuid, nodev
+//     and noexec, which Docker's refuse: each folder bind becomes one, with
+//     ro, private and non-recursive as on Docker.
 //
 // Everything else is unchanged.
 func podmanSpec(host *container.HostConfig) error {
@@ -106,6 +111,9 @@ func podmanSpec(host *container.HostConfig) error {
 				host.Tmpfs[p] = "ro,nosuid,nodev,noexec,size=4k,notmpcopyup"
 			}
 		}
+	}
+	if err := podmanFolders(host); err != nil {
+		return err
 	}
 	n := podmanNproc()
 	host.Ulimits = append(host.Ulimits, &container.Ulimit{Name: "nproc", Soft: n, Hard: n})
@@ -168,4 +176,22 @@ func seccompFile(opt string) (string, error) {
 		return fail(err)
 	}
 	return path, nil
+}
+
+// podmanFolders turns the folder binds into Binds entries.
+func podmanFolders(host *container.HostConfig) error {
+	kept := host.Mounts[:0]
+	for _, mt := range host.Mounts {
+		if mt.Type != mount.TypeBind {
+			kept = append(kept, mt)
+			continue
+		}
+		if strings.Contains(mt.Source, ":") {
+			return &sandbox.EngineError{Msg: "the folder " + mt.Source + " has a ':' in its path, which Podman's API cannot mount",
+				Hint: "Rename the folder, or mount a parent of it."}
+		}
+		host.Binds = append(host.Binds, mt.Source+":"+mt.Target+":ro,nosuid,nodev,noexec,bind,rprivate")
+	}
+	host.Mounts = kept
+	return nil
 }

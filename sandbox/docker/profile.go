@@ -114,8 +114,22 @@ func (d *Docker) uid() int {
 func folderMounts(m *manifest.Manifest) []mount.Mount {
 	out := make([]mount.Mount, 0, len(m.Mounts))
 	for _, mt := range m.Mounts {
-		out = append(out, mount.Mount{Type: mount.TypeBind, Source: mt.Path, Target: mt.Target(), ReadOnly: true,
-			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate, NonRecursive: true}})
+		out = append(out, readOnlyBind(mt.Path, mt.Target()))
 	}
 	return out
+}
+
+// extraMounts are a box's own folders (a client's roots), mounted as the
+// declared folders are.
+func extraMounts(extra []sandbox.HostMount) []mount.Mount {
+	out := make([]mount.Mount, 0, len(extra))
+	for _, hm := range extra {
+		out = append(out, readOnlyBind(hm.Source, hm.Target))
+	}
+	return out
+}
+
+func readOnlyBind(source, target string) mount.Mount {
+	return mount.Mount{Type: mount.TypeBind, Source: source, Target: target, ReadOnly: true,
+		BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate, NonRecursive: true}}
 }

@@ -3,6 +3,7 @@ package docker
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,11 @@ func TestImageMissingIsAnEngineError(t *testing.T) {
 	var ee *sandbox.EngineError
 	if !isImageMissing(err) || !errors.As(err, &ee) || ee.Hint == "" {
 		t.Fatalf("imageMissing: %v (missing %v)", err, isImageMissing(err))
+	}
+	// A derived image of the manifest's packages says how to build it.
+	err = imageMissing("runbox/sandbox-packages:0123456789abcdef")
+	if !isImageMissing(err) || !errors.As(err, &ee) || !strings.Contains(ee.Hint, "runbox images build") {
+		t.Fatalf("a missing derived image: %v (hint %q)", err, ee.Hint)
 	}
 	if isImageMissing(&sandbox.EngineError{Msg: "the sandbox image is fine, the engine is not"}) {
 		t.Error("another engine error reads as a missing image")

@@ -9,6 +9,7 @@ import (
 	"github.com/runbox-mcp/runbox/sandbox"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 )
 
@@ -18,6 +19,7 @@ import (
 // remove while the engine was away. It returns how many it removed.
 func (d *Docker) Reap(ctx context.Context) (int, error) {
 	removed := d.retryRemovals(ctx)
+	defer d.reapFolderVolumes(ctx)
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	list, err := d.cli.ContainerList(actx, client.ContainerListOptions{All: true,
@@ -27,10 +29,8 @@ func (d *Docker) Reap(ctx context.Context) (int, error) {
 	}
 	maxAge := d.m.Limits.MaxTimeout() + d.m.Pool.Idle() + sandbox.BackstopGrace + 2*apiTimeout
 	for _, c := range list.Items {
-		if isSession, expired := sandbox.SessionBoxExpired(c.Labels, time.Now()); isSession {
-			// A session outlives its server; it ends at its lifetime,
-			// or when its box stopped (nothing can use it again).
-			if !expired && c.State == "running" {
+		if isSession, keep := keepSessionBox(c.Labels, c.State, time.Unix(c.Created, 0), time.Now()); isSession {
+			if keep {
 				continue
 			}
 		} else if alive, known := sandbox.OwnerAlive(c.Labels, d.owner); alive || (!known && time.Since(time.Unix(c.Created, 0)) <= maxAge) {
@@ -68,4 +68,18 @@ func (d *Docker) retryRemovals(ctx context.Context) int {
 		d.log.Info("removed a box left while the engine was away", "container", id[:min(12, len(id))])
 	}
 	return removed
+}
+
+// keepSessionBox says whether a box with labels is a session's and, if
+// so, whether the reaper leaves it. A session outlives its server; it
+// ends at its lifetime, or when its box stopped (nothing can use it
+// again). A box not started yet is another server's session being
+// opened: removing it would kill the session under its first call. One
+// left created for longer than a start takes is a start that failed.
+func keepSessionBox(labels map[string]string, state container.ContainerState, created, now time.Time) (isSession, keep bool) {
+	isSession, expired := sandbox.SessionBoxExpired(labels, now)
+	if !isSession || expired {
+		return isSession, false
+	}
+	return true, state == container.StateRunning || (state == container.StateCreated && now.Sub(created) <= 2*apiTimeout)
 }

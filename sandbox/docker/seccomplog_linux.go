@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,9 +19,15 @@ import (
 // record per kill with the uid, the system call and the wall time; the
 // server can read it when it runs on the engine's host with the right to
 // read /dev/kmsg (root, or CAP_SYSLOG). Elsewhere the error carries no name.
+//
+// It also notes the memory cgroups whose OOM killer killed a process: the
+// record names the box's cgroup, which ends in its container id. That is
+// the word on OOM where the engine has none (a gVisor box, whose sandbox
+// process the kernel kills; Podman on cgroup v1).
 type seccompLog struct {
 	mu    sync.Mutex
 	kills []seccompKill // the latest, oldest first
+	ooms  []string      // the cgroups of the latest OOM kills, oldest first
 	fresh chan struct{} // closed and replaced on every new record
 }
 
@@ -65,6 +73,8 @@ func followSeccompLog(ctx context.Context) *seccompLog {
 			}
 			if k, ok := parseSeccompKill(buf[:n]); ok {
 				l.add(k)
+			} else if cg, ok := parseOOMKill(buf[:n]); ok {
+				l.addOOM(cg)
 			}
 		}
 	}()
@@ -83,13 +93,68 @@ func parseSeccompKill(rec []byte) (seccompKill, bool) {
 	return seccompKill{at: time.Unix(sec, ms*int64(time.Millisecond)), uid: uid, comm: string(m[4]), syscall: nr, compat: string(m[6]) == "1"}, true
 }
 
+// oomKill is the kernel's record of an OOM kill in a memory cgroup:
+// "oom-kill:constraint=CONSTRAINT_MEMCG,...,oom_memcg=/docker/<id>,...".
+var oomKill = regexp.MustCompile(`oom-kill:constraint=CONSTRAINT_MEMCG,.*oom_memcg=([^,\s]+)`)
+
+func parseOOMKill(rec []byte) (string, bool) {
+	m := oomKill.FindSubmatch(rec)
+	if m == nil {
+		return "", false
+	}
+	return string(m[1]), true
+}
+
+func (l *seccompLog) addOOM(cgroup string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ooms = keepLatest(append(l.ooms, cgroup))
+	close(l.fresh)
+	l.fresh = make(chan struct{})
+}
+
+// keepLatest keeps the latest seccompLogKeep records of list.
+func keepLatest[T any](list []T) []T {
+	return list[max(0, len(list)-seccompLogKeep):]
+}
+
+// await calls found, under the lock, until it says yes or wait is over,
+// again each time a record arrives.
+func (l *seccompLog) await(wait time.Duration, found func() bool) bool {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		l.mu.Lock()
+		ok := found()
+		fresh := l.fresh
+		l.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-fresh:
+		case <-deadline.C:
+			return false
+		}
+	}
+}
+
+// oomKilled says whether the kernel killed a process in the memory cgroup
+// of container id (the cgroup's name ends in it), waiting up to wait for
+// the record to be read.
+func (l *seccompLog) oomKilled(id string, wait time.Duration) bool {
+	if l == nil || id == "" {
+		return false
+	}
+	return l.await(wait, func() bool {
+		return slices.ContainsFunc(l.ooms, func(cg string) bool { return strings.HasSuffix(cg, id) })
+	})
+}
+
 func (l *seccompLog) add(k seccompKill) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.kills = append(l.kills, k)
-	if len(l.kills) > seccompLogKeep {
-		l.kills = l.kills[len(l.kills)-seccompLogKeep:]
-	}
+	l.kills = keepLatest(append(l.kills, k))
 	close(l.fresh)
 	l.fresh = make(chan struct{})
 }
@@ -114,22 +179,12 @@ func (l *seccompLog) find(since, ended time.Time, uid int, wait time.Duration) s
 		since = from
 	}
 	since, until = since.Add(-auditSlack), until.Add(auditSlack)
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
-		l.mu.Lock()
-		name, found := l.match(since, until, uid)
-		fresh := l.fresh
-		l.mu.Unlock()
-		if found {
-			return name
-		}
-		select {
-		case <-fresh:
-		case <-deadline.C:
-			return ""
-		}
-	}
+	var name string
+	l.await(wait, func() (found bool) {
+		name, found = l.match(since, until, uid)
+		return found
+	})
+	return name
 }
 
 const (

@@ -69,3 +69,45 @@ func TestSeccompLogFind(t *testing.T) {
 		t.Error("no kernel log names nothing")
 	}
 }
+
+// OOM-kill records as this machine's kernel wrote them: a runc box's
+// python3, a gVisor box's sandbox process (exe), a Podman box.
+const (
+	kmsgOOMDocker = `6,4102,12530646806,-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=786ac870435aba10f6f952b89adc0225af5291b9ecd72791b631e50ebb0d8a96,mems_allowed=0,oom_memcg=/docker/786ac870435aba10f6f952b89adc0225af5291b9ecd72791b631e50ebb0d8a96,task_memcg=/docker/786ac870435aba10f6f952b89adc0225af5291b9ecd72791b631e50ebb0d8a96,task=python3,pid=30923,uid=1000`
+	kmsgOOMGVisor = `6,4140,12549492337,-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=1aabca252e2e65c2a53780391d4d062946eea4e1cb9fa91f3b15b93b3dfc4696,mems_allowed=0,oom_memcg=/docker/1aabca252e2e65c2a53780391d4d062946eea4e1cb9fa91f3b15b93b3dfc4696,task_memcg=/docker/1aabca252e2e65c2a53780391d4d062946eea4e1cb9fa91f3b15b93b3dfc4696,task=exe,pid=548,uid=65534`
+	kmsgOOMPodman = `6,3990,12362257413,-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=libpod-9ea8ad29bcd9a9676a07e835ece5fed5c6b7165ae93324b4de002069cbc4a5f9,mems_allowed=0,oom_memcg=/libpod_parent/libpod-9ea8ad29bcd9a9676a07e835ece5fed5c6b7165ae93324b4de002069cbc4a5f9,task_memcg=/libpod_parent/libpod-9ea8ad29bcd9a9676a07e835ece5fed5c6b7165ae93324b4de002069cbc4a5f9,task=python3,pid=27847,uid=1000`
+)
+
+func TestOOMKillRecords(t *testing.T) {
+	l := &seccompLog{fresh: make(chan struct{})}
+	for _, rec := range []string{kmsgOOMDocker, kmsgOOMPodman} {
+		cg, ok := parseOOMKill([]byte(rec))
+		if !ok {
+			t.Fatalf("not parsed: %s", rec)
+		}
+		l.addOOM(cg)
+	}
+	if _, ok := parseOOMKill([]byte(kmsgPtrace)); ok {
+		t.Error("a seccomp record parsed as an OOM kill")
+	}
+	gvisor := "1aabca252e2e65c2a53780391d4d062946eea4e1cb9fa91f3b15b93b3dfc4696"
+	if l.oomKilled(gvisor, 10*time.Millisecond) {
+		t.Fatal("an OOM kill before its record")
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		cg, _ := parseOOMKill([]byte(kmsgOOMGVisor))
+		l.addOOM(cg)
+	}()
+	if !l.oomKilled(gvisor, 2*time.Second) {
+		t.Error("waited for the gVisor box's record")
+	}
+	for _, id := range []string{"786ac870435aba10f6f952b89adc0225af5291b9ecd72791b631e50ebb0d8a96", "9ea8ad29bcd9a9676a07e835ece5fed5c6b7165ae93324b4de002069cbc4a5f9"} {
+		if !l.oomKilled(id, 0) {
+			t.Errorf("%s: no OOM kill found", id[:12])
+		}
+	}
+	if l.oomKilled("0123456789ab", 0) || l.oomKilled("", 0) {
+		t.Error("an OOM kill for a box that had none")
+	}
+}

@@ -67,6 +67,7 @@ func (p *pod) Remove() { p.k.deletePod(p.name) }
 func (k *Kube) startPod(ctx context.Context, bs sandbox.BoxSpec, deadline time.Duration) (*pod, error) {
 	name := k.podName(bs.Language.Name)
 	spec := k.podSpec(name, bs.Language, bs.Labels, deadline, bs.InitArgs)
+	k.withFolders(spec, bs.Mounts)
 	if bs.Session {
 		sessionPod(spec, bs.Limits)
 	}

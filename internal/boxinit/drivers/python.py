@@ -3,7 +3,17 @@
 # ({"path", "stdin", "marker"}); the cell ends with the marker on stdout,
 # and on stderr the marker, the status and "\x1e".
 import sys, os, json, ast, signal, builtins, types, importlib.machinery
-signal.signal(signal.SIGINT, signal.default_int_handler)
+_rbx_in_cell = False
+
+
+def _rbx_sigint(signum, frame):
+    # A running cell is interrupted as a terminal would; an interrupt that
+    # raced the cell's end is dropped, never raised in the driver's loop.
+    if _rbx_in_cell:
+        raise KeyboardInterrupt
+
+
+signal.signal(signal.SIGINT, _rbx_sigint)
 _rbx_ctl = os.fdopen(4, "r")
 _rbx_main = types.ModuleType("__main__")
 _rbx_main.__builtins__ = builtins
@@ -76,9 +86,12 @@ for _rbx_line in _rbx_ctl:
     except OSError:
         pass
     try:
+        _rbx_in_cell = True
         _rbx_exit = _rbx_cell(_rbx_path, _rbx_g)
     except KeyboardInterrupt:
         _rbx_exit = 130
+    finally:
+        _rbx_in_cell = False
     for _rbx_s in (sys.stdout, sys.stderr):
         try:
             _rbx_s.flush()

@@ -1,0 +1,386 @@
+package derived
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/build"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/runbox-mcp/runbox/images"
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// Options say what to build.
+type Options struct {
+	// Manifest is the manifest as loaded (before Apply).
+	Manifest *manifest.Manifest
+	// Force builds even when the image is current.
+	Force bool
+	// Mirror is the Debian mirror; "" means RUNBOX_DEBIAN_MIRROR, else the
+	// machine's own apt source for Debian, else deb.debian.org.
+	Mirror string
+	// CacheDir keeps apt's lists and .debs, npm's locks and the
+	// resolutions; "" means the user's cache directory/runbox/packages.
+	CacheDir string
+	// Out receives progress lines; nil discards them.
+	Out io.Writer
+}
+
+// Result is one derived image, built or found current.
+type Result struct {
+	Image
+	ID        string        `json:"id"`
+	Built     bool          `json:"built"`
+	Packages  []Installed   `json:"packages"`
+	SizeBytes int64         `json:"size_bytes"`
+	LayerSize int64         `json:"layer_bytes"`
+	Took      time.Duration `json:"took_ns"`
+}
+
+// ErrNoPackages says the manifest declares none.
+var ErrNoPackages = errors.New("the manifest declares no packages")
+
+// Build makes every derived image the manifest needs available, building
+// those that are missing or were resolved against another base image.
+func Build(ctx context.Context, o Options) ([]Result, error) {
+	plan := Plan(o.Manifest)
+	if len(plan) == 0 {
+		return nil, ErrNoPackages
+	}
+	if o.CacheDir == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return nil, err
+		}
+		o.CacheDir = filepath.Join(dir, "runbox", "packages")
+	}
+	if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
+		return nil, err
+	}
+	// One build at a time per cache: apt's lists and archives and npm's
+	// work are not safe to share (apt runs with its own locking off).
+	unlock, err := lockCache(o.CacheDir, o)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	var out []Result
+	for _, im := range plan {
+		r, err := buildOne(ctx, cli, o, im)
+		if err != nil {
+			return out, fmt.Errorf("%s (for %s): %w", im.Tag, strings.Join(im.Languages, ", "), err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func buildOne(ctx context.Context, cli *client.Client, o Options, im Image) (Result, error) {
+	start := time.Now()
+	res := Result{Image: im}
+	base, err := cli.ImageInspect(ctx, im.Base)
+	if cerrdefs.IsNotFound(err) {
+		return res, fmt.Errorf("the base image %s is not on the engine: run `runbox setup` first", im.Base)
+	} else if err != nil {
+		return res, err
+	}
+	var baseLabels map[string]string
+	if base.Config != nil {
+		baseLabels = base.Config.Labels
+	}
+	if want := baseRecipe(im.Base); want != "" && baseLabels[images.RecipeLabel] != want {
+		return res, fmt.Errorf("the base image %s has recipe %q, this runbox's is %s: run `runbox setup` first", im.Base, baseLabels[images.RecipeLabel], want)
+	}
+	spec := SpecHash(im.Base, baseRecipe(im.Base), o.Manifest.Packages)
+	prev, err := cli.ImageInspect(ctx, im.Tag)
+	havePrev := err == nil
+	if havePrev && prev.Config != nil && prev.Config.Labels[LabelBase] == base.ID && !o.Force {
+		res.ID, res.SizeBytes = prev.ID, prev.Size
+		res.Packages, err = Packages(prev.Config.Labels)
+		res.Took = time.Since(start)
+		o.logf("%s is up to date (base %s)", im.Tag, short(base.ID))
+		return res, err
+	}
+
+	work, err := os.MkdirTemp("", "runbox-derived-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(work)
+	layer := filepath.Join(work, "layer")
+	if err := os.MkdirAll(layer, 0o755); err != nil {
+		return res, err
+	}
+	// Resolutions are kept per spec and base, so the same build again
+	// needs no network and installs the same files.
+	lockDir := filepath.Join(o.CacheDir, "locks", spec+"-"+short(base.ID)[7:])
+	if err := os.MkdirAll(lockDir, 0o755); err != nil {
+		return res, err
+	}
+	var pkgs []Installed
+	if ps := o.Manifest.Packages.Python; len(ps) > 0 {
+		got, err := debianLayer(ctx, cli, o, base.ID, base.Architecture, ps, layer, lockDir)
+		if err != nil {
+			return res, err
+		}
+		pkgs = append(pkgs, got...)
+	}
+	if ps := o.Manifest.Packages.JavaScript; len(ps) > 0 {
+		got, err := npmLayer(ctx, o, ps, work, layer, lockDir)
+		if err != nil {
+			return res, err
+		}
+		pkgs = append(pkgs, got...)
+	}
+	size, err := dirSize(layer)
+	if err != nil {
+		return res, err
+	}
+	o.logf("building %s FROM %s %s: a layer of %s with %s", im.Tag, im.Base, short(base.ID), humanBytes(size), Summary(pkgs))
+	var bctx bytes.Buffer
+	dockerfile := fmt.Sprintf("# generated by runbox images build\nFROM %s\nCOPY layer/ /\n", base.ID)
+	if err := contextTar(&bctx, []byte(dockerfile), layer); err != nil {
+		return res, err
+	}
+	resp, err := cli.ImageBuild(ctx, &bctx, client.ImageBuildOptions{
+		Tags: []string{im.Tag}, Labels: Labels(base.ID, spec, pkgs),
+		Remove: true, ForceRemove: true, NetworkMode: "none", Version: build.BuilderV1,
+	})
+	if err != nil {
+		return res, fmt.Errorf("docker build: %w", err)
+	}
+	err = readMessages(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return res, fmt.Errorf("docker build: %w", err)
+	}
+	now, err := cli.ImageInspect(ctx, im.Tag)
+	if err != nil {
+		return res, err
+	}
+	if havePrev && prev.ID != now.ID {
+		// The image this one replaces, now untagged: removed unless a
+		// container still uses it.
+		_, _ = cli.ImageRemove(ctx, prev.ID, client.ImageRemoveOptions{PruneChildren: true})
+	}
+	res.ID, res.SizeBytes, res.LayerSize, res.Packages, res.Built = now.ID, now.Size, size, pkgs, true
+	res.Took = time.Since(start)
+	o.logf("%s built in %s: %s", im.Tag, res.Took.Round(100*time.Millisecond), Summary(pkgs))
+	return res, nil
+}
+
+// readFromImage copies files out of an image through a created (never
+// started) container, removed after.
+func readFromImage(ctx context.Context, cli *client.Client, image string, paths ...string) (map[string][]byte, error) {
+	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: image, Cmd: []string{"/nonexistent"}, Labels: map[string]string{"io.runbox.packages.read": "true"}},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, _ = cli.ContainerRemove(rctx, c.ID, client.ContainerRemoveOptions{Force: true})
+	}()
+	out := map[string][]byte{}
+	for _, p := range paths {
+		r, err := cli.CopyFromContainer(ctx, c.ID, client.CopyFromContainerOptions{SourcePath: p})
+		if cerrdefs.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		tr := tar.NewReader(r.Content)
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			if h.Typeflag == tar.TypeReg {
+				b, err := io.ReadAll(io.LimitReader(tr, 64<<20))
+				if err != nil {
+					r.Content.Close()
+					return nil, err
+				}
+				out[p] = b
+				break
+			}
+		}
+		r.Content.Close()
+	}
+	return out, nil
+}
+
+// epoch is every file's time in the build context, so that the same
+// files make the same layer.
+var epoch = time.Unix(0, 0).UTC()
+
+// contextTar writes the build context: the Dockerfile and layer/ with
+// fixed owners and times, in lexical order.
+func contextTar(w io.Writer, dockerfile []byte, layer string) error {
+	tw := tar.NewWriter(w)
+	hdr := func(h *tar.Header) error {
+		h.Uid, h.Gid, h.Uname, h.Gname, h.ModTime, h.Format = 0, 0, "", "", epoch, tar.FormatPAX
+		return tw.WriteHeader(h)
+	}
+	if err := hdr(&tar.Header{Typeflag: tar.TypeReg, Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile))}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(dockerfile); err != nil {
+		return err
+	}
+	err := filepath.WalkDir(layer, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(layer, p)
+		name := filepath.ToSlash(filepath.Join("layer", rel))
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		mode := int64(info.Mode().Perm())
+		if info.Mode()&fs.ModeSetuid != 0 || info.Mode()&fs.ModeSetgid != 0 {
+			return fmt.Errorf("%s is setuid or setgid: refused in the sandbox image", rel)
+		}
+		switch {
+		case d.IsDir():
+			return hdr(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode})
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return hdr(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777})
+		case info.Mode().IsRegular():
+			if err := hdr(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: info.Size()}); err != nil {
+				return err
+			}
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.Copy(tw, f)
+			return err
+		}
+		return fmt.Errorf("%s: not a file, directory or link", rel)
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// readMessages reads the engine's build stream; an error message is the
+// result.
+func readMessages(r io.Reader) error {
+	dec := json.NewDecoder(bufio.NewReader(r))
+	for {
+		var msg struct {
+			Error       string `json:"error"`
+			ErrorDetail *struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if msg.ErrorDetail != nil && msg.ErrorDetail.Message != "" {
+			return errors.New(msg.ErrorDetail.Message)
+		}
+		if msg.Error != "" {
+			return errors.New(msg.Error)
+		}
+	}
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func dirSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			n += info.Size()
+		}
+		return err
+	})
+	return n, err
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func short(id string) string {
+	if len(id) > 19 {
+		return id[:19]
+	}
+	return id
+}
+
+func (o Options) logf(format string, args ...any) {
+	if o.Out != nil {
+		fmt.Fprintf(o.Out, "images: "+format+"\n", args...)
+	}
+}

@@ -1,0 +1,44 @@
+package docker
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// The reaper leaves a live session's box, including one another server
+// is still starting, and takes those that ended, expired or never started.
+func TestKeepSessionBox(t *testing.T) {
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	session := func(expires time.Time) map[string]string {
+		return map[string]string{sandbox.LabelSession: "k", sandbox.LabelSessionExpires: strconv.FormatInt(expires.Unix(), 10)}
+	}
+	later, earlier := now.Add(time.Hour), now.Add(-time.Minute)
+	for _, c := range []struct {
+		name            string
+		labels          map[string]string
+		state           container.ContainerState
+		age             time.Duration
+		session, wanted bool
+	}{
+		{"not a session", map[string]string{}, "running", 0, false, false},
+		{"running", session(later), "running", time.Hour, true, true},
+		{"being started by its server", session(later), "created", time.Second, true, true},
+		{"created long ago: a failed start", session(later), "created", 10 * time.Minute, true, false},
+		{"its box ended", session(later), "exited", time.Minute, true, false},
+		{"dead", session(later), "dead", time.Minute, true, false},
+		{"past its lifetime", session(earlier), "running", time.Hour, true, false},
+		{"a broken expiry label", map[string]string{sandbox.LabelSession: "k", sandbox.LabelSessionExpires: "soon"}, "running", 0, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			isSession, keep := keepSessionBox(c.labels, c.state, now.Add(-c.age), now)
+			if isSession != c.session || keep != c.wanted {
+				t.Fatalf("keepSessionBox = %v, %v; want %v, %v", isSession, keep, c.session, c.wanted)
+			}
+		})
+	}
+}
