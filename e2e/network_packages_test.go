@@ -358,3 +358,42 @@ func TestNetworkDescriptionClients(t *testing.T) {
 		}
 	}
 }
+
+// In a session, a package installed by one cell imports (Python) or
+// requires (JavaScript) in the next, in the same interpreter: pip's user
+// site was on sys.path from the start, node_modules is in the workspace.
+// node_modules is no artifact of the cell that installed it.
+func TestSessionPackageInstalls(t *testing.T) {
+	x := startPkgIndex(t)
+	s := engineServer(t, "", x.manifest(t, true))
+
+	id := s.open(t, "python")
+	r := s.in(t, id, "python", `import os, subprocess, sys
+os.environ["PIP_CERT"] = os.path.abspath("ca.pem")
+subprocess.run([sys.executable, "-m", "pip", "install", "-q", "runbox-demo"], check=True)
+`, "files", x.files(), "timeout_seconds", 90)
+	mustOK(t, r)
+	if len(r.Network) == 0 || !r.Network[0].Allowed {
+		t.Fatalf("install: network %+v\nstderr %s", r.Network, r.Stderr)
+	}
+	r = s.in(t, id, "python", "import runbox_demo\nrunbox_demo.hello()\n")
+	if mustOK(t, r); r.Stdout != "'hello from the declared index'\n" {
+		t.Fatalf("next cell: %q %q", r.Stdout, r.Stderr)
+	}
+	s.tool(t, "session_close", map[string]any{"session_id": id})
+
+	id = s.open(t, "javascript")
+	r = s.in(t, id, "javascript", `require('child_process').execSync('npm install --no-progress runbox-demo', {stdio: 'inherit', env: {...process.env, NODE_EXTRA_CA_CERTS: 'ca.pem'}})
+`, "files", x.files(), "timeout_seconds", 90)
+	mustOK(t, r)
+	for _, a := range r.Artifacts {
+		if strings.Contains(a.Path, "node_modules") {
+			t.Errorf("artifact %s", a.Path)
+		}
+	}
+	r = s.in(t, id, "javascript", "console.log(require('runbox-demo')())\n")
+	if mustOK(t, r); r.Stdout != "hello from the declared registry\n" {
+		t.Fatalf("next cell: %q %q", r.Stdout, r.Stderr)
+	}
+	s.tool(t, "session_close", map[string]any{"session_id": id})
+}
