@@ -9,4 +9,10 @@
 // They run with `make e2e` (build tag e2e). In CI a missing engine or
 // backend fails them loudly; on a developer machine without one they skip,
 // saying why.
+//
+// RUNBOX_E2E_IMAGE runs the tests of the image's network clients and
+// package installs (network_packages_test.go) on another image than
+// runbox/sandbox:bookworm, e.g. a branch's recipe built under its own tag
+// (RUNBOX_IMAGE=runbox/sandbox:mine bash images/build.sh), so the shared
+// image is never replaced while other suites use it.
 package e2e

@@ -11,7 +11,11 @@ func (m *Manifest) ToolDescription() string {
 	l := m.Limits
 	var b strings.Builder
 	b.WriteString("Run code in a fresh, isolated sandbox and get back stdout, stderr, the exit code, the files it wrote, metrics, and a typed error to act on.\n\n")
-	b.WriteString("Installed (nothing else can be installed):\n")
+	if m.Network.Enabled() && (m.Network.Index.Python != "" || m.Network.Index.NPM != "") {
+		b.WriteString("Installed (more only from the declared package indexes below):\n")
+	} else {
+		b.WriteString("Installed (nothing else can be installed):\n")
+	}
 	for _, lang := range m.Languages {
 		fmt.Fprintf(&b, "- %s", lang.Name)
 		if lang.Version != "" {

@@ -27,6 +27,8 @@ type Network struct {
 	ConnectionSeconds float64 `json:"connection_seconds" jsonschema_description:"Longest life of one proxied connection (a slow client or server is cut there); never past the run's own deadline."`
 	// MaxConnections caps the connections one run may open.
 	MaxConnections int `json:"max_connections" jsonschema_description:"Connections one run may open through the proxy; further ones are refused."`
+	// Index names the package indexes pip and npm use (index.go).
+	Index Index `json:"index" jsonschema_description:"The package indexes pip and npm in a box use without being told (pip install x, npm install x), each reachable through network.allow."`
 }
 
 // Endpoint is one declared destination.
@@ -141,6 +143,7 @@ func (n Network) validate(bad func(field string, value any, allowed string)) {
 	if n.MaxConnections < 1 || n.MaxConnections > 100000 {
 		bad("network.max_connections", n.MaxConnections, "from 1 to 100000")
 	}
+	n.validateIndex(bad)
 }
 
 // ParseAddrRange reads an IP address (a range of one) or a CIDR range.
@@ -169,6 +172,6 @@ func (n Network) describe() string {
 	for i, e := range n.Allow {
 		eps[i] = e.String()
 	}
-	return fmt.Sprintf("- Network: only HTTP and HTTPS to these declared endpoints, through a proxy the environment names (HTTP_PROXY, HTTPS_PROXY; Python's urllib and requests, pip, curl and Node's fetch use it): %s. Anything else is refused with 403 and the run's network list says why; raw sockets and DNS lookups fail. At most %s per run, %gs per connection.\n",
-		strings.Join(eps, "; "), n.MaxBytes, n.ConnectionSeconds)
+	return fmt.Sprintf("- Network: only HTTP and HTTPS to these declared endpoints, through a proxy the environment names (HTTP_PROXY, HTTPS_PROXY; Python's urllib and requests, pip, npm, curl and Node's fetch use it): %s. Anything else is refused with 403 and the run's network list says why; raw sockets and DNS lookups fail. At most %s per run, %gs per connection.\n",
+		strings.Join(eps, "; "), n.MaxBytes, n.ConnectionSeconds) + n.Index.describe()
 }

@@ -221,6 +221,16 @@ func networkAdvice(m *manifest.Manifest) string {
 	for i, e := range m.Network.Allow {
 		eps[i] = e.String()
 	}
+	if x := m.Network.Index; x.Python != "" || x.NPM != "" {
+		var tools []string
+		if x.Python != "" {
+			tools = append(tools, "pip install")
+		}
+		if x.NPM != "" {
+			tools = append(tools, "npm install")
+		}
+		return "The network reaches only these declared endpoints, over HTTP(S) through the proxy the environment names: " + strings.Join(eps, "; ") + ". Any other host is refused: use only those. Packages can be installed from the declared package index only (" + strings.Join(tools, ", ") + ": already configured, no index option needed) and last only as long as the run or session: prefer the installed packages listed above."
+	}
 	return "The network reaches only these declared endpoints, over HTTP(S) through the proxy the environment names: " + strings.Join(eps, "; ") + ". Any other host is refused: use only those, and the installed packages listed above."
 }
 

@@ -101,6 +101,15 @@ func TestGuideListsEndpoints(t *testing.T) {
 	}
 }
 
+func TestGuideNamesTheIndex(t *testing.T) {
+	m := manifest.Default()
+	m.Network.Allow = []manifest.Endpoint{{Host: "pypi.example.com"}}
+	m.Network.Index.Python = "https://pypi.example.com/simple/"
+	if g := GuideText(m); !strings.Contains(g, "Any other host is refused: use only those. Packages can be installed from the declared package index only (pip install: already configured") {
+		t.Fatalf("guide:\n%s", g)
+	}
+}
+
 func TestGuideSaysWhenASessionPays(t *testing.T) {
 	m := manifest.Default()
 	text := GuideText(m)

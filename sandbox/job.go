@@ -15,7 +15,9 @@ import (
 // baseEnv is the whole environment of the program, before the language's
 // additions: nothing of the host's.
 var baseEnv = map[string]string{
-	"PATH":   "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	// Last, the scripts of packages pip installed into the user's site
+	// (HOME is /tmp): they can add commands, never shadow the image's.
+	"PATH":   "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/tmp/.local/bin",
 	"HOME":   manifest.Tmp,
 	"TMPDIR": manifest.Tmp,
 	"LANG":   "C.UTF-8",

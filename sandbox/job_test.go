@@ -49,7 +49,7 @@ func TestInitJob(t *testing.T) {
 	if j.TimeoutMs != 1500 || j.CodePath != "/workspace/main.sh" || j.Dir != "/workspace" || string(j.Stdin) != "in" || j.NProc != 0 {
 		t.Errorf("job %+v", j)
 	}
-	if strings.Join(j.Env, " ") != "HOME=/tmp LANG=C.UTF-8 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TMPDIR=/tmp" {
+	if strings.Join(j.Env, " ") != "HOME=/tmp LANG=C.UTF-8 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/tmp/.local/bin TMPDIR=/tmp" {
 		t.Errorf("env %v", j.Env)
 	}
 }

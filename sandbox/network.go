@@ -12,8 +12,9 @@ import (
 )
 
 // networkEnv adds, when the manifest declares endpoints, what makes the
-// program's clients use runbox-init's proxy: the proxy variables, and for
-// Node a module that routes fetch through it. Every language gets it, so a
+// program's clients use runbox-init's proxy: the proxy variables, the
+// declared package indexes for pip and npm, and for Node a module that
+// routes fetch through it. Every language gets it, so a
 // bash script's node or a Python subprocess's curl use it too.
 func networkEnv(m *manifest.Manifest, env map[string]string) {
 	if !m.Network.Enabled() {
@@ -22,6 +23,7 @@ func networkEnv(m *manifest.Manifest, env map[string]string) {
 	for k, v := range egress.BoxEnv(initproto.ProxyAddr) {
 		env[k] = v
 	}
+	maps.Copy(env, m.Network.Index.Env())
 	if opts := env["NODE_OPTIONS"]; opts != "" {
 		env["NODE_OPTIONS"] = opts + " " + egress.NodeOptions()
 	} else {

@@ -34,9 +34,21 @@ for d in md.distributions():
         names[n.lower()] = d.version
 print(json.dumps({"version": "Python " + sys.version.split()[0], "packages": [n + " " + v for n, v in sorted(names.items())]}))
 `,
-	"node": `console.log(JSON.stringify({version: "Node.js " + process.version, packages: []}));
+	// Node: npm, when an npm on PATH is a real npm (its package.json).
+	"node": `const fs = require("fs"), path = require("path");
+const packages = [];
+for (const dir of (process.env.PATH || "").split(":")) {
+  try {
+    const p = JSON.parse(fs.readFileSync(path.join(path.dirname(fs.realpathSync(path.join(dir, "npm"))), "..", "package.json"), "utf8"));
+    if (p.name === "npm") { packages.push("npm " + p.version); break; }
+  } catch {}
+}
+console.log(JSON.stringify({version: "Node.js " + process.version, packages}));
 `,
-	"bash": `printf '{"version":"bash %s","packages":[]}\n' "${BASH_VERSION%%(*}"
+	// bash: curl, when there is one.
+	"bash": `p=
+if v=$(curl --version 2>/dev/null); then v=${v#curl }; p="\"curl ${v%% *}\""; fi
+printf '{"version":"bash %s","packages":[%s]}\n' "${BASH_VERSION%%(*}" "$p"
 `,
 }
 

@@ -14,8 +14,10 @@
 #
 # Environment: RUNBOX_DEBIAN_MIRROR (default: the machine's own Debian
 # mirror, else debootstrap's default); RUNBOX_DEBS (a directory that keeps
-# the downloaded .debs between builds; default: none kept); RUNBOX_LOGS
-# (where debootstrap.log and purge.log go; default: ROOTFS's parent).
+# the downloaded .debs, and npm's tarball, between builds; default: none
+# kept); RUNBOX_LOGS (where debootstrap.log and purge.log go; default:
+# ROOTFS's parent); RUNBOX_NPM_REGISTRY (where npm's tarball, pinned by
+# npm.txt, is fetched; default https://registry.npmjs.org).
 set -euo pipefail
 export LC_ALL=C
 [[ $# == 2 ]] || { echo "usage: rootfs.sh ROOTFS VERSIONS" >&2; exit 2; }
@@ -67,8 +69,42 @@ in_root MPLCONFIGDIR=/usr/share/runbox/matplotlib MPLBACKEND=Agg PYTHONDONTWRITE
 rm -f "$rootfs"/usr/share/runbox/matplotlib/.matplotlib-lock
 ls "$rootfs"/usr/share/runbox/matplotlib/fontlist-v*.json >/dev/null
 site="$rootfs/usr/lib/python3/dist-packages"
-install -m 0644 "$RECIPE/python/runbox_mplcache.py" "$RECIPE/python/runbox-mplcache.pth" "$site/"
-in_root python3 -m py_compile /usr/lib/python3/dist-packages/runbox_mplcache.py
+install -m 0644 "$RECIPE/python/runbox_mplcache.py" "$RECIPE/python/runbox-mplcache.pth" \
+  "$RECIPE/python/runbox_usersite.py" "$RECIPE/python/runbox-usersite.pth" "$site/"
+in_root python3 -m py_compile /usr/lib/python3/dist-packages/runbox_mplcache.py /usr/lib/python3/dist-packages/runbox_usersite.py
+# pip installs into the user's site (pip.conf says why).
+install -m 0644 "$RECIPE/pip.conf" "$rootfs/etc/pip.conf"
+# setuptools (pip's dependency) hooks every interpreter's start-up to shim
+# distutils (~0.5 ms a start); `import setuptools` still installs the shim.
+rm -f "$site/distutils-precedence.pth"
+
+# npm: its own release tarball, pinned by integrity hash in npm.txt, from
+# the npm registry (RUNBOX_NPM_REGISTRY, default registry.npmjs.org),
+# fetched with wget (debootstrap depends on it, so it is wherever this runs).
+# The hash is what is trusted, as apt trusts signatures over plain http, not
+# the connection: the engine-side build's container has no CA of the
+# machine's (a TLS-inspecting egress, say), so the certificate is not
+# checked, and bytes other than the pinned ones stop the build.
+read -r _ npm_version npm_integrity < <(grep -v '^\s*\(#\|$\)' "$RECIPE/npm.txt")
+npm_sha512=$(base64 -d <<<"${npm_integrity#sha512-}" | od -An -v -tx1 | tr -d ' \n')
+npm_tgz=${debs:-$rootfs/tmp}/npm-$npm_version.tgz
+if [[ ! -s $npm_tgz ]] || ! sha512sum -c --status <<<"$npm_sha512  $npm_tgz"; then
+  registry=${RUNBOX_NPM_REGISTRY:-https://registry.npmjs.org}
+  log "fetching npm $npm_version from ${registry}"
+  wget -q --no-check-certificate -O "$npm_tgz.tmp" "${registry%/}/npm/-/npm-$npm_version.tgz" || {
+    log "fetching npm from $registry failed (wget exit $?)"; exit 1; }
+  mv "$npm_tgz.tmp" "$npm_tgz"
+fi
+sha512sum -c --status <<<"$npm_sha512  $npm_tgz" || { log "npm-$npm_version.tgz does not have the integrity npm.txt pins"; exit 1; }
+npm_dir="$rootfs/usr/lib/node_modules/npm"
+mkdir -p "$npm_dir"
+tar -xzf "$npm_tgz" -C "$npm_dir" --strip-components=1 --no-same-owner --no-same-permissions
+rm -rf "$npm_dir/docs" "$npm_dir/man"
+chmod -R u=rwX,go=rX "$npm_dir"
+ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$rootfs/usr/bin/npm"
+ln -sf ../lib/node_modules/npm/bin/npx-cli.js "$rootfs/usr/bin/npx"
+install -m 0644 "$RECIPE/npmrc" "$npm_dir/npmrc"
+[[ -z $debs ]] || find "$debs" -maxdepth 1 -name 'npm-*.tgz' ! -name "npm-$npm_version.tgz" -delete
 
 # Slim: no package manager state, docs, man pages, translations, logs or
 # test suites in the box.
@@ -98,6 +134,14 @@ import numpy, pandas, scipy, scipy.optimize, scipy.stats, scipy.interpolate, sci
 import matplotlib.pyplot as plt
 plt.plot([1, 2]); plt.savefig("/tmp/check.png")' || { log "the rootfs fails its own check (python)"; exit 1; }
 in_root node -e 'process.exit(0)' || { log "the rootfs fails its own check (node)"; exit 1; }
+# The network clients, and pip's and npm's configuration as the box sees it
+# (HOME=/tmp, not root).
+in_root HOME=/tmp PYTHONDONTWRITEBYTECODE=1 python3 -c '
+import requests, sys, site, os
+assert site.getusersitepackages() in sys.path, "the user site is not on sys.path"' || { log "the rootfs fails its own check (requests, user site)"; exit 1; }
+[[ $(in_root HOME=/tmp python3 -m pip config list) == *"break-system-packages='true'"* ]] || { log "the rootfs fails its own check (pip.conf)"; exit 1; }
+[[ $(in_root HOME=/tmp npm config get update-notifier) == false ]] || { log "the rootfs fails its own check (npm)"; exit 1; }
+in_root curl --version >/dev/null || { log "the rootfs fails its own check (curl)"; exit 1; }
 for tool in gcc cc g++ c++ cpp ld as; do
   if in_root sh -c "command -v $tool" >/dev/null; then log "$tool is in the rootfs; cut.txt no longer keeps the compiler out"; exit 1; fi
 done
@@ -110,10 +154,15 @@ import sys, numpy, pandas, matplotlib, scipy, sympy
 print("python", sys.version.split()[0])
 for m in (numpy, pandas, matplotlib, scipy, sympy): print(m.__name__, m.__version__)' >"$rootfs/tmp/versions"
 { cat "$rootfs/tmp/versions"
+  in_root python3 -c 'import requests, pip; print("requests", requests.__version__); print("pip", pip.__version__)'
   echo "node $(in_root node --version)"
+  echo "npm $(in_root HOME=/tmp npm --version)"
   echo "bash $(in_root bash -c 'echo $BASH_VERSION')"
+  echo "curl $(in_root curl --version | awk 'NR == 1 { print $2 }')"
 } >"$versions"
 
-# Empty what the engine provides or the box mounts over.
+# Empty what the engine provides or the box mounts over, and what the
+# checks left in root's home (runbox_usersite made its user site).
+rm -rf "$rootfs/root/.local" "$rootfs/root/.npm" "$rootfs/root/.cache"
 find "$rootfs/tmp" "$rootfs/dev" "$rootfs/proc" "$rootfs/sys" "$rootfs/run" -mindepth 1 -xdev -delete 2>/dev/null || true
 log "built the rootfs in $(($(date +%s) - start))s"

@@ -22,6 +22,9 @@ import (
 func collectArtifacts(job *initproto.Job, inputs map[string]string, rep *initproto.Report) [][]byte {
 	var paths []string
 	_ = filepath.WalkDir(job.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && installed(d) {
+			return fs.SkipDir
+		}
 		if err != nil || !d.Type().IsRegular() {
 			return nil // directories are walked; links and devices skipped
 		}
@@ -36,6 +39,14 @@ func collectArtifacts(job *initproto.Job, inputs map[string]string, rep *initpro
 		h, isInput := inputs[rel]
 		return isInput && h == sum
 	}, rep)
+}
+
+// installed says whether d is a directory of installed packages, whose
+// files are never artifacts: `npm install x` puts node_modules/ in the
+// workspace (where require and import find it), hundreds of files that
+// would crowd the run's own outputs out of the artifact caps.
+func installed(d fs.DirEntry) bool {
+	return d.IsDir() && d.Name() == "node_modules"
 }
 
 // readArtifacts puts the files at paths (relative to the workspace, in

@@ -59,6 +59,7 @@ echo oops >&2
 cat data/in.txt
 echo changed > data/changed.txt
 mkdir -p out && printf 'png?' > out/plot.png
+mkdir -p node_modules/left-pad out/node_modules && echo '{}' > node_modules/left-pad/package.json && echo x > out/node_modules/index.js
 ln -s /etc/passwd out/link
 env | sort > out/env.txt
 exit 3`)
@@ -82,7 +83,7 @@ exit 3`)
 		paths = append(paths, a.Path)
 	}
 	if got, want := strings.Join(paths, ","), "data/changed.txt,out/env.txt,out/plot.png"; got != want {
-		t.Fatalf("artifacts %s, want %s (unchanged inputs, the code and symlinks are not artifacts)", got, want)
+		t.Fatalf("artifacts %s, want %s (unchanged inputs, the code, symlinks and installed packages are not artifacts)", got, want)
 	}
 	if len(contents) != 3 || string(contents[2]) != "png?" || !rep.Artifacts[2].Sent || rep.Artifacts[2].Size != 4 {
 		t.Errorf("artifact content: %q %+v", contents, rep.Artifacts)

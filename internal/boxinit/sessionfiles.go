@@ -21,6 +21,9 @@ type fileStamp struct {
 func snapshot(dir string) map[string]fileStamp {
 	out := map[string]fileStamp{}
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && installed(d) {
+			return fs.SkipDir
+		}
 		if err != nil || !d.Type().IsRegular() {
 			return nil
 		}
@@ -48,6 +51,9 @@ func stamp(p string) (fileStamp, bool) {
 func collectChanged(job *initproto.Job, before map[string]fileStamp, rep *initproto.Report) [][]byte {
 	var paths []string
 	_ = filepath.WalkDir(job.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && installed(d) {
+			return fs.SkipDir
+		}
 		if err != nil || !d.Type().IsRegular() {
 			return nil
 		}
