@@ -65,7 +65,7 @@ func maxReport(l manifest.Limits) int64 {
 
 // run sends the job and collects the report and the artifacts it names.
 func (c *channel) run(job *initproto.Job) (got collected) {
-	sess, err := yamux.Client(c.counted, initproto.MuxConfig())
+	sess, err := yamux.Client(initproto.Coalesce(c.counted), initproto.MuxConfig())
 	if err != nil {
 		got.err = err
 		return got

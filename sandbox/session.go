@@ -786,7 +786,7 @@ func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*sessi
 		}
 		return nil, a.err
 	}
-	mux, err := yamux.Client(sessionConn{Reader: a.r, w: w, c: conn}, initproto.MuxConfig())
+	mux, err := yamux.Client(initproto.Coalesce(sessionConn{Reader: a.r, w: w, c: conn}), initproto.MuxConfig())
 	if err != nil {
 		_ = conn.Close()
 		return nil, err

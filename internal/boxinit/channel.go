@@ -42,7 +42,7 @@ func (s stdio) Close() error {
 // runs the job, answers with the report on the same stream and sends each
 // artifact on a stream of its own. It returns the process's exit code.
 func serve(conn io.ReadWriteCloser, opts Options) int {
-	sess, err := yamux.Server(conn, initproto.MuxConfig())
+	sess, err := yamux.Server(initproto.Coalesce(conn), initproto.MuxConfig())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "runbox-init: channel:", err)
 		return 70

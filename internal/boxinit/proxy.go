@@ -75,14 +75,22 @@ func (p *proxy) carry(c net.Conn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = io.Copy(c, st)
+		_, _ = copyLarge(c, st)
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.CloseWrite()
 		}
 	}()
-	_, _ = io.Copy(st, c)
+	_, _ = copyLarge(st, c)
 	_ = st.CloseWrite()
 	<-done
+}
+
+// copyLarge copies in large pieces: each write to a stream is a frame of
+// the box's channel, a trip through the engine's copies, so fewer and
+// larger ones carry more per second (io.Copy would take 32 KiB, or the
+// connection's own ReadFrom).
+func copyLarge(dst io.Writer, src io.Reader) (int64, error) {
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, make([]byte, 256<<10))
 }
 
 func (p *proxy) track(c io.Closer, add bool) {

@@ -3,6 +3,7 @@
 package boxinit
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -99,7 +100,7 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 		}
 	}
 
-	return serve(stdio{stdin, stdout}, opts)
+	return serve(stdio{bufio.NewReaderSize(stdin, 256<<10), stdout}, opts)
 }
 
 // spareThreads is how many OS threads runbox-init makes before the program

@@ -334,7 +334,7 @@ func serveSession(in io.Reader, out io.Writer, s *session) int {
 		if err != nil {
 			continue
 		}
-		sess, err := yamux.Server(rwc{rr, w}, initproto.MuxConfig())
+		sess, err := yamux.Server(initproto.Coalesce(rwc{rr, w}), initproto.MuxConfig())
 		if err != nil {
 			continue
 		}
