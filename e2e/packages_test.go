@@ -208,6 +208,20 @@ func TestPackagesDerivedImage(t *testing.T) {
 	if got := lastLayer(t, tag); got != layer {
 		t.Errorf("the rebuilt layer differs: %s, first %s", got, layer)
 	}
+
+	// runbox setup makes the derived image too, as images build does.
+	if out, err := exec.Command("docker", "rmi", tag).CombinedOutput(); err != nil {
+		t.Fatalf("docker rmi: %v %s", err, out)
+	}
+	setupCmd := exec.Command(runboxBin, "setup", "--manifest", mf)
+	setupCmd.Env = append(os.Environ(), offline...)
+	out, err = setupCmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "setup: packages: "+tag) {
+		t.Fatalf("runbox setup: %v\n%s", err, out)
+	}
+	if got := lastLayer(t, tag); got != layer {
+		t.Errorf("the layer setup built differs: %s, first %s", got, layer)
+	}
 }
 
 // TestKubePackages: on the Kubernetes backend the sandbox pods run the

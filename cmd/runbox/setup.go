@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/images"
+	"github.com/runbox-mcp/runbox/images/derived"
 	"github.com/runbox-mcp/runbox/internal/doctor"
 	"github.com/runbox-mcp/runbox/internal/enginehost"
 	"github.com/runbox-mcp/runbox/internal/setup"
+	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -81,7 +83,23 @@ func runSetup(ctx context.Context, cfg config, disc doctor.Discovery) (int, erro
 	if err != nil {
 		return 1, err
 	}
-	fmt.Fprintf(out, "setup: ready: %s %s by %s; check everything with `runbox doctor`, then add runbox to your client with `runbox config claude-desktop --write`\n", s.image, shortID(res.ID), res.Step)
+	fmt.Fprintf(out, "setup: ready: %s %s by %s\n", s.image, shortID(res.ID), res.Step)
+	// The manifest's packages, if it declares any, are a derived image of
+	// that one: make it too, as `runbox images build` would.
+	m, _, err := manifest.LoadDefault(cfg.manifestPath)
+	if err != nil {
+		return 1, fmt.Errorf("the manifest: %w", err)
+	}
+	if len(derived.Plan(m)) > 0 {
+		built, err := derived.Build(ctx, derived.Options{Manifest: m, Out: out})
+		if err != nil {
+			return 1, fmt.Errorf("the manifest's packages: %w", err)
+		}
+		for _, r := range built {
+			fmt.Fprintf(out, "setup: packages: %s %s: %s\n", r.Tag, shortID(r.ID), derived.Summary(r.Packages))
+		}
+	}
+	fmt.Fprintln(out, "setup: check everything with `runbox doctor`, then add runbox to your client with `runbox config claude-desktop --write`")
 	return 0, nil
 }
 
