@@ -241,16 +241,7 @@ func TestKubePackages(t *testing.T) {
 		t.Fatalf("import-image.sh: %v\n%s", err, out)
 	}
 	s := kubeServer(t, packagesManifest)
-	r, _ := s.call(t, map[string]any{"language": "python", "code": "import tabulate; print(tabulate.__version__)"})
-	mustOK(t, r)
-	if r.Stdout != "0.8.9\n" {
-		t.Errorf("python stdout %q", r.Stdout)
-	}
-	r, _ = s.call(t, map[string]any{"language": "javascript", "code": "console.log(require('is-number')(5))"})
-	mustOK(t, r)
-	if r.Stdout != "true\n" {
-		t.Errorf("javascript stdout %q", r.Stdout)
-	}
+	packagesRun(t, s)
 }
 
 // TestPodmanPackages: the derived image is built through Podman's
@@ -268,6 +259,12 @@ func TestPodmanPackages(t *testing.T) {
 		t.Errorf("a second build on Podman was not a no-op under a second: %+v in %s", again, took)
 	}
 	s := podmanServer(t, packagesManifest)
+	packagesRun(t, s)
+}
+
+// packagesRun checks that s's boxes import packagesManifest's packages.
+func packagesRun(t *testing.T, s *server) {
+	t.Helper()
 	r, _ := s.call(t, map[string]any{"language": "python", "code": "import tabulate; print(tabulate.__version__)"})
 	mustOK(t, r)
 	if r.Stdout != "0.8.9\n" {

@@ -2,8 +2,6 @@ package manifest
 
 import (
 	"maps"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -29,19 +27,9 @@ func TestNetworkIndex(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "runbox.yaml")
-			if err := os.WriteFile(p, []byte(allow+tc.index), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			m, err := Load(p)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want %q", err, tc.err)
-				}
+			m := loadCase(t, allow+tc.index, tc.err)
+			if m == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if env := m.Network.Index.Env(); !maps.Equal(env, tc.env) {
 				t.Fatalf("env %v, want %v", env, tc.env)

@@ -22,19 +22,9 @@ func TestNetworkForms(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "runbox.yaml")
-			if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			m, err := Load(p)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want %q", err, tc.err)
-				}
+			m := loadCase(t, tc.yaml, tc.err)
+			if m == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(m.Network.Allow) != tc.allow || m.Network.Enabled() != (tc.allow > 0) {
 				t.Fatalf("allow = %+v", m.Network.Allow)
@@ -71,4 +61,26 @@ func TestToolDescriptionNetwork(t *testing.T) {
 	if strings.Contains(d, "No network") {
 		t.Errorf("still says no network:\n%s", d)
 	}
+}
+
+// loadCase loads yaml as a manifest file. With wantErr, loading must fail
+// with an error that says it, and loadCase returns nil; without, it must
+// load.
+func loadCase(t *testing.T, yaml, wantErr string) *Manifest {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "runbox.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(p)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("err = %v, want %q", err, wantErr)
+		}
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

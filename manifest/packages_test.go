@@ -1,8 +1,6 @@
 package manifest
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -35,19 +33,9 @@ func TestPackagesForms(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "runbox.yaml")
-			if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			m, err := Load(p)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want %q", err, tc.err)
-				}
+			m := loadCase(t, tc.yaml, tc.err)
+			if m == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got, want := joinPackages(m.Packages.Python)+"|"+joinPackages(m.Packages.JavaScript), joinPackages(tc.want.Python)+"|"+joinPackages(tc.want.JavaScript); got != want {
 				t.Fatalf("packages = %s, want %s", got, want)
