@@ -26,6 +26,8 @@ type outcome struct {
 	// syscall names the call the seccomp filter killed the program for,
 	// when the kernel log told.
 	syscall string
+	// program is the kernel's name (comm) of the program the box ran.
+	program string
 }
 
 // classify turns an outcome into the contract's typed error; nil means ok.

@@ -116,3 +116,17 @@ func TestSignalName(t *testing.T) {
 		t.Error("the constants are not this Linux's numbers")
 	}
 }
+
+// The kernel names a process after its executable's file, cut to 15
+// bytes: a forbidden call's record must carry the program's name to be
+// its own.
+func TestKernelComm(t *testing.T) {
+	for argv, want := range map[string]string{"python3": "python3", "/usr/bin/node": "node", "bash": "bash", "/x/a-very-long-program-name": "a-very-long-pro"} {
+		if got := kernelComm([]string{argv, "-c"}); got != want {
+			t.Errorf("kernelComm(%q) = %q, want %q", argv, got, want)
+		}
+	}
+	if kernelComm(nil) != "" {
+		t.Error("no argv, no name")
+	}
+}

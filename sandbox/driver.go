@@ -90,6 +90,10 @@ type VerdictQuery struct {
 	// which it was seen to do between Sent and Ended.
 	Syscall     bool
 	Sent, Ended time.Time
+	// Comm, when set, is the kernel's name (comm) of the killed process:
+	// the program itself died of the filter, so a record of a process of
+	// another name is another box's.
+	Comm string
 }
 
 // Verdict is the platform's word on a box's end.

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"path"
 	"strings"
 	"time"
 
@@ -86,6 +87,7 @@ func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job) (o ou
 	got := make(chan collected, 1)
 	ij := initJob(r.m, job, r.d.Isolation())
 	ij.Streams = StreamsFrom(ctx).kinds()
+	o.program = kernelComm(ij.Argv)
 	go func() { got <- ch.run(ij) }()
 
 	backstop := time.NewTimer(job.Timeout + r.grace)
@@ -140,6 +142,9 @@ func (r *BoxRunner) judge(ctx context.Context, b Box, o outcome, sent time.Time)
 		if ms := o.report.EndedUnixMs; ms > 0 {
 			q.Ended = time.UnixMilli(ms)
 		}
+		if o.report.Signal == sigSYS {
+			q.Comm = o.program
+		}
 	}
 	if !q.State && !q.Syscall {
 		return o
@@ -180,6 +185,16 @@ func needsVerdict(o outcome) bool {
 	rep := o.report
 	return rep == nil || rep.OOMKills != 0 || o.backstop ||
 		(rep.Signal == sigKILL && !rep.TimedOut)
+}
+
+// kernelComm is the name the kernel gives a process that runs argv: its
+// executable's file name, cut to the 15 bytes of a task's comm.
+func kernelComm(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	name := path.Base(argv[0])
+	return name[:min(len(name), 15)]
 }
 
 // seccompDeath says whether the program, or a command a shell script ran,

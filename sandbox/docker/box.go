@@ -150,7 +150,7 @@ func (b *box) Kill() { b.d.kill(b.id) }
 func (b *box) Verdict(ctx context.Context, q sandbox.VerdictQuery) sandbox.Verdict {
 	var v sandbox.Verdict
 	if q.Syscall {
-		v.Syscall = b.d.kernelLog.find(q.Sent, q.Ended, b.d.uid(), 200*time.Millisecond)
+		v.Syscall = b.d.kernelLog.find(q.Sent, q.Ended, b.d.uid(), q.Comm, 200*time.Millisecond)
 	}
 	if !q.State {
 		return v

@@ -167,7 +167,7 @@ func (l *seccompLog) add(k seccompKill) {
 // only, so when records in the window disagree the answer is "" rather
 // than another box's call; the kernel also rate-limits these records (by
 // default 10 per 5 s), so a burst of kills leaves some unnamed.
-func (l *seccompLog) find(since, ended time.Time, uid int, wait time.Duration) string {
+func (l *seccompLog) find(since, ended time.Time, uid int, comm string, wait time.Duration) string {
 	if l == nil {
 		return ""
 	}
@@ -181,7 +181,7 @@ func (l *seccompLog) find(since, ended time.Time, uid int, wait time.Duration) s
 	since, until = since.Add(-auditSlack), until.Add(auditSlack)
 	var name string
 	l.await(wait, func() (found bool) {
-		name, found = l.match(since, until, uid)
+		name, found = l.match(since, until, uid, comm)
 		return found
 	})
 	return name
@@ -196,11 +196,12 @@ const (
 	auditSlack = 5 * time.Millisecond
 )
 
-// match answers the name all records of uid in [since, until] agree on;
-// found is false when there is none yet.
-func (l *seccompLog) match(since, until time.Time, uid int) (name string, found bool) {
+// match answers the name all records of uid (and of a process named comm,
+// when given) in [since, until] agree on; found is false when there is
+// none yet.
+func (l *seccompLog) match(since, until time.Time, uid int, comm string) (name string, found bool) {
 	for _, k := range l.kills {
-		if k.uid != uid || k.at.Before(since) || k.at.After(until) {
+		if k.uid != uid || k.at.Before(since) || k.at.After(until) || (comm != "" && k.comm != comm) {
 			continue
 		}
 		n := syscallName(k)

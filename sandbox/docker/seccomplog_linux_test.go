@@ -37,16 +37,16 @@ func TestSeccompLogFind(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		l.add(ptrace)
 	}()
-	if got := l.find(start, ended, 1000, 2*time.Second); got != "ptrace" {
+	if got := l.find(start, ended, 1000, "", 2*time.Second); got != "ptrace" {
 		t.Errorf("waited for the record: %q", got)
 	}
-	if got := l.find(start, ended, 1001, 10*time.Millisecond); got != "" {
+	if got := l.find(start, ended, 1001, "", 10*time.Millisecond); got != "" {
 		t.Errorf("another uid's kill: %q", got)
 	}
-	if got := l.find(start.Add(time.Hour), time.Time{}, 1000, 10*time.Millisecond); got != "" {
+	if got := l.find(start.Add(time.Hour), time.Time{}, 1000, "", 10*time.Millisecond); got != "" {
 		t.Errorf("an older kill: %q", got)
 	}
-	if got := l.find(start, time.Unix(1795454284, 100e6), 1000, 10*time.Millisecond); got != "" {
+	if got := l.find(start, time.Unix(1795454284, 100e6), 1000, "", 10*time.Millisecond); got != "" {
 		t.Errorf("a kill after the program ended: %q", got)
 	}
 	// Another box's kill in the same window: no name rather than a
@@ -54,18 +54,35 @@ func TestSeccompLogFind(t *testing.T) {
 	other := ptrace
 	other.syscall, other.at = 425, ptrace.at.Add(-50*time.Millisecond)
 	l.add(other)
-	if got := l.find(start, ended, 1000, 10*time.Millisecond); got != "" {
+	if got := l.find(start, ended, 1000, "", 10*time.Millisecond); got != "" {
 		t.Errorf("two kills in the window: %q", got)
 	}
 	// Out of the window before the end, it no longer counts.
-	if got := l.find(start, ended.Add(300*time.Millisecond), 1000, 10*time.Millisecond); got != "" {
+	if got := l.find(start, ended.Add(300*time.Millisecond), 1000, "", 10*time.Millisecond); got != "" {
 		t.Errorf("a kill long before the end: %q", got)
 	}
-	if got := l.find(start, other.at.Add(time.Millisecond), 1000, 10*time.Millisecond); got != "io_uring_setup" {
+	if got := l.find(start, other.at.Add(time.Millisecond), 1000, "", 10*time.Millisecond); got != "io_uring_setup" {
 		t.Errorf("the earlier program's kill: %q", got)
 	}
+	// The program itself died of the filter: only its own records count.
+	// Another process's kill in the window (a shell's unshare in another
+	// box of the same uid), its own record missing (rate-limited): no name.
+	shell := ptrace
+	shell.comm, shell.syscall, shell.at = "unshare", 272, ptrace.at.Add(-10*time.Millisecond)
+	l2 := &seccompLog{fresh: make(chan struct{})}
+	l2.add(shell)
+	if got := l2.find(start, ended, 1000, "python3", 10*time.Millisecond); got != "" {
+		t.Errorf("another process's kill named for python3: %q", got)
+	}
+	if got := l2.find(start, ended, 1000, "", 10*time.Millisecond); got != "unshare" {
+		t.Errorf("a shell's child's kill: %q", got)
+	}
+	l2.add(ptrace)
+	if got := l2.find(start, ended, 1000, "python3", 10*time.Millisecond); got != "ptrace" {
+		t.Errorf("python3's own kill beside another's: %q", got)
+	}
 	var none *seccompLog
-	if none.find(start, ended, 1000, time.Millisecond) != "" {
+	if none.find(start, ended, 1000, "", time.Millisecond) != "" {
 		t.Error("no kernel log names nothing")
 	}
 }

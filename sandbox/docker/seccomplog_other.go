@@ -12,6 +12,6 @@ type seccompLog struct{}
 
 func followSeccompLog(context.Context) *seccompLog { return nil }
 
-func (*seccompLog) find(time.Time, time.Time, int, time.Duration) string { return "" }
+func (*seccompLog) find(time.Time, time.Time, int, string, time.Duration) string { return "" }
 
 func (*seccompLog) oomKilled(string, time.Duration) bool { return false }
