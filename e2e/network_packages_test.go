@@ -240,6 +240,21 @@ func (x *pkgIndex) manifest(t *testing.T, declared bool) string {
 `, x.port, npmHost, x.port, npmHost, x.port, npmHost, x.port)
 }
 
+// refusedInstall runs script (with the index's port for its %d) on a
+// server whose manifest does not declare the index: the run must be
+// forbidden_network naming the index's address, and the index never hit.
+func (x *pkgIndex) refusedInstall(t *testing.T, script string) contract.Result {
+	t.Helper()
+	before := x.hits.Load()
+	s := engineServer(t, "", x.manifest(t, false))
+	r := netCall(t, s, "bash", fmt.Sprintf(script, x.port), x.files(), 90)
+	info := wantError(t, r, contract.KindForbiddenNetwork, "")
+	if !strings.Contains(info.Message, fmt.Sprintf("127.0.0.1:%d", x.port)) || x.hits.Load() != before {
+		t.Fatalf("error %+v, index hits %d\nstderr %s", info, x.hits.Load()-before, r.Stderr)
+	}
+	return r
+}
+
 // pip install from the declared index, without naming it: the package
 // lands in the user's site under /tmp and imports in the same program;
 // the index undeclared, pip's request is refused and the run is
@@ -248,13 +263,7 @@ func TestNetworkPipIndex(t *testing.T) {
 	x := startPkgIndex(t)
 	testPipInstall(t, engineServer(t, "", x.manifest(t, true)), x)
 
-	before := x.hits.Load()
-	s := engineServer(t, "", x.manifest(t, false))
-	r := netCall(t, s, "bash", fmt.Sprintf("export PIP_CERT=$PWD/ca.pem\npip install --index-url https://127.0.0.1:%d/simple/ runbox-demo", x.port), x.files(), 90)
-	info := wantError(t, r, contract.KindForbiddenNetwork, "")
-	if !strings.Contains(info.Message, fmt.Sprintf("127.0.0.1:%d", x.port)) || x.hits.Load() != before {
-		t.Fatalf("error %+v, index hits %d\nstderr %s", info, x.hits.Load()-before, r.Stderr)
-	}
+	r := x.refusedInstall(t, "export PIP_CERT=$PWD/ca.pem\npip install --index-url https://127.0.0.1:%d/simple/ runbox-demo")
 	// pip.conf's one retry: the refusal is tried twice, not six times.
 	if len(r.Network) == 0 || len(r.Network) > 2 {
 		t.Fatalf("refused connections: %+v", r.Network)
@@ -301,13 +310,7 @@ func TestNetworkNpmRegistry(t *testing.T) {
 	x := startPkgIndex(t)
 	testNpmInstall(t, engineServer(t, "", x.manifest(t, true)), x)
 
-	before := x.hits.Load()
-	s := engineServer(t, "", x.manifest(t, false))
-	r := netCall(t, s, "bash", fmt.Sprintf("export NODE_EXTRA_CA_CERTS=$PWD/ca.pem\nnpm install --registry https://127.0.0.1:%d/npm/ runbox-demo", x.port), x.files(), 90)
-	info := wantError(t, r, contract.KindForbiddenNetwork, "")
-	if !strings.Contains(info.Message, fmt.Sprintf("127.0.0.1:%d", x.port)) || x.hits.Load() != before {
-		t.Fatalf("error %+v, registry hits %d\nstderr %s", info, x.hits.Load()-before, r.Stderr)
-	}
+	r := x.refusedInstall(t, "export NODE_EXTRA_CA_CERTS=$PWD/ca.pem\nnpm install --registry https://127.0.0.1:%d/npm/ runbox-demo")
 	t.Logf("refused npm install: %d ms, %d refused connections", r.Metrics.WallMs, len(r.Network))
 }
 
