@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -24,7 +25,9 @@ import (
 // Saved tools: code a client keeps as a tool of its own. Each tool is a
 // directory of its versions (1.json, 2.json, ...) under the store's
 // directory; the highest is served. Deleting moves the directory aside
-// (.deleted/<name>-<unix>), so no version is lost by accident.
+// (.deleted/<name>-<unix>), so no version is lost by accident; the latest
+// maxDeletedKept deleted tools are kept, so saving and deleting in a loop
+// does not fill the disk.
 
 // SaveToolName and DeleteToolName are the tools' names.
 const (
@@ -41,6 +44,18 @@ type SavedTool struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 	Version     int             `json:"version"`
 	SavedAt     time.Time       `json:"saved_at"`
+	// Owner is the client (PrincipalOf) that saved the tool's first
+	// version: only it may save another version or delete the tool. Empty
+	// (a tool saved before owners were kept) reads as LocalPrincipal.
+	Owner string `json:"owner,omitempty"`
+}
+
+// owner is who may change t.
+func (t SavedTool) owner() string {
+	if t.Owner == "" {
+		return LocalPrincipal
+	}
+	return t.Owner
 }
 
 // SavedStore keeps saved tools in a directory.
@@ -84,6 +99,20 @@ func (s *SavedStore) List() ([]SavedTool, error) {
 		}
 	}
 	return out, nil
+}
+
+// Versions are the versions of name kept, oldest first.
+func (s *SavedStore) Versions(name string) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.versions(name)
+}
+
+// Current is the served version of name.
+func (s *SavedStore) Current(name string) (SavedTool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.current(name)
 }
 
 func (s *SavedStore) versions(name string) []int {
@@ -144,13 +173,40 @@ func (s *SavedStore) Delete(name string) (bool, error) {
 	if err := os.MkdirAll(aside, 0o700); err != nil {
 		return false, err
 	}
-	return true, os.Rename(filepath.Join(s.dir, name), filepath.Join(aside, fmt.Sprintf("%s-%d", name, time.Now().UnixNano())))
+	if err := os.Rename(filepath.Join(s.dir, name), filepath.Join(aside, fmt.Sprintf("%s-%d", name, time.Now().UnixNano()))); err != nil {
+		return false, err
+	}
+	s.pruneDeleted(aside)
+	return true, nil
+}
+
+// pruneDeleted keeps the maxDeletedKept latest deleted tools: a client
+// that saves and deletes in a loop does not fill the disk.
+func (s *SavedStore) pruneDeleted(aside string) {
+	entries, err := os.ReadDir(aside)
+	if err != nil || len(entries) <= maxDeletedKept {
+		return
+	}
+	at := func(e os.DirEntry) int64 {
+		i := strings.LastIndexByte(e.Name(), '-')
+		n, _ := strconv.ParseInt(e.Name()[i+1:], 10, 64)
+		return n
+	}
+	slices.SortFunc(entries, func(a, b os.DirEntry) int { return int(min(max(at(a)-at(b), -1), 1)) })
+	for _, e := range entries[:len(entries)-maxDeletedKept] {
+		_ = os.RemoveAll(filepath.Join(aside, e.Name()))
+	}
 }
 
 var savedNameRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
 
-// reserved are names a saved tool may not take.
-var reserved = []string{RunCodeName, SearchToolsName, SaveToolName, DeleteToolName}
+// Bounds on what clients may keep: a client that saves in a loop fills
+// neither the disk nor every client's tool list.
+const (
+	maxSavedTools    = 256
+	maxSavedVersions = 100
+	maxDeletedKept   = 256
+)
 
 // SaveToolArgs are save_tool's arguments.
 type SaveToolArgs struct {
@@ -162,16 +218,17 @@ type SaveToolArgs struct {
 }
 
 // validate checks a tool to save against the manifest; the message says
-// what to fix.
+// what to fix. Names reserved for runbox's own tools are the caller's to
+// check (reservedName), against what the server serves.
 func (a SaveToolArgs) validate(m *manifest.Manifest) (SavedTool, error) {
 	t := SavedTool{Name: a.Name, Description: strings.TrimSpace(a.Description), Language: a.Language, Code: a.Code, InputSchema: a.InputSchema}
 	switch {
 	case !savedNameRe.MatchString(a.Name):
 		return t, errors.New("name: lower-case letters, digits and _, starting with a letter, at most 48")
-	case slices.Contains(reserved, a.Name):
-		return t, fmt.Errorf("name: %q is one of runbox's own tools", a.Name)
 	case t.Description == "" || len(t.Description) > 2048:
 		return t, errors.New("description: say what the tool does, in at most 2048 bytes")
+	case !plainText(t.Description):
+		return t, errors.New("description: UTF-8 text without control or bidirectional-override characters (newlines and tabs are fine)")
 	case strings.TrimSpace(a.Code) == "" || len(a.Code) > int(m.Limits.CodeBytes) || strings.ContainsRune(a.Code, 0):
 		return t, fmt.Errorf("code: a program of at most %s without NUL bytes", m.Limits.CodeBytes)
 	}
@@ -182,10 +239,69 @@ func (a SaveToolArgs) validate(m *manifest.Manifest) (SavedTool, error) {
 		t.InputSchema = json.RawMessage(`{"type":"object"}`)
 	}
 	var schema map[string]any
-	if len(t.InputSchema) > 64<<10 || json.Unmarshal(t.InputSchema, &schema) != nil || schema["type"] != "object" {
+	if len(t.InputSchema) > maxSchemaBytes || json.Unmarshal(t.InputSchema, &schema) != nil || schema["type"] != "object" {
 		return t, errors.New(`input_schema: a JSON Schema object of type "object" (at most 64 KiB)`)
 	}
+	if err := checkSchema(schema, 0); err != nil {
+		return t, fmt.Errorf("input_schema: %v", err)
+	}
 	return t, nil
+}
+
+// Bounds on a saved tool's input schema, which every client that lists
+// tools receives: no client should choke on, or fetch anything for, it.
+const (
+	maxSchemaBytes = 64 << 10
+	maxSchemaDepth = 32
+)
+
+// checkSchema refuses a schema nested deeper than maxSchemaDepth, and
+// references that leave the schema ($ref and its kin other than "#..."),
+// which a client could otherwise be sent to fetch.
+func checkSchema(v any, depth int) error {
+	if depth > maxSchemaDepth {
+		return fmt.Errorf("nested deeper than %d levels", maxSchemaDepth)
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			switch k {
+			case "$ref", "$dynamicRef", "$recursiveRef":
+				if s, ok := e.(string); !ok || !strings.HasPrefix(s, "#") {
+					return fmt.Errorf("%s %v: only references inside the schema (\"#...\") are allowed", k, e)
+				}
+			}
+			if err := checkSchema(e, depth+1); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if err := checkSchema(e, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// plainText is UTF-8 without control characters (but newline and tab) and
+// without the bidirectional overrides that make text read otherwise than
+// it is.
+func plainText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t':
+		case r < 0x20 || r >= 0x7f && r < 0xa0:
+			return false
+		case r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x061c:
+			return false
+		}
+	}
+	return true
 }
 
 // savedTool is a saved tool as clients call it: its snippet runs in a
@@ -211,7 +327,11 @@ func savedTool(t SavedTool, run server.ToolHandlerFunc) server.ServerTool {
 
 // SavedTools are save_tool, delete_tool and every saved tool, for s: a
 // saved or deleted tool is added to or removed from s at once (clients
-// hear tools/list_changed).
+// hear tools/list_changed). Every tool s serves when SavedTools is called
+// is a built-in: call it after every other tool is registered. A saved
+// tool never takes a built-in's name (reservedName), nor another saved
+// tool's in a second spelling; only the client that saved a tool
+// (PrincipalOf) saves its next version or deletes it.
 func SavedTools(s *server.MCPServer, store *SavedStore, d Deps) ([]server.ServerTool, error) {
 	m := d.Manifest
 	run := RunCode(d).Handler
@@ -219,15 +339,26 @@ func SavedTools(s *server.MCPServer, store *SavedStore, d Deps) ([]server.Server
 	if err != nil {
 		return nil, err
 	}
+	reg := &savedRegistry{s: s, served: map[string]bool{}, builtins: []string{SaveToolName, DeleteToolName}}
+	for name := range s.ListTools() {
+		reg.builtins = append(reg.builtins, name)
+	}
 	out := []server.ServerTool{}
 	for _, t := range saved {
+		if why := reg.refuse(t.Name); why != "" {
+			if d.Logger != nil {
+				d.Logger.Warn("a saved tool is not served", "tool", t.Name, "why", why)
+			}
+			continue
+		}
+		reg.served[t.Name] = true
 		out = append(out, savedTool(t, run))
 	}
 	saveSchema, _ := json.Marshal(map[string]any{
 		"type":     "object",
 		"required": []string{"name", "description", "language", "code"},
 		"properties": map[string]any{
-			"name":         map[string]any{"type": "string", "description": "The tool's name: lower-case letters, digits and _, starting with a letter. Saving a name again makes a new version."},
+			"name":         map[string]any{"type": "string", "description": "The tool's name: lower-case letters, digits and _, starting with a letter, not one of runbox's own tools nor beginning with runbox, run_ or session. Saving a name again makes a new version (only the client that saved it may)."},
 			"description":  map[string]any{"type": "string", "description": "What the tool does, for the agents that will call it."},
 			"language":     map[string]any{"type": "string", "enum": m.LanguageNames()},
 			"code":         map[string]any{"type": "string", "description": "The program. It reads the call's arguments as JSON from stdin (or /workspace/input.json) and prints its answer."},
@@ -256,16 +387,46 @@ func SavedTools(s *server.MCPServer, store *SavedStore, d Deps) ([]server.Server
 			if err != nil {
 				return mcp.NewToolResultError("invalid_request: " + err.Error()), nil
 			}
+			reg.mu.Lock()
+			defer reg.mu.Unlock()
+			if why := reg.refuse(t.Name); why != "" {
+				return mcp.NewToolResultError("invalid_request: name: " + why), nil
+			}
+			who := PrincipalOf(ctx)
+			t.Owner = who
+			if reg.served[t.Name] {
+				cur, err := store.Current(t.Name)
+				switch {
+				case err == nil && cur.owner() != who:
+					return mcp.NewToolResultError(fmt.Sprintf("invalid_request: name: %q was saved by another client: only it may change the tool; choose another name", t.Name)), nil
+				case err == nil:
+					t.Owner = cur.Owner
+				}
+				if n := len(store.Versions(t.Name)); n >= maxSavedVersions {
+					return mcp.NewToolResultError(fmt.Sprintf("invalid_request: %q has %d versions, the most kept: delete it and save it again", t.Name, n)), nil
+				}
+			} else if len(reg.served) >= maxSavedTools {
+				return mcp.NewToolResultError(fmt.Sprintf("invalid_request: %d tools are saved, the most served: delete one first", len(reg.served))), nil
+			}
 			if t, err = store.Save(t); err != nil {
 				return mcp.NewToolResultError("saving failed: " + err.Error()), nil
 			}
+			reg.served[t.Name] = true
 			s.AddTools(savedTool(t, run))
 			return structured(map[string]any{"name": t.Name, "version": t.Version, "saved_at": t.SavedAt}), nil
 		}},
 		server.ServerTool{Tool: del, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			name := req.GetString("name", "")
-			if !savedNameRe.MatchString(name) {
+			reg.mu.Lock()
+			defer reg.mu.Unlock()
+			if why := reg.builtin(name); why != "" {
+				return mcp.NewToolResultError("invalid_request: " + why + ": only tools saved with save_tool can be deleted"), nil
+			}
+			if !savedNameRe.MatchString(name) || !reg.served[name] {
 				return mcp.NewToolResultError("invalid_request: no saved tool " + strconv.Quote(name)), nil
+			}
+			if cur, err := store.Current(name); err == nil && cur.owner() != PrincipalOf(ctx) {
+				return mcp.NewToolResultError(fmt.Sprintf("invalid_request: %q was saved by another client: only it may delete the tool", name)), nil
 			}
 			ok, err := store.Delete(name)
 			switch {
@@ -274,11 +435,50 @@ func SavedTools(s *server.MCPServer, store *SavedStore, d Deps) ([]server.Server
 			case !ok:
 				return mcp.NewToolResultError("invalid_request: no saved tool " + strconv.Quote(name)), nil
 			}
+			delete(reg.served, name)
 			s.DeleteTools(name)
 			return structured(map[string]any{"name": name, "deleted": true}), nil
 		}},
 	)
 	return out, nil
+}
+
+// savedRegistry is what save_tool and delete_tool know of the server's
+// tools: the built-ins, and the saved tools they serve. Its lock makes
+// each save and delete whole, so two clients saving at once cannot both
+// take a name.
+type savedRegistry struct {
+	s        *server.MCPServer
+	mu       sync.Mutex
+	builtins []string
+	served   map[string]bool
+}
+
+// builtin says why name is (in some spelling) a tool runbox serves itself,
+// or reserves for one: the built-ins of SavedTools's time, and any tool
+// registered since that is not a saved one.
+func (r *savedRegistry) builtin(name string) string {
+	names := slices.Clone(r.builtins)
+	for n := range r.s.ListTools() {
+		if !r.served[n] {
+			names = append(names, n)
+		}
+	}
+	return reservedName(name, names)
+}
+
+// refuse says why name may not be saved (a built-in's, or another saved
+// tool's in a second spelling), or "".
+func (r *savedRegistry) refuse(name string) string {
+	if why := r.builtin(name); why != "" {
+		return why
+	}
+	for n := range r.served {
+		if n != name && toolKey(n) == toolKey(name) {
+			return fmt.Sprintf("%q is the saved tool %s in another spelling", name, n)
+		}
+	}
+	return ""
 }
 
 func structured(v map[string]any) *mcp.CallToolResult {

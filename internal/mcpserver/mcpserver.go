@@ -50,8 +50,10 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics}
 	s.AddTools(tools.RunCode(deps))
 	addUpstream(s, deps, o)
-	addSaved(s, m, deps, o)
 	s.AddTools(tools.SessionTools(deps)...)
+	// Last: every tool registered before the saved ones is a built-in,
+	// which no saved tool may shadow or delete.
+	addSaved(s, m, deps, o)
 	s.AddResource(tools.ManifestResource(m).Resource, tools.ManifestResource(m).Handler)
 	at := tools.ArtifactTemplate(store, m)
 	s.AddResourceTemplate(at.Template, at.Handler)
