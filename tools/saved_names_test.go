@@ -34,12 +34,18 @@ func TestSaveValidateRefusesHostileInput(t *testing.T) {
 	}
 	deep := strings.Repeat(`{"type":"object","properties":{"a":`, 40) + `{}` + strings.Repeat(`}}`, 40)
 	for name, mod := range map[string]func(*SaveToolArgs){
-		"remote ref":       func(a *SaveToolArgs) { a.InputSchema = json.RawMessage(`{"type":"object","properties":{"x":{"$ref":"https://evil.example/s.json"}}}`) },
-		"dynamic ref":      func(a *SaveToolArgs) { a.InputSchema = json.RawMessage(`{"type":"object","$dynamicRef":"file:///etc/passwd"}`) },
-		"deep":             func(a *SaveToolArgs) { a.InputSchema = json.RawMessage(deep) },
-		"not object":       func(a *SaveToolArgs) { a.InputSchema = json.RawMessage(`{"type":"string"}`) },
-		"array":            func(a *SaveToolArgs) { a.InputSchema = json.RawMessage(`[1]`) },
-		"huge":             func(a *SaveToolArgs) { a.InputSchema = json.RawMessage(`{"type":"object","x":"` + strings.Repeat("a", 70<<10) + `"}`) },
+		"remote ref": func(a *SaveToolArgs) {
+			a.InputSchema = json.RawMessage(`{"type":"object","properties":{"x":{"$ref":"https://evil.example/s.json"}}}`)
+		},
+		"dynamic ref": func(a *SaveToolArgs) {
+			a.InputSchema = json.RawMessage(`{"type":"object","$dynamicRef":"file:///etc/passwd"}`)
+		},
+		"deep":       func(a *SaveToolArgs) { a.InputSchema = json.RawMessage(deep) },
+		"not object": func(a *SaveToolArgs) { a.InputSchema = json.RawMessage(`{"type":"string"}`) },
+		"array":      func(a *SaveToolArgs) { a.InputSchema = json.RawMessage(`[1]`) },
+		"huge": func(a *SaveToolArgs) {
+			a.InputSchema = json.RawMessage(`{"type":"object","x":"` + strings.Repeat("a", 70<<10) + `"}`)
+		},
 		"bidi description": func(a *SaveToolArgs) { a.Description = "safe \u202e txt.exe" },
 		"escape sequence":  func(a *SaveToolArgs) { a.Description = "clear \x1b[2J screen" },
 		"bad utf-8":        func(a *SaveToolArgs) { a.Description = "bad \xff" },
