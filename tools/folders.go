@@ -7,15 +7,33 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
+// sourceTimeout bounds reading one source on the host: a folder on a
+// network or FUSE file system that stops answering fails the call instead
+// of hanging it.
+const sourceTimeout = 30 * time.Second
+
+// maxSourceLinks is how many links a source's path may follow, as the
+// kernel's own bound.
+const maxSourceLinks = 40
+
 // readSource reads a file named under a declared folder (/mnt/<name>/...)
-// from the host, at most limit bytes. os.Root keeps every step of the path,
-// links included, inside the folder.
+// from the host, at most limit bytes, giving the box only what it could
+// read there itself: the path is resolved as the box would resolve it
+// (links included, none leaving the folder), every directory on the way
+// must be searchable and the file readable by the box's uid and gid
+// (m.User; owner, group and other bits, and POSIX ACLs), and only a regular
+// file is read, opened without blocking and without following a link.
+// The read has a deadline (sourceTimeout) and the file must not change
+// while it is read.
 func readSource(m *manifest.Manifest, src string, limit int64) ([]byte, error) {
 	rest, ok := strings.CutPrefix(src, manifest.MountRoot+"/")
 	name, rel, ok2 := strings.Cut(rest, "/")
@@ -31,21 +49,80 @@ func readSource(m *manifest.Manifest, src string, limit int64) ([]byte, error) {
 	if folder == "" {
 		return nil, fmt.Errorf("no declared folder is called %q", name)
 	}
-	if !filepath.IsLocal(rel) || path.Clean(rel) != rel {
+	if !filepath.IsLocal(rel) || path.Clean(rel) != rel || strings.ContainsAny(rel, "\x00") {
 		return nil, errors.New("the path must stay inside the folder")
 	}
+	box, err := boxUser(m.User)
+	if err != nil {
+		return nil, err
+	}
+	type read struct {
+		data []byte
+		err  error
+	}
+	done := make(chan read, 1)
+	go func() {
+		data, err := readAsBox(folder, name, rel, box, limit)
+		done <- read{data, err}
+	}()
+	timer := time.NewTimer(sourceTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.data, r.err
+	case <-timer.C:
+		return nil, fmt.Errorf("not read within %s: its folder's file system does not answer", sourceTimeout)
+	}
+}
+
+// boxIDs are the uid and gid the box's program runs as.
+type boxIDs struct{ uid, gid uint32 }
+
+func boxUser(user string) (boxIDs, error) {
+	u, g, ok := strings.Cut(user, ":")
+	uid, err1 := strconv.ParseUint(u, 10, 32)
+	gid, err2 := strconv.ParseUint(g, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return boxIDs{}, fmt.Errorf("the box's user %q is not uid:gid", user)
+	}
+	return boxIDs{uint32(uid), uint32(gid)}, nil
+}
+
+// readAsBox reads folder/rel as readSource says.
+func readAsBox(folder, name, rel string, box boxIDs, limit int64) ([]byte, error) {
 	root, err := os.OpenRoot(folder)
 	if err != nil {
 		return nil, fmt.Errorf("the folder cannot be opened: %v", err)
 	}
 	defer root.Close()
-	f, err := root.Open(rel)
+	st, err := root.Stat(".")
+	if err != nil {
+		return nil, fmt.Errorf("the folder cannot be opened: %v", err)
+	}
+	if !box.may(st, folder, mayExec) {
+		return nil, errors.New("the box may not enter its folder (permissions)")
+	}
+	file, want, err := resolveAsBox(root, folder, name, rel, box)
+	if err != nil {
+		return nil, err
+	}
+	f, err := root.OpenFile(file, sourceOpenFlags, 0)
 	if err != nil {
 		return nil, fmt.Errorf("cannot be read inside its folder: %v", errors.Unwrap(err))
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	before, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !before.Mode().IsRegular():
 		return nil, errors.New("not a regular file")
+	case !os.SameFile(before, want):
+		return nil, errors.New("the file changed while it was read")
+	case !box.mayFile(before, f, mayRead):
+		return nil, errors.New("the box's user may not read it (permissions): a source gives the box only what it could read at its path")
+	case before.Size() > limit:
+		return nil, errors.New("the input files and stdin would exceed their limit")
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
@@ -54,7 +131,76 @@ func readSource(m *manifest.Manifest, src string, limit int64) ([]byte, error) {
 	if int64(len(data)) > limit {
 		return nil, errors.New("the input files and stdin would exceed their limit")
 	}
+	after, err := f.Stat()
+	if err != nil || int64(len(data)) != before.Size() || after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) {
+		return nil, errors.New("the file changed while it was read: try again once it is written")
+	}
 	return data, nil
+}
+
+// resolveAsBox follows rel from the folder's top as the box would at
+// /mnt/<name>/rel: each directory must be searchable by the box, each link
+// is followed (an absolute one only into /mnt/<name>/ itself), and nothing
+// may leave the folder. It returns the path with no link left and the file
+// it names, which must not be a directory.
+func resolveAsBox(root *os.Root, folder, name, rel string, box boxIDs) (string, os.FileInfo, error) {
+	parts := strings.Split(rel, "/")
+	var cur []string
+	links := 0
+	for len(parts) > 0 {
+		p := parts[0]
+		parts = parts[1:]
+		switch p {
+		case "", ".":
+			continue
+		case "..":
+			if len(cur) == 0 {
+				return "", nil, errors.New("a link leads out of its folder")
+			}
+			cur = cur[:len(cur)-1]
+			continue
+		}
+		next := path.Join(append(slices.Clone(cur), p)...)
+		fi, err := root.Lstat(next)
+		if err != nil {
+			return "", nil, fmt.Errorf("cannot be read inside its folder: %v", errors.Unwrap(err))
+		}
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			if links++; links > maxSourceLinks {
+				return "", nil, errors.New("too many links")
+			}
+			target, err := root.Readlink(next)
+			if err != nil {
+				return "", nil, fmt.Errorf("cannot be read inside its folder: %v", errors.Unwrap(err))
+			}
+			if path.IsAbs(target) {
+				inside, ok := strings.CutPrefix(path.Clean(target)+"/", manifest.MountRoot+"/"+name+"/")
+				if !ok {
+					return "", nil, errors.New("a link leads out of its folder")
+				}
+				cur, target = nil, strings.TrimSuffix(inside, "/")
+			}
+			parts = append(strings.Split(target, "/"), parts...)
+		case fi.IsDir():
+			if len(parts) == 0 {
+				return "", nil, errors.New("a directory, not a file")
+			}
+			if !box.may(fi, filepath.Join(folder, filepath.FromSlash(next)), mayExec) {
+				return "", nil, fmt.Errorf("the box may not enter %s (permissions)", next)
+			}
+			cur = append(cur, p)
+		default:
+			if len(parts) > 0 {
+				return "", nil, fmt.Errorf("%s is not a directory", next)
+			}
+			if !fi.Mode().IsRegular() {
+				return "", nil, errors.New("not a regular file (a source is a plain file: no device, pipe or socket)")
+			}
+			return next, fi, nil
+		}
+	}
+	return "", nil, errors.New("a directory, not a file")
 }
 
 // saveArtifacts saves a run's artifacts in dir/<run_id>/: a folder that
