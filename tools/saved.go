@@ -420,7 +420,7 @@ func SavedTools(s *server.MCPServer, store *SavedStore, d Deps) ([]server.Server
 			reg.mu.Lock()
 			defer reg.mu.Unlock()
 			if why := reg.builtin(name); why != "" {
-				return mcp.NewToolResultError("invalid_request: " + why + ": only tools saved with save_tool can be deleted"), nil
+				return mcp.NewToolResultError("invalid_request: " + why + ": it cannot be deleted (only tools saved with save_tool can)"), nil
 			}
 			if !savedNameRe.MatchString(name) || !reg.served[name] {
 				return mcp.NewToolResultError("invalid_request: no saved tool " + strconv.Quote(name)), nil
