@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -132,10 +133,29 @@ func readAsBox(folder, name, rel string, box boxIDs, limit int64) ([]byte, error
 		return nil, errors.New("the input files and stdin would exceed their limit")
 	}
 	after, err := f.Stat()
-	if err != nil || int64(len(data)) != before.Size() || after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) {
+	if err != nil || int64(len(data)) != before.Size() || after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) || !sameAgain(f, data) {
 		return nil, errors.New("the file changed while it was read: try again once it is written")
 	}
 	return data, nil
+}
+
+// sameAgain reads f a second time and says whether it still holds data: a
+// write under way during the first read (its mtime set when it began, the
+// size the same) shows as a difference.
+func sameAgain(f *os.File, data []byte) bool {
+	buf := make([]byte, 256<<10)
+	for off := 0; off < len(data); {
+		n, err := f.ReadAt(buf[:min(len(buf), len(data)-off)], int64(off))
+		if n == 0 || !bytes.Equal(buf[:n], data[off:off+n]) {
+			return false
+		}
+		off += n
+		if err != nil && off < len(data) {
+			return false
+		}
+	}
+	n, _ := f.ReadAt(buf[:1], int64(len(data)))
+	return n == 0
 }
 
 // resolveAsBox follows rel from the folder's top as the box would at

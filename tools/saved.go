@@ -339,7 +339,11 @@ func SavedTools(s *server.MCPServer, store *SavedStore, d Deps) ([]server.Server
 	if err != nil {
 		return nil, err
 	}
-	reg := &savedRegistry{s: s, served: map[string]bool{}, builtins: []string{SaveToolName, DeleteToolName}}
+	// The tools this server registered, and runbox's tools that another
+	// configuration of it serves (search_tools comes with upstream
+	// servers): a tool saved now must not lose its name at a restart.
+	reg := &savedRegistry{s: s, served: map[string]bool{}, builtins: []string{RunCodeName, SearchToolsName,
+		SessionOpenName, SessionCloseName, SessionListName, SaveToolName, DeleteToolName}}
 	for name := range s.ListTools() {
 		reg.builtins = append(reg.builtins, name)
 	}
