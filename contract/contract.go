@@ -75,29 +75,52 @@ type File struct {
 }
 
 // Result is the outcome of a run, exactly as the run_code contract shows it.
+//
+// The fields an agent acts on come first and the bulky streams last: a
+// client that cuts a long answer (a preview, a head-only cut) keeps the
+// status, the error, the session and the artifacts (docs/clients.md).
 type Result struct {
-	RunID           string     `json:"run_id" jsonschema:"description=Identifier of this run; artifacts are addressed under it."`
-	Language        string     `json:"language"`
-	Status          Status     `json:"status" jsonschema:"enum=ok,enum=error"`
-	ExitCode        *int       `json:"exit_code" jsonschema:"description=The program's exit status (128+N when killed by signal N); null when it never ran."`
-	Stdout          string     `json:"stdout"`
-	Stderr          string     `json:"stderr"`
-	StdoutTruncated bool       `json:"stdout_truncated"`
-	StderrTruncated bool       `json:"stderr_truncated"`
-	Error           *ErrorInfo `json:"error" jsonschema:"description=Why the run failed; null when status is ok."`
-	Artifacts       []Artifact `json:"artifacts" jsonschema:"description=Files the run created or changed in the workspace."`
-	// ArtifactsOmitted counts files left out by the artifact count cap.
-	ArtifactsOmitted int     `json:"artifacts_omitted,omitempty" jsonschema:"description=Files left out because the artifact count cap was reached."`
-	Metrics          Metrics `json:"metrics"`
-	Isolation        string  `json:"isolation" jsonschema:"description=The isolation level the run had: runc or gvisor."`
-	Image            string  `json:"image" jsonschema:"description=Digest of the image the run used."`
-	// Network lists the connections the program made or tried through
-	// the proxy, when the manifest declares endpoints.
-	Network []Connection `json:"network,omitempty" jsonschema_description:"Each connection the program made or tried through runbox's proxy: host, port, allowed or refused and by which manifest entry, bytes each way, duration. Absent when the manifest declares no endpoints."`
+	RunID    string     `json:"run_id" jsonschema:"description=Identifier of this run; artifacts and the whole output are addressed under it."`
+	Language string     `json:"language"`
+	Status   Status     `json:"status" jsonschema:"enum=ok,enum=error"`
+	ExitCode *int       `json:"exit_code" jsonschema:"description=The program's exit status (128+N when killed by signal N); null when it never ran."`
+	Error    *ErrorInfo `json:"error" jsonschema:"description=Why the run failed; null when status is ok."`
 	// Session is set when the call ran in a session (run_code's session_id).
 	Session *SessionRef `json:"session,omitempty" jsonschema:"description=The session the call ran in: its id, the call's number and whether its state lives on."`
+	// StdoutTruncated: the stdout in this answer is not all the program
+	// wrote (StdoutCut says what is left out and where the rest is).
+	StdoutTruncated bool `json:"stdout_truncated" jsonschema_description:"True when the stdout below is not all the program wrote: stdout_cut says how much is left out and where to read it."`
+	StderrTruncated bool `json:"stderr_truncated" jsonschema_description:"True when the stderr below is not all the program wrote: stderr_cut says how much is left out and where to read it."`
+	// StdoutCut and StderrCut say what a cut stream leaves out.
+	StdoutCut *Cut       `json:"stdout_cut,omitempty" jsonschema_description:"Present when stdout is cut: its whole size, what this answer shows, and the resource holding all that runbox kept."`
+	StderrCut *Cut       `json:"stderr_cut,omitempty" jsonschema_description:"Present when stderr is cut: its whole size, what this answer shows, and the resource holding all that runbox kept."`
+	Artifacts []Artifact `json:"artifacts" jsonschema:"description=Files the run created or changed in the workspace."`
+	// ArtifactsOmitted counts files left out by the artifact count cap.
+	ArtifactsOmitted int `json:"artifacts_omitted,omitempty" jsonschema:"description=Files left out because the artifact count cap was reached."`
 	// Roots are the client's MCP roots mounted in the run's box.
 	Roots []Root `json:"roots,omitempty" jsonschema:"description=Your client's roots (e.g. the open project) mounted read-only in this run: the folder's path in the box and the root it is. Absent when none are mounted."`
+	// Network lists the connections the program made or tried through
+	// the proxy, when the manifest declares endpoints.
+	Network   []Connection `json:"network,omitempty" jsonschema_description:"Each connection the program made or tried through runbox's proxy: host, port, allowed or refused and by which manifest entry, bytes each way, duration. Absent when the manifest declares no endpoints."`
+	Metrics   Metrics      `json:"metrics"`
+	Isolation string       `json:"isolation" jsonschema:"description=The isolation level the run had: runc or gvisor."`
+	Image     string       `json:"image" jsonschema:"description=Digest of the image the run used."`
+	Stdout    string       `json:"stdout" jsonschema_description:"What the program wrote to stdout; when stdout_truncated, its head and tail around a marker that says what is cut and where all of it is."`
+	Stderr    string       `json:"stderr" jsonschema_description:"What the program wrote to stderr; when stderr_truncated, its head and tail around a marker that says what is cut and where all of it is."`
+	// StdoutBytes and StderrBytes are the streams' whole sizes as the
+	// program wrote them (the captured text may be cut).
+	StdoutBytes int64 `json:"-"`
+	StderrBytes int64 `json:"-"`
+}
+
+// Cut says what an answer leaves out of a stream, and where the rest is.
+type Cut struct {
+	// Bytes is the whole stream as the program wrote it.
+	Bytes int64 `json:"bytes" jsonschema:"description=Bytes the program wrote to the stream."`
+	// Shown is the characters of the stream this answer shows.
+	Shown int `json:"shown_chars" jsonschema_description:"Characters of the stream shown in this answer: its head and its tail."`
+	// URI is the resource with all that runbox kept of the stream.
+	URI string `json:"uri,omitempty" jsonschema_description:"The resource (resources/read) holding all that runbox kept of the stream: the whole of it, or its first and last limits.max_output_bytes/2. Absent when this answer already shows all that was kept."`
 }
 
 // ErrorInfo is a typed failure an agent can act on.

@@ -5,8 +5,16 @@ import (
 	"strings"
 )
 
-// Summary is the result as text, complete enough for an agent that sees
-// only the content blocks.
+// maxSummaryConnections bounds the network lines of a summary; the
+// structured result has them all.
+const maxSummaryConnections = 10
+
+// Summary renders a result as the text a client hands its model when it
+// reads content rather than structured content: every fact the agent acts
+// on (status, exit code, the typed error with its line and hint, the
+// session, the artifacts, what was cut and where the rest is) before the
+// streams, so a client that cuts a long text keeps them. Render the result
+// ForModel first: Summary cuts nothing itself.
 func Summary(res Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", res.Status)
@@ -25,14 +33,66 @@ func Summary(res Result) string {
 		if e.Type != "" {
 			fmt.Fprintf(&b, " %s", e.Type)
 		}
-		fmt.Fprintf(&b, "%s: %s\nhint: %s\n", e.Where(), e.Message, e.Hint)
+		fmt.Fprintf(&b, "%s: %s\n", e.Where(), e.Message)
+		if e.Syscall != "" {
+			fmt.Fprintf(&b, "system call: %s\n", e.Syscall)
+		}
+		fmt.Fprintf(&b, "hint: %s\n", e.Hint)
 	}
-	section := func(name, s string, truncated bool) {
+	if s := res.Session; s != nil {
+		fmt.Fprintf(&b, "session %s · call %d · %s", s.ID, s.Call, s.State)
+		if s.LostReason != "" {
+			fmt.Fprintf(&b, " (%s)", s.LostReason)
+		}
+		if !s.ExpiresAt.IsZero() {
+			fmt.Fprintf(&b, " · expires %s", s.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+		}
+		b.WriteString("\n")
+	}
+	if len(res.Artifacts) > 0 {
+		b.WriteString("artifacts:\n")
+		for _, a := range res.Artifacts {
+			fmt.Fprintf(&b, "  %s (%s, %d bytes) %s", a.Path, a.MimeType, a.SizeBytes, a.URI)
+			if a.SavedTo != "" {
+				fmt.Fprintf(&b, ", saved to %s", a.SavedTo)
+			}
+			b.WriteString("\n")
+		}
+		if res.ArtifactsOmitted > 0 {
+			fmt.Fprintf(&b, "  (%d more files omitted by the artifact cap)\n", res.ArtifactsOmitted)
+		}
+	}
+	if len(res.Roots) > 0 {
+		b.WriteString("your roots, read-only:\n")
+		for _, r := range res.Roots {
+			fmt.Fprintf(&b, "  %s ← %s\n", r.Path, r.URI)
+		}
+	}
+	if len(res.Network) > 0 {
+		b.WriteString("network:\n")
+		for i, c := range res.Network {
+			if i == maxSummaryConnections {
+				fmt.Fprintf(&b, "  (%d more in the structured result)\n", len(res.Network)-i)
+				break
+			}
+			verdict := "allowed"
+			if !c.Allowed {
+				verdict = "refused: " + c.Reason
+			}
+			fmt.Fprintf(&b, "  %s %s:%d %s\n", c.Method, c.Host, c.Port, verdict)
+		}
+	}
+	section := func(name, s string, truncated bool, cut *Cut) {
 		if s == "" {
 			return
 		}
 		fmt.Fprintf(&b, "--- %s", name)
-		if truncated {
+		switch {
+		case cut != nil && cut.URI != "":
+			fmt.Fprintf(&b, " (cut: %d bytes written, %d characters shown; all of it: %s)", cut.Bytes, cut.Shown, cut.URI)
+		case cut != nil:
+			fmt.Fprintf(&b, " (cut by the box: %d bytes written, only the first and last part kept)", cut.Bytes)
+		case truncated:
 			b.WriteString(" (truncated)")
 		}
 		b.WriteString(" ---\n")
@@ -41,22 +101,7 @@ func Summary(res Result) string {
 			b.WriteString("\n")
 		}
 	}
-	section("stdout", res.Stdout, res.StdoutTruncated)
-	section("stderr", res.Stderr, res.StderrTruncated)
-	if len(res.Artifacts) > 0 {
-		b.WriteString("--- artifacts ---\n")
-		for _, a := range res.Artifacts {
-			fmt.Fprintf(&b, "%s (%s, %d bytes) %s\n", a.Path, a.MimeType, a.SizeBytes, a.URI)
-		}
-		if res.ArtifactsOmitted > 0 {
-			fmt.Fprintf(&b, "(%d more files omitted by the artifact cap)\n", res.ArtifactsOmitted)
-		}
-	}
-	if len(res.Roots) > 0 {
-		b.WriteString("--- your roots, read-only ---\n")
-		for _, r := range res.Roots {
-			fmt.Fprintf(&b, "%s ← %s\n", r.Path, r.URI)
-		}
-	}
+	section("stdout", res.Stdout, res.StdoutTruncated, res.StdoutCut)
+	section("stderr", res.Stderr, res.StderrTruncated, res.StderrCut)
 	return strings.TrimRight(b.String(), "\n")
 }

@@ -315,3 +315,38 @@ func newCall(args map[string]any) mcp.CallToolRequest {
 	req.Params.Arguments = args
 	return req
 }
+
+// described waits for run_code's description to say every one of want,
+// and returns it: the server answers at once and tells what its images
+// have (probed beside serving) and its upstream servers' tool counts when
+// it knows them, through tools/list_changed.
+func (s *server) described(t testing.TB, want ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		list, err := s.c.ListTools(context.Background(), mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		desc := ""
+		for _, tl := range list.Tools {
+			if tl.Name == "run_code" {
+				desc = tl.Description
+			}
+		}
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(desc, w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			return desc
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run_code's description still lacks %q after 90 s:\n%s", missing, desc)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/gzip"
-	"context"
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -22,8 +21,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
@@ -350,11 +347,7 @@ func TestNetworkPackagesGVisor(t *testing.T) {
 func TestNetworkDescriptionClients(t *testing.T) {
 	x := startPkgIndex(t)
 	s := engineServer(t, "", x.manifest(t, true))
-	tools, err := s.c.ListTools(context.Background(), mcp.ListToolsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	desc := tools.Tools[0].Description
+	desc := s.described(t, "requests 2.", "npm 10.9.9", "curl 7.88.1")
 	for _, want := range []string{
 		"Installed (more only from the declared package indexes below)", "requests 2.", "pip 23.",
 		"javascript (Node.js v18.20.4) with npm 10.9.9", "bash (bash 5.2.15) with curl 7.88.1",

@@ -103,17 +103,14 @@ print("sum has 42:", "42" in str(total), "| file:", text if isinstance(text, str
 	})
 
 	t.Run("discovery: run_code names servers and tool counts, search_tools the rest", func(t *testing.T) {
+		desc := s.described(t, "everything (", "memory (9 tools)", "fs (")
 		list, err := s.c.ListTools(context.Background(), mcp.ListToolsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var desc string
 		names := []string{}
 		for _, tl := range list.Tools {
 			names = append(names, tl.Name)
-			if tl.Name == "run_code" {
-				desc = tl.Description
-			}
 		}
 		// The default server's tools and search_tools; no tool per upstream tool.
 		slices.Sort(names)

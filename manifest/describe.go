@@ -31,7 +31,7 @@ func (m *Manifest) ToolDescription() string {
 	b.WriteString(m.Network.describe())
 	fmt.Fprintf(&b, "- Time: %gs by default; set timeout_seconds up to %g.\n", l.TimeoutSeconds, l.MaxTimeoutSeconds)
 	fmt.Fprintf(&b, "- Memory %s, %g CPU, %d processes/threads, disk %s in /workspace and %s in /tmp.\n", l.Memory, l.CPUs, l.Pids, l.WorkspaceBytes, l.TmpBytes)
-	fmt.Fprintf(&b, "- Output: the first and last %s of stdout and of stderr are kept; print summaries, not whole datasets.\n", l.OutputBytes/2)
+	fmt.Fprintf(&b, "- Output: the answer shows %d characters of stdout and stderr (head and tail; the result says what is cut and names a runbox:// resource with the rest); the first and last %s of each stream are kept. Print summaries, not whole datasets.\n", l.AnswerChars, l.OutputBytes/2)
 	fmt.Fprintf(&b, "- Every run starts from an empty /workspace (the working directory); nothing persists between runs. Pass data with files (up to %s in all) and stdin.\n", l.InputBytes)
 	for _, mt := range m.Mounts {
 		fmt.Fprintf(&b, "- %s: a read-only folder of the user's data; read it there (or name a file in it with a files entry's source) instead of passing its content.\n", mt.Target())

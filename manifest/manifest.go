@@ -235,7 +235,11 @@ type Limits struct {
 	WorkspaceFiles int64    `json:"workspace_inodes" jsonschema_description:"Most files and directories in /workspace and in /tmp."`
 	TmpBytes       ByteSize `json:"tmp_size" jsonschema_description:"Size of the /tmp tmpfs."`
 
-	OutputBytes   ByteSize `json:"max_output_bytes" jsonschema_description:"Output kept per stream: the first and last halves."`
+	OutputBytes ByteSize `json:"max_output_bytes" jsonschema_description:"Output kept per stream: the first and last halves."`
+	// AnswerChars bounds the stdout and stderr an answer shows the model,
+	// well under every client's own cut (docs/clients.md); the rest of
+	// what was kept stays readable as a resource.
+	AnswerChars   int      `json:"answer_output_chars" jsonschema_description:"Characters of stdout and stderr together that an answer shows the model (heads and tails); the rest of what was kept is readable as the runbox://runs/{run_id}/stdout and /stderr resources."`
 	CodeBytes     ByteSize `json:"max_code_bytes" jsonschema_description:"Largest code a call may send."`
 	InputBytes    ByteSize `json:"max_input_bytes" jsonschema_description:"Largest total of input files and stdin."`
 	InputFiles    int      `json:"max_input_files" jsonschema_description:"Most input files per call."`
@@ -245,6 +249,12 @@ type Limits struct {
 	// content block.
 	ImageBytes ByteSize `json:"max_image_bytes" jsonschema_description:"Largest image artifact sent inline as an image block."`
 }
+
+// DefaultAnswerChars is what an answer shows of the streams: under the
+// smallest cut of the clients tried (docs/clients.md), with room left for
+// the result's other fields and a second copy in clients that show both
+// the structured result and the text.
+const DefaultAnswerChars = 12000
 
 // Timeout returns the default per-call timeout.
 func (l Limits) Timeout() time.Duration { return seconds(l.TimeoutSeconds) }
@@ -294,6 +304,7 @@ func Default() *Manifest {
 			WorkspaceFiles:    16384,
 			TmpBytes:          64 * MiB,
 			OutputBytes:       256 * KiB,
+			AnswerChars:       DefaultAnswerChars,
 			CodeBytes:         512 * KiB,
 			InputBytes:        32 * MiB,
 			InputFiles:        256,
@@ -420,6 +431,7 @@ func (m *Manifest) Validate() error {
 	rangeI("limits.workspace_inodes", lim.WorkspaceFiles, 64, 1<<22)
 	rangeB("limits.tmp_size", lim.TmpBytes, 1*MiB, 16*GiB)
 	rangeB("limits.max_output_bytes", lim.OutputBytes, 1*KiB, 64*MiB)
+	rangeI("limits.answer_output_chars", int64(lim.AnswerChars), 1000, 64<<20)
 	rangeB("limits.max_code_bytes", lim.CodeBytes, 1*KiB, 16*MiB)
 	rangeB("limits.max_input_bytes", lim.InputBytes, 0, lim.WorkspaceBytes)
 	rangeI("limits.max_input_files", int64(lim.InputFiles), 0, 10000)

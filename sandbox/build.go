@@ -20,6 +20,7 @@ func buildResult(m *manifest.Manifest, job contract.Job, o outcome) contract.Res
 		res.ExitCode = &code
 		res.Stdout, res.Stderr = validText(rep.Stdout), validText(rep.Stderr)
 		res.StdoutTruncated, res.StderrTruncated = rep.StdoutTruncated, rep.StderrTruncated
+		res.StdoutBytes, res.StderrBytes = rep.StdoutBytes, rep.StderrBytes
 		res.Metrics.WallMs = rep.WallMs
 		res.Metrics.CPUMs = rep.CPUMs
 		res.Metrics.PeakMemoryBytes = max(rep.PeakMemoryBytes, 0)

@@ -18,13 +18,14 @@ import (
 // ManifestURI is the resource holding the effective manifest.
 const ManifestURI = "runbox://manifest"
 
-// ManifestResource publishes the effective manifest as JSON.
-func ManifestResource(m *manifest.Manifest) server.ServerResource {
+// ManifestResource publishes the effective manifest as JSON, as current
+// says it at each read.
+func ManifestResource(current func() *manifest.Manifest) server.ServerResource {
 	res := mcp.NewResource(ManifestURI, "runbox manifest",
 		mcp.WithResourceDescription("The sandbox's rules: languages and installed packages, limits, isolation level, network (none)."),
 		mcp.WithMIMEType("application/json"))
 	return server.ServerResource{Resource: res, Handler: func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-		b, err := json.MarshalIndent(m, "", "  ")
+		b, err := json.MarshalIndent(current(), "", "  ")
 		if err != nil {
 			return nil, err
 		}

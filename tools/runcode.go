@@ -54,6 +54,7 @@ func RunCode(d Deps) server.ServerTool {
 	m := d.Manifest
 	tool := mcp.NewToolWithRawSchema(RunCodeName, m.ToolDescription()+ServersParagraph(d.Upstream), InputSchema(m))
 	tool.RawOutputSchema = OutputSchema()
+	tool = withSizeHint(m, tool)
 	// Every hint set explicitly: the defaults say the opposite of what
 	// run_code is.
 	tool.Annotations = mcp.ToolAnnotation{
@@ -87,7 +88,7 @@ func RunCode(d Deps) server.ServerTool {
 			if bad := d.Budgets.Admit(session); bad != nil {
 				res := contract.Fail(contract.Job{RunID: NewRunID()}, *bad)
 				res.Isolation = m.Isolation
-				return ToCallToolResult(m, res), nil
+				return answer(ctx, m, nil, res), nil
 			}
 		}
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
@@ -104,9 +105,6 @@ func RunCode(d Deps) server.ServerTool {
 		if d.Budgets != nil {
 			d.Budgets.Charge(session, time.Duration(res.Metrics.WallMs)*time.Millisecond)
 		}
-		if d.Store != nil {
-			d.Store.Put(res)
-		}
 		if d.Metrics != nil {
 			d.Metrics.Observe(res)
 		}
@@ -119,7 +117,7 @@ func RunCode(d Deps) server.ServerTool {
 				d.Logger.Warn("audit log", "run_id", res.RunID, "err", err)
 			}
 		}
-		return ToCallToolResult(m, res), nil
+		return answer(ctx, m, d.Store, res), nil
 	}}
 }
 
@@ -208,34 +206,4 @@ func Execute(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, raw []
 // ExecuteArgs validates and runs arguments already held as a struct.
 func ExecuteArgs(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, args RunCodeArgs) contract.Result {
 	return Call{Args: args}.Run(ctx, m, r)
-}
-
-// ToCallToolResult renders a result: the structured content, a text
-// summary for clients that ignore it, and an image block per image
-// artifact under the cap.
-func ToCallToolResult(m *manifest.Manifest, res contract.Result) *mcp.CallToolResult {
-	out := &mcp.CallToolResult{
-		StructuredContent: res,
-		IsError:           res.Status == contract.StatusError,
-		Content:           []mcp.Content{mcp.NewTextContent(contract.Summary(res))},
-	}
-	for _, a := range res.Artifacts {
-		if m.Artifacts.ImageDelivery == manifest.ImagesInline && isInlineImage(a.MimeType) && a.Data != nil && a.SizeBytes <= int64(m.Limits.ImageBytes) {
-			out.Content = append(out.Content, mcp.NewImageContent(encodeBase64(a.Data), a.MimeType))
-		}
-	}
-	for _, a := range res.Artifacts {
-		if a.Data != nil {
-			out.Content = append(out.Content, mcp.NewResourceLink(a.URI, a.Path, fmt.Sprintf("%d bytes, from run %s", a.SizeBytes, res.RunID), a.MimeType))
-		}
-	}
-	return out
-}
-
-func isInlineImage(mime string) bool {
-	switch mime {
-	case "image/png", "image/jpeg", "image/gif", "image/webp":
-		return true
-	}
-	return false
 }

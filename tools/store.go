@@ -27,6 +27,9 @@ type ArtifactStore struct {
 type storedRun struct {
 	expires time.Time
 	files   map[string]contract.Artifact
+	// streams are stdout and stderr as runbox kept them, when the answer
+	// showed only part of them.
+	streams map[string]string
 	bytes   int64
 }
 
@@ -38,23 +41,32 @@ func NewArtifactStore(ttl time.Duration, maxBytes int64) *ArtifactStore {
 	return &ArtifactStore{ttl: ttl, maxBytes: maxBytes, now: time.Now, runs: map[string]*storedRun{}, gone: map[string]string{}}
 }
 
-// Put keeps a result's artifacts whose content is known.
-func (s *ArtifactStore) Put(res contract.Result) {
-	run := &storedRun{files: map[string]contract.Artifact{}}
+// Put keeps a result's artifacts whose content is known, and the streams
+// that the answer shown (res rendered ForModel) cut.
+func (s *ArtifactStore) Put(res, shown contract.Result) {
+	run := &storedRun{files: map[string]contract.Artifact{}, streams: map[string]string{}}
 	for _, a := range res.Artifacts {
 		if a.Data != nil {
 			run.files[a.Path] = a
 			run.bytes += int64(len(a.Data))
 		}
 	}
-	if len(run.files) == 0 {
+	if c := shown.StdoutCut; c != nil && c.URI != "" {
+		run.streams[contract.StreamStdout] = res.Stdout
+		run.bytes += int64(len(res.Stdout))
+	}
+	if c := shown.StderrCut; c != nil && c.URI != "" {
+		run.streams[contract.StreamStderr] = res.Stderr
+		run.bytes += int64(len(res.Stderr))
+	}
+	if len(run.files) == 0 && len(run.streams) == 0 {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expire()
 	if run.bytes > s.maxBytes || s.ttl <= 0 {
-		s.bury(res.RunID, fmt.Sprintf("its artifacts (%d bytes) were not kept: the store holds %d bytes for %s", run.bytes, s.maxBytes, s.ttl))
+		s.bury(res.RunID, fmt.Sprintf("its artifacts and output (%d bytes) were not kept: the store holds %d bytes for %s", run.bytes, s.maxBytes, s.ttl))
 		return
 	}
 	run.expires = s.now().Add(s.ttl)
@@ -62,7 +74,7 @@ func (s *ArtifactStore) Put(res contract.Result) {
 	s.order = append(s.order, res.RunID)
 	s.bytes += run.bytes
 	for s.bytes > s.maxBytes && len(s.order) > 0 {
-		s.drop(s.order[0], "its artifacts were evicted to make room for newer runs")
+		s.drop(s.order[0], "its artifacts and output were evicted to make room for newer runs")
 	}
 }
 
@@ -85,6 +97,26 @@ func (s *ArtifactStore) Get(runID, path string) (contract.Artifact, error) {
 	return a, nil
 }
 
+// Stream returns a stream of a run that its answer cut, or an error that
+// says why it is not there.
+func (s *ArtifactStore) Stream(runID, stream string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expire()
+	run, ok := s.runs[runID]
+	if !ok {
+		if why, ok := s.gone[runID]; ok {
+			return "", fmt.Errorf("run %s: %s", runID, why)
+		}
+		return "", fmt.Errorf("run %s is unknown to this server, or its answer showed all of its output", runID)
+	}
+	text, ok := run.streams[stream]
+	if !ok {
+		return "", fmt.Errorf("run %s: its answer showed all of its %s", runID, stream)
+	}
+	return text, nil
+}
+
 func (s *ArtifactStore) expire() {
 	now := s.now()
 	for len(s.order) > 0 {
@@ -92,7 +124,7 @@ func (s *ArtifactStore) expire() {
 		if run := s.runs[id]; run != nil && now.Before(run.expires) {
 			return
 		}
-		s.drop(id, fmt.Sprintf("its artifacts expired (they are kept for %s)", s.ttl))
+		s.drop(id, fmt.Sprintf("its artifacts and output expired (they are kept for %s)", s.ttl))
 	}
 }
 

@@ -21,8 +21,8 @@ func TestArtifactStore(t *testing.T) {
 	s := NewArtifactStore(time.Minute, 10)
 	s.now = func() time.Time { return now }
 
-	s.Put(result("r1", map[string]string{"a.txt": "aaaa"}))
-	s.Put(result("r2", map[string]string{"b.txt": "bbbb"}))
+	s.Put(result("r1", map[string]string{"a.txt": "aaaa"}), contract.Result{})
+	s.Put(result("r2", map[string]string{"b.txt": "bbbb"}), contract.Result{})
 	if a, err := s.Get("r1", "a.txt"); err != nil || string(a.Data) != "aaaa" {
 		t.Fatalf("get: %v %v", a, err)
 	}
@@ -32,11 +32,11 @@ func TestArtifactStore(t *testing.T) {
 	if _, err := s.Get("r9", "a"); err == nil || !strings.Contains(err.Error(), "unknown") {
 		t.Errorf("unknown run: %v", err)
 	}
-	s.Put(result("r3", map[string]string{"c.txt": "cccc"})) // 12 bytes > 10: r1 goes
+	s.Put(result("r3", map[string]string{"c.txt": "cccc"}), contract.Result{}) // 12 bytes > 10: r1 goes
 	if _, err := s.Get("r1", "a.txt"); err == nil || !strings.Contains(err.Error(), "evicted") {
 		t.Errorf("evicted: %v", err)
 	}
-	s.Put(result("big", map[string]string{"x": "01234567890"}))
+	s.Put(result("big", map[string]string{"x": "01234567890"}), contract.Result{})
 	if _, err := s.Get("big", "x"); err == nil || !strings.Contains(err.Error(), "not kept") {
 		t.Errorf("too big: %v", err)
 	}

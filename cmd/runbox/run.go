@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -88,16 +89,12 @@ func run(ctx context.Context, cfg config) (int, error) {
 				return 2, err
 			}
 		}
-		warnDerived(ctx, runner, derivedImages, logger)
 		logger.Info("starting", "version", version, "transport", cfg.transport, "backend", m.Backend, "isolation", m.Isolation, "languages", m.LanguageNames())
-		if err := runner.Ready(ctx); err != nil {
-			// Not fatal: calls report it until the engine is back.
-			logger.Warn("engine not ready", "err", err)
-		} else if m.Backend != manifest.BackendKubernetes {
-			describeFromImages(ctx, m, runner, logger)
-		} else {
-			logger.Info("kubernetes backend: telling agents the manifest's declared versions and packages (images are not probed)")
-		}
+		// The engine is readied and the images probed beside serving, never
+		// before it: a client that does not wait for initialize (Codex)
+		// would start without runbox's tools.
+		described := make(chan *manifest.Manifest, 1)
+		go prepareEngine(ctx, m, runner, derivedImages, described, logger)
 		var r sandbox.Runner = runner
 		if m.Cache.Enabled {
 			r = sandbox.NewCache(runner, m, runner.ImageDigest)
@@ -107,7 +104,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 			return 1, fmt.Errorf("%w (set audit.path to a writable file, or audit.enabled: false)", err)
 		}
 		defer auditLog.Close()
-		opts := mcpserver.Options{Version: version, Logger: logger, Transport: cfg.transport, Audit: auditLog}
+		opts := mcpserver.Options{Version: version, Logger: logger, Transport: cfg.transport, Audit: auditLog, Described: described}
 		opts.Upstream = startUpstream(ctx, m, logger)
 		defer opts.Upstream.Close()
 		var promHandler http.Handler
@@ -174,14 +171,37 @@ func orPath(source, flag string) string {
 	return flag
 }
 
-// describeFromImages replaces the manifest's declared versions and
-// packages with what each image says, so the agent is told what is really
-// installed. On failure the declared ones stay.
-func describeFromImages(ctx context.Context, m *manifest.Manifest, d *sandbox.BoxRunner, logger *slog.Logger) {
+// prepareEngine readies the engine (the pool starts filling) and sends
+// the manifest as the images describe their languages, once, on
+// described.
+func prepareEngine(ctx context.Context, m *manifest.Manifest, runner *sandbox.BoxRunner, derivedImages []derived.Image, described chan<- *manifest.Manifest, logger *slog.Logger) {
+	defer close(described)
+	start := time.Now()
+	warnDerived(ctx, runner, derivedImages, logger)
+	if err := runner.Ready(ctx); err != nil {
+		// Not fatal: calls report it until the engine is back.
+		logger.Warn("engine not ready", "err", err)
+		return
+	}
+	if m.Backend == manifest.BackendKubernetes {
+		logger.Info("kubernetes backend: telling agents the manifest's declared versions and packages (images are not probed)")
+		return
+	}
+	described <- describeFromImages(ctx, m, runner, logger)
+	logger.Debug("engine ready and images described", "took", time.Since(start).Round(time.Millisecond))
+}
+
+// describeFromImages returns the manifest with its declared versions and
+// packages replaced by what each image says, so the agent is told what is
+// really installed; a language whose image cannot say keeps the declared
+// ones. m itself is not changed: the server and the runner hold it.
+func describeFromImages(ctx context.Context, m *manifest.Manifest, d *sandbox.BoxRunner, logger *slog.Logger) *manifest.Manifest {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	out := *m
+	out.Languages = slices.Clone(m.Languages)
 	var wg sync.WaitGroup
-	for i := range m.Languages {
+	for i := range out.Languages {
 		wg.Add(1)
 		go func(lang *manifest.Language) {
 			defer wg.Done()
@@ -191,9 +211,10 @@ func describeFromImages(ctx context.Context, m *manifest.Manifest, d *sandbox.Bo
 				return
 			}
 			lang.Version, lang.Packages = info.Version, info.Packages
-		}(&m.Languages[i])
+		}(&out.Languages[i])
 	}
 	wg.Wait()
+	return &out
 }
 
 // extensions maps file extensions to languages for `runbox run`.

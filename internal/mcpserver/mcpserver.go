@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/server"
 
@@ -32,33 +33,93 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Upstream are the servers code may call; nil: none (upstream.go).
 	Upstream *upstream.Set
+	// Described delivers the manifest again, as the images describe their
+	// languages (versions, packages): run_code's description, the prompts
+	// and the manifest resource follow each one. nil: the loaded
+	// manifest's descriptions stay.
+	Described <-chan *manifest.Manifest
 }
 
 // New returns the MCP server with every runbox tool registered.
 func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	logger := o.Logger
+	// List changes are always possible: the images' probes (Options.Described)
+	// change run_code's description after the server answers.
 	s := server.NewMCPServer(Name, o.Version, append(upstreamOptions(o),
-		server.WithToolCapabilities(hasUpstream(o) || m.SavedTools.Enabled),
+		server.WithToolCapabilities(true),
 		server.WithResourceCapabilities(false, false),
-		server.WithPromptCapabilities(false),
+		server.WithPromptCapabilities(true),
 		server.WithRecovery(),
 		server.WithLogger(logger),
 		server.WithInstructions(instructions(m)),
+		server.WithToolFilter(tools.ToolsForClient),
 	)...)
 	store := tools.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
 	deps := tools.Deps{Manifest: m, Runner: r, Store: store, Budgets: tools.NewBudgets(m.Budgets),
 		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics}
-	s.AddTools(tools.RunCode(deps))
-	addUpstream(s, deps, o)
+	if hasUpstream(o) {
+		deps.Upstream = o.Upstream
+		if o.Metrics != nil {
+			deps.ToolMetrics = o.Metrics
+		}
+	}
+	d := &described{s: s, deps: deps, m: m}
+	d.register(m)
+	if hasUpstream(o) {
+		s.AddTools(tools.SearchTools(o.Upstream))
+		o.Upstream.OnToolsChanged(d.again)
+	}
 	s.AddTools(tools.SessionTools(deps)...)
 	// Last: every tool registered before the saved ones is a built-in,
 	// which no saved tool may shadow or delete.
 	addSaved(s, m, deps, o)
-	s.AddResource(tools.ManifestResource(m).Resource, tools.ManifestResource(m).Handler)
+	mr := tools.ManifestResource(d.current)
+	s.AddResource(mr.Resource, mr.Handler)
 	at := tools.ArtifactTemplate(store, m)
 	s.AddResourceTemplate(at.Template, at.Handler)
-	s.AddPrompts(prompts.All(m)...)
+	st := tools.StreamTemplate(store, m)
+	s.AddResourceTemplate(st.Template, st.Handler)
+	if o.Described != nil {
+		go func() {
+			for dm := range o.Described {
+				d.register(dm)
+			}
+		}()
+	}
 	return s
+}
+
+// described holds the manifest as the agent is told it: the loaded one,
+// then the same with each language's version and packages as its image
+// reports them. The tools, prompts and resource that describe the sandbox
+// are registered again from it whenever it, or the upstream servers'
+// tools, change. Limits are the same in both: only descriptions differ.
+type described struct {
+	s    *server.MCPServer
+	deps tools.Deps
+
+	mu sync.Mutex
+	m  *manifest.Manifest
+}
+
+func (d *described) register(m *manifest.Manifest) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.m = m
+	deps := d.deps
+	deps.Manifest = m
+	d.s.AddTools(tools.RunCode(deps))
+	d.s.AddPrompts(prompts.All(m)...)
+}
+
+// again registers the description anew: the upstream servers' tools,
+// which run_code's description lists, changed.
+func (d *described) again() { d.register(d.current()) }
+
+func (d *described) current() *manifest.Manifest {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.m
 }
 
 // ServeStdio serves s on in/out until in closes or ctx ends. Tool calls

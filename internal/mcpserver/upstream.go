@@ -45,18 +45,3 @@ func addSaved(s *server.MCPServer, m *manifest.Manifest, deps tools.Deps, o Opti
 		o.Logger.Warn("saved tools are not available", "err", err)
 	}
 }
-
-// addUpstream offers the code's tool calls: run_code names the servers
-// and their tool counts (again whenever a server's tools change) and
-// search_tools describes them.
-func addUpstream(s *server.MCPServer, deps tools.Deps, o Options) {
-	if !hasUpstream(o) {
-		return
-	}
-	deps.Upstream = o.Upstream
-	if o.Metrics != nil {
-		deps.ToolMetrics = o.Metrics
-	}
-	s.AddTools(tools.RunCode(deps), tools.SearchTools(o.Upstream))
-	o.Upstream.OnToolsChanged(func() { s.AddTools(tools.RunCode(deps)) })
-}

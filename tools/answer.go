@@ -1,0 +1,150 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// A client hands its model either the structured content (as JSON text)
+// or the content blocks, never both in full (docs/clients.md has what each
+// client tried does). runbox answers so that either one carries every
+// fact the agent acts on, and the streams within the manifest's
+// limits.answer_output_chars, under every client's own cut.
+
+// MaxResultSizeMeta is the tool _meta key with which Claude Code takes a
+// result of up to that many characters whole instead of saving it to a
+// file and showing its model a preview.
+const MaxResultSizeMeta = "anthropic/maxResultSizeChars"
+
+// maxResultSize is what runbox declares under MaxResultSizeMeta: more than
+// an answer's text (the streams' budget, the result's other fields and a
+// second copy) ever is with the default budget.
+func maxResultSize(m *manifest.Manifest) int {
+	return max(4*m.Limits.AnswerChars, 50000)
+}
+
+// contentOnlyClients read the structured content whenever a result has
+// one and drop its content blocks, images included: to them runbox lists
+// its tools without an output schema and answers with content alone (the
+// text summary and the images). Matched against the name a client gives
+// in initialize, as a prefix.
+var contentOnlyClients = []string{"codex"}
+
+// contentOnly reports whether the calling client is one of
+// contentOnlyClients.
+func contentOnly(ctx context.Context) bool {
+	return isContentOnly(ClientOf(ctx).Name)
+}
+
+func isContentOnly(name string) bool {
+	name = strings.ToLower(name)
+	for _, p := range contentOnlyClients {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ToolsForClient is the server's tool filter: a content-only client sees
+// every tool without its output schema, since it gets no structured
+// content to check against one.
+func ToolsForClient(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	if !contentOnly(ctx) {
+		return tools
+	}
+	out := make([]mcp.Tool, len(tools))
+	for i, t := range tools {
+		t.RawOutputSchema = nil
+		t.OutputSchema = mcp.ToolOutputSchema{}
+		out[i] = t
+	}
+	return out
+}
+
+// withSizeHint declares the answer's largest size on a tool.
+func withSizeHint(m *manifest.Manifest, t mcp.Tool) mcp.Tool {
+	if t.Meta == nil {
+		t.Meta = &mcp.Meta{}
+	}
+	if t.Meta.AdditionalFields == nil {
+		t.Meta.AdditionalFields = map[string]any{}
+	}
+	t.Meta.AdditionalFields[MaxResultSizeMeta] = maxResultSize(m)
+	return t
+}
+
+// answer renders a result for the calling client's model: cut to the
+// budget (the whole streams kept in the store for their resources), the
+// structured content and a text summary with every fact, an image block
+// per image artifact under the cap, and a link per artifact.
+func answer(ctx context.Context, m *manifest.Manifest, store *ArtifactStore, res contract.Result) *mcp.CallToolResult {
+	shown := contract.ForModel(res, m.Limits.AnswerChars)
+	if store != nil {
+		store.Put(res, shown)
+	}
+	out := ToCallToolResult(m, shown)
+	if contentOnly(ctx) {
+		out.StructuredContent = nil
+	}
+	return out
+}
+
+// ToCallToolResult renders a result as it is (render it ForModel first):
+// the structured content, a text summary for clients that read content,
+// an image block per image artifact under the cap, and a resource link per
+// artifact.
+func ToCallToolResult(m *manifest.Manifest, res contract.Result) *mcp.CallToolResult {
+	out := &mcp.CallToolResult{
+		StructuredContent: res,
+		IsError:           res.Status == contract.StatusError,
+		Content:           []mcp.Content{mcp.NewTextContent(contract.Summary(res))},
+	}
+	for _, a := range res.Artifacts {
+		if m.Artifacts.ImageDelivery == manifest.ImagesInline && isInlineImage(a.MimeType) && a.Data != nil && a.SizeBytes <= int64(m.Limits.ImageBytes) {
+			out.Content = append(out.Content, mcp.NewImageContent(encodeBase64(a.Data), a.MimeType))
+		}
+	}
+	for _, a := range res.Artifacts {
+		if a.Data != nil {
+			out.Content = append(out.Content, mcp.NewResourceLink(a.URI, a.Path, fmt.Sprintf("%d bytes, from run %s", a.SizeBytes, res.RunID), a.MimeType))
+		}
+	}
+	return out
+}
+
+func isInlineImage(mime string) bool {
+	switch mime {
+	case "image/png", "image/jpeg", "image/gif", "image/webp":
+		return true
+	}
+	return false
+}
+
+// StreamTemplate serves the stdout and stderr of recent runs whose answer
+// showed only part of them.
+func StreamTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerResourceTemplate {
+	tmpl := mcp.NewResourceTemplate(contract.StreamURITemplate, "run output",
+		mcp.WithTemplateDescription(fmt.Sprintf("All that runbox kept of a run's stdout or stderr (up to the first and last %s) when its answer showed only part of it; readable for %s after the run.",
+			m.Limits.OutputBytes/2, m.Artifacts.TTL())),
+		mcp.WithTemplateMIMEType("text/plain"))
+	return server.ServerResourceTemplate{Template: tmpl, Handler: func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		uri := req.Params.URI
+		runID, stream, ok := contract.ParseStreamURI(uri)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s is not runbox://runs/{run_id}/stdout or /stderr", server.ErrResourceNotFound, uri)
+		}
+		text, err := store.Stream(runID, stream)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s", server.ErrResourceNotFound, err)
+		}
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: "text/plain", Text: text}}, nil
+	}}
+}
