@@ -251,6 +251,10 @@ func TestHostileSavedTools(t *testing.T) {
 		if out := stdoutOf(t, cb, "csv_sum"); out != "alice v1\n" {
 			t.Fatalf("bob's call of alice's tool ran %q", out)
 		}
+		// Bob's agent is told whose code it would run.
+		if d := toolDescriptions(t, cb)["csv_sum"]; !strings.Contains(d, `by client "alice"`) {
+			t.Fatalf("the description does not name its owner: %q", d)
+		}
 		saved(t, ca, "csv_sum", "print('alice v2')")
 		if out := stdoutOf(t, ca, "csv_sum"); out != "alice v2\n" {
 			t.Fatalf("alice's second version ran %q", out)

@@ -308,7 +308,7 @@ func plainText(s string) bool {
 // fresh box with the call's arguments as JSON on stdin and in
 // /workspace/input.json, and answers run_code's structured result.
 func savedTool(t SavedTool, run server.ToolHandlerFunc) server.ServerTool {
-	tool := mcp.NewToolWithRawSchema(t.Name, fmt.Sprintf("%s\n\n(Saved with save_tool, version %d: %s code run in a fresh runbox sandbox with the arguments as JSON on stdin and in input.json; answers run_code's result.)", t.Description, t.Version, t.Language), t.InputSchema)
+	tool := mcp.NewToolWithRawSchema(t.Name, fmt.Sprintf("%s\n\n(Saved with save_tool by client %q, version %d: %s code run in a fresh runbox sandbox with the arguments as JSON on stdin and in input.json, with the caller's folders and roots; answers run_code's result.)", t.Description, t.owner(), t.Version, t.Language), t.InputSchema)
 	tool.RawOutputSchema = OutputSchema()
 	tool.Annotations = mcp.ToolAnnotation{Title: t.Name, ReadOnlyHint: mcp.ToBoolPtr(false), DestructiveHint: mcp.ToBoolPtr(false),
 		IdempotentHint: mcp.ToBoolPtr(false), OpenWorldHint: mcp.ToBoolPtr(false)}
@@ -398,18 +398,18 @@ func SavedTools(s *server.MCPServer, store *SavedStore, d Deps) ([]server.Server
 			}
 			who := PrincipalOf(ctx)
 			t.Owner = who
-			if reg.served[t.Name] {
-				cur, err := store.Current(t.Name)
-				switch {
-				case err == nil && cur.owner() != who:
+			// The store, not only what this server serves: another server
+			// sharing the directory may have saved the name.
+			if cur, err := store.Current(t.Name); err == nil {
+				if cur.owner() != who {
 					return mcp.NewToolResultError(fmt.Sprintf("invalid_request: name: %q was saved by another client: only it may change the tool; choose another name", t.Name)), nil
-				case err == nil:
-					t.Owner = cur.Owner
 				}
-				if n := len(store.Versions(t.Name)); n >= maxSavedVersions {
-					return mcp.NewToolResultError(fmt.Sprintf("invalid_request: %q has %d versions, the most kept: delete it and save it again", t.Name, n)), nil
-				}
-			} else if len(reg.served) >= maxSavedTools {
+				t.Owner = cur.Owner
+			}
+			if n := len(store.Versions(t.Name)); n >= maxSavedVersions {
+				return mcp.NewToolResultError(fmt.Sprintf("invalid_request: %q has %d versions, the most kept: delete it and save it again", t.Name, n)), nil
+			}
+			if !reg.served[t.Name] && len(reg.served) >= maxSavedTools {
 				return mcp.NewToolResultError(fmt.Sprintf("invalid_request: %d tools are saved, the most served: delete one first", len(reg.served))), nil
 			}
 			if t, err = store.Save(t); err != nil {
