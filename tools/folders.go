@@ -100,7 +100,8 @@ func readAsBox(folder, name, rel string, box boxIDs, limit int64) ([]byte, error
 	if err != nil {
 		return nil, fmt.Errorf("the folder cannot be opened: %v", err)
 	}
-	if !box.may(st, folder, mayExec) {
+	// "/." reads the ACL of the folder itself when its path is a link.
+	if !box.may(st, folder+string(filepath.Separator)+".", mayExec) {
 		return nil, errors.New("the box may not enter its folder (permissions)")
 	}
 	file, want, err := resolveAsBox(root, folder, name, rel, box)
