@@ -64,9 +64,19 @@ func TestReadSourceAsTheBoxUser(t *testing.T) {
 	acl("acl_denied.txt", [3]uint32{aclUserObj, 6, 0}, [3]uint32{aclUser, 0, 1000}, [3]uint32{aclGroupObj, 4, 0}, [3]uint32{aclMask, 4, 0}, [3]uint32{aclOther, 4, 0})
 	acl("acl_granted.txt", [3]uint32{aclUserObj, 6, 0}, [3]uint32{aclUser, 4, 1000}, [3]uint32{aclGroupObj, 0, 0}, [3]uint32{aclMask, 4, 0}, [3]uint32{aclOther, 0, 0})
 
+	// A folder the box's user is denied by an ACL, declared through a link.
+	denied := filepath.Join(filepath.Dir(data), "denied")
+	must(t, os.MkdirAll(denied, 0o755))
+	must(t, os.WriteFile(filepath.Join(denied, "f.txt"), []byte("content of denied"), 0o644))
+	must(t, os.Symlink(denied, filepath.Join(filepath.Dir(data), "denied_link")))
+	acl("../denied", [3]uint32{aclUserObj, 7, 0}, [3]uint32{aclUser, 0, 1000}, [3]uint32{aclGroupObj, 5, 0}, [3]uint32{aclMask, 5, 0}, [3]uint32{aclOther, 5, 0})
+
 	m := manifest.Default()
 	m.User = "1000:1000"
-	m.Mounts = []manifest.Mount{{Name: "data", Path: data}}
+	m.Mounts = []manifest.Mount{{Name: "data", Path: data}, {Name: "denied", Path: filepath.Join(filepath.Dir(data), "denied_link")}}
+	if got, err := readSource(m, "/mnt/denied/f.txt", 1<<20); err == nil {
+		t.Errorf("a folder whose ACL denies the box's user: read %q", got)
+	}
 	for rel, readable := range map[string]bool{
 		"public.txt": true, "mine.txt": true, "group.txt": true, "abs_inside": true, "acl_granted.txt": true,
 		"private.txt": false, "othergroup.txt": false, "closed/inside.txt": false, "listonly/inside.txt": false,
