@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"net"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/runbox-mcp/runbox/contract"
 )
@@ -47,6 +50,24 @@ func hostileFolder(t *testing.T) (top, data string) {
 	must(t, os.Chmod(filepath.Join(data, "closed"), 0o700))
 	write("new\nline.txt", "NEWLINE-NAME", 0o644, 0, 0)
 	write("uni\u202etxt.sh", "BIDI-NAME", 0o644, 0, 0)
+	write("acl_denied.txt", "ACL-DENIED-SECRET", 0o644, 0, 0)
+	write("acl_granted.txt", "ACL-GRANTED", 0o640, 0, 0)
+	// POSIX ACLs as the kernel stores them: a version, then (tag, perm, id)
+	// entries: user::, user:<box>:, group::, mask::, other::.
+	acl := func(rel string, box, mask, other uint16) {
+		b := binary.LittleEndian.AppendUint32(nil, 2)
+		for _, e := range []struct {
+			tag, perm uint16
+			id        uint32
+		}{{0x01, 6, 0}, {0x02, box, boxUID}, {0x04, 0, 0}, {0x10, mask, 0}, {0x20, other, 0}} {
+			b = binary.LittleEndian.AppendUint16(b, e.tag)
+			b = binary.LittleEndian.AppendUint16(b, e.perm)
+			b = binary.LittleEndian.AppendUint32(b, e.id)
+		}
+		must(t, unix.Setxattr(filepath.Join(data, rel), "system.posix_acl_access", b, 0))
+	}
+	acl("acl_denied.txt", 0, 4, 4)
+	acl("acl_granted.txt", 4, 4, 0)
 	must(t, os.WriteFile(filepath.Join(top, "secret.txt"), []byte("HOST-SECRET"), 0o644))
 	must(t, os.Link(filepath.Join(data, "private.txt"), filepath.Join(data, "hardlink.txt")))
 	must(t, os.Symlink("private.txt", filepath.Join(data, "link_private")))
@@ -205,6 +226,8 @@ print(json.dumps(out))
 	if err := json.Unmarshal([]byte(probe.Stdout), &inBox); err != nil {
 		t.Fatalf("the probe: %v %q", err, probe.Stdout)
 	}
+	t.Logf("the box itself reads: a file whose ACL denies it %v, one only an ACL grants %v",
+		inBox["/mnt/data/acl_denied.txt"].OK, inBox["/mnt/data/acl_granted.txt"].OK)
 
 	for _, c := range []struct {
 		name, src string
@@ -222,6 +245,10 @@ print(json.dumps(out))
 		{"a hardlink to a root-owned 0600 file", "/mnt/data/hardlink.txt", false},
 		{"a relative link to a 0600 file", "/mnt/data/link_private", false},
 		{"another group's 0640 file", "/mnt/data/othergroup.txt", false},
+		{"a world-readable file whose ACL denies the box's user", "/mnt/data/acl_denied.txt", false},
+		// The box's runtime may not apply ACLs (gVisor): what only an ACL
+		// grants is not handed over.
+		{"a file only an ACL lets the box's user read", "/mnt/data/acl_granted.txt", false},
 		{"a file in a directory the box may not enter", "/mnt/data/closed/inside.txt", false},
 		{"a link through a directory the box may not enter", "/mnt/data/via_closed", false},
 		{"a link to a directory the box may not enter", "/mnt/data/closed_dir_link/inside.txt", false},
@@ -262,7 +289,7 @@ print(json.dumps(out))
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := callWithin(t, s, 90*time.Second, sourceCall(c.src))
-			for _, secret := range []string{"ROOT-ONLY-SECRET", "OTHER-GROUP-SECRET", "CLOSED-DIR-SECRET", "HOST-SECRET", "SHUT-SECRET", "root:"} {
+			for _, secret := range []string{"ACL-DENIED-SECRET", "ROOT-ONLY-SECRET", "OTHER-GROUP-SECRET", "CLOSED-DIR-SECRET", "HOST-SECRET", "SHUT-SECRET", "root:"} {
 				if strings.Contains(r.Stdout, secret) {
 					t.Fatalf("the box got %s", secret)
 				}
@@ -372,7 +399,8 @@ print(json.dumps(out))
 func probePaths() []string {
 	return []string{"/mnt/data/public.txt", "/mnt/data/mine.txt", "/mnt/data/group.txt", "/mnt/data/abs_in",
 		"/mnt/data/new\nline.txt", "/mnt/data/uni\u202etxt.sh", "/mnt/linked/public.txt", "/mnt/data/private.txt",
-		"/mnt/data/hardlink.txt", "/mnt/data/othergroup.txt", "/mnt/data/closed/inside.txt", "/mnt/shut/public.txt"}
+		"/mnt/data/hardlink.txt", "/mnt/data/othergroup.txt", "/mnt/data/closed/inside.txt", "/mnt/shut/public.txt",
+		"/mnt/data/acl_denied.txt", "/mnt/data/acl_granted.txt"}
 }
 
 func mustJSON(t *testing.T, v any) string {

@@ -20,10 +20,11 @@ const (
 )
 
 // may says whether the box's user has want on fi (at the host path p, for
-// its ACL) as the kernel would decide: the owner's bits for the owner,
-// else a named-user ACL entry, else the group's (or group entries') bits
-// for its group, else the other bits. The box has no capability that
-// overrides permissions, and no supplementary group is counted.
+// its ACL): the owner's bits for the owner, else the group's for its
+// group, else the other bits; and, when the file has an ACL, its named-user
+// entry, else its group entries, else its other entry, as the kernel
+// decides. The box has no capability that overrides permissions, and no
+// supplementary group is counted.
 func (b boxIDs) may(fi os.FileInfo, p string, want uint32) bool {
 	return b.decide(fi, aclAt(p), want)
 }
@@ -33,22 +34,28 @@ func (b boxIDs) mayFile(fi os.FileInfo, f *os.File, want uint32) bool {
 	return b.decide(fi, aclOf(f), want)
 }
 
+// decide grants only what both the mode bits and the ACL (when there is
+// one) grant, so that the box could read what it is handed whether or not
+// its runtime applies ACLs (gVisor's sentry may not).
 func (b boxIDs) decide(fi os.FileInfo, acl []byte, want uint32) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return false
 	}
 	mode := uint32(fi.Mode().Perm())
-	if b.uid == st.Uid {
-		return mode>>6&want == want
+	var bits bool
+	switch {
+	case b.uid == st.Uid:
+		bits = mode>>6&want == want
+	case b.gid == st.Gid:
+		bits = mode>>3&want == want
+	default:
+		bits = mode&want == want
 	}
-	if len(acl) >= 4 && (len(acl)-4)%8 == 0 {
+	if bits && b.uid != st.Uid && len(acl) >= 4 && (len(acl)-4)%8 == 0 {
 		return b.decideACL(st, acl[4:], want)
 	}
-	if b.gid == st.Gid {
-		return mode>>3&want == want
-	}
-	return mode&want == want
+	return bits
 }
 
 // ACL entry tags (linux/posix_acl_xattr.h).
