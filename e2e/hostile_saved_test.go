@@ -335,6 +335,34 @@ except BaseException as e:
 		}
 		after(t)
 	})
+	t.Run("hostile arguments to a saved tool", func(t *testing.T) {
+		saved(t, ca, "echo_args", "import sys\nd = sys.stdin.read()\nprint(len(d))")
+		var nested any
+		_ = json.Unmarshal([]byte(strings.Repeat(`{"a":`, 5000)+"1"+strings.Repeat("}", 5000)), &nested)
+		for _, c := range []struct {
+			name string
+			args any
+		}{
+			{"over max_input_bytes", map[string]any{"blob": strings.Repeat("x", 20<<20)}},
+			{"nested 5000 deep", nested},
+			{"a string, not an object", "just a string"},
+			{"an array, not an object", []any{1, 2}},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			req := mcp.CallToolRequest{}
+			req.Params.Name, req.Params.Arguments = "echo_args", c.args
+			res, err := cb.CallTool(ctx, req)
+			cancel()
+			// A deep object is an object: it may run; the others may not.
+			if err == nil && !res.IsError && c.name != "nested 5000 deep" {
+				r, _ := decodeResult(res)
+				t.Fatalf("%s: ran with it: %s %q", c.name, r.Status, r.Stdout)
+			}
+			t.Logf("%s: err %v, isError %v", c.name, err, err == nil && res.IsError)
+			nextCallNormal(t, cb)
+		}
+		after(t)
+	})
 	t.Run("versions and tools are bounded", func(t *testing.T) {
 		for i := range 100 {
 			saved(t, ca, "many_versions", fmt.Sprintf("print(%d)", i))

@@ -317,6 +317,9 @@ func savedTool(t SavedTool, run server.ToolHandlerFunc) server.ServerTool {
 		if err != nil || string(args) == "null" {
 			args = []byte("{}")
 		}
+		if args[0] != '{' {
+			return mcp.NewToolResultError(`invalid_request: the arguments must be a JSON object (input_schema's type is "object")`), nil
+		}
 		rc := mcp.CallToolRequest{}
 		rc.Params.Name = RunCodeName
 		rc.Params.Arguments = map[string]any{"language": t.Language, "code": t.Code, "stdin": string(args),
