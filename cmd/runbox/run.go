@@ -112,7 +112,9 @@ func run(ctx context.Context, cfg config) (int, error) {
 			opts.Metrics = metrics.New(version, m.Isolation, runner)
 			promHandler = opts.Metrics.Handler()
 		}
-		s := mcpserver.New(m, r, opts)
+		// The agent is told what the images had when last probed, at once;
+		// the probes beside serving confirm or correct it.
+		s := mcpserver.New(describeFromCache(m), r, opts)
 		if cfg.transport == mcpserver.TransportStdio {
 			return 0, mcpserver.ServeStdio(ctx, s, m, os.Stdin, os.Stdout, logger)
 		}
@@ -150,7 +152,7 @@ func runDoctor(ctx context.Context, cfg config, m *manifest.Manifest, source str
 		// The report says it all; the runner's own logs would interleave.
 		logger = newLogger("error")
 	}
-	rep := doctor.Run(ctx, doctor.Options{Manifest: m, ManifestPath: orPath(source, cfg.manifestPath), ManifestErr: loadErr, Logger: logger, Discovery: disc, Derived: derivedImages})
+	rep := doctor.Run(ctx, doctor.Options{Manifest: m, ManifestPath: orPath(source, cfg.manifestPath), ManifestErr: loadErr, Logger: logger, Discovery: disc, Derived: derivedImages, ClientFiles: clientFiles})
 	if cfg.jsonOut {
 		if err := printJSON(rep); err != nil {
 			return 1, err
@@ -214,6 +216,27 @@ func describeFromImages(ctx context.Context, m *manifest.Manifest, d *sandbox.Bo
 		}(&out.Languages[i])
 	}
 	wg.Wait()
+	return &out
+}
+
+// describeFromCache returns the manifest as the last probes of its images
+// described it (LastProbe), or m itself when none was cached.
+func describeFromCache(m *manifest.Manifest) *manifest.Manifest {
+	if m.Backend == manifest.BackendKubernetes {
+		return m
+	}
+	out := *m
+	out.Languages = slices.Clone(m.Languages)
+	found := false
+	for i := range out.Languages {
+		if info, ok := sandbox.LastProbe(out.Languages[i]); ok {
+			out.Languages[i].Version, out.Languages[i].Packages = info.Version, info.Packages
+			found = true
+		}
+	}
+	if !found {
+		return m
+	}
 	return &out
 }
 
