@@ -139,6 +139,7 @@ func SearchTools(set *upstream.Set) server.ServerTool {
 		"additionalProperties": false,
 	})
 	tool := mcp.NewToolWithRawSchema(SearchToolsName, "Find the tools of the MCP servers that code in run_code can call (tools.<server>.<tool>): names and one-line descriptions for a query, full schemas on demand.", schema)
+	tool.Icons = Icons
 	tool.Annotations = mcp.ToolAnnotation{Title: "Search the tools code can call", ReadOnlyHint: mcp.ToBoolPtr(true),
 		DestructiveHint: mcp.ToBoolPtr(false), IdempotentHint: mcp.ToBoolPtr(true), OpenWorldHint: mcp.ToBoolPtr(false)}
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
