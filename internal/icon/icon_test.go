@@ -25,4 +25,3 @@ func TestPNG(t *testing.T) {
 		t.Fatal("not the same icon twice, or not a PNG data URI")
 	}
 }
-
