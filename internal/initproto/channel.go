@@ -239,3 +239,13 @@ const (
 	ToolsLib    = "/tmp/.runbox/lib"
 	ToolsSocket = "/tmp/.runbox/tools.sock"
 )
+
+// CABundle is the file a box's TLS clients trust when the manifest has an
+// entry with a credential: the image's own CAs and runbox's CA, written
+// read-only by runbox-init from the certificate the job carries (Job.CA,
+// Session.CA) before the program starts. SystemCAs is where the image
+// keeps its own (Debian's layout).
+const (
+	CABundle  = "/tmp/.runbox/ca-certificates.crt"
+	SystemCAs = "/etc/ssl/certs/ca-certificates.crt"
+)
