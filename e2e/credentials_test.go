@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -90,6 +91,9 @@ func startCredServers(t *testing.T) *credServers {
 		switch {
 		case r.URL.Path == "/whoami":
 			fmt.Fprintf(w, "api ok n=%d", len(auth))
+		case r.URL.Path == "/address":
+			// Reached by address: runbox's certificate for an IP.
+			io.WriteString(w, "api ok address")
 		case r.URL.Path == "/redirect":
 			http.Redirect(w, r, fmt.Sprintf("https://other.test:%d/landed", cs.oport), http.StatusFound)
 		case r.URL.Path == "/simple/"+demoPy+"/":
@@ -150,12 +154,15 @@ func (cs *credServers) manifest(extra string) string {
     - host: other.test
       ports: [%d]
       addresses: [127.0.0.1]
+    - host: 127.0.0.1
+      ports: [%d]
+      credential: {env: RUNBOX_E2E_API_TOKEN}
   hosts:
     api.test: 127.0.0.1
     other.test: 127.0.0.1
   index:
     python: https://api.test:%d/simple/
-%s`, cs.aport, cs.oport, cs.aport, extra)
+%s`, cs.aport, cs.oport, cs.aport, cs.aport, extra)
 }
 
 // files gives the box the test CA, for other (end to end, not runbox's).
@@ -222,12 +229,13 @@ func testCredentialClients(t *testing.T, s *server, cs *credServers) {
 
 	r = netCall(t, s, "bash", fmt.Sprintf(`curl -sS https://api.test:%d/whoami?q=1; echo
 curl -sS -H 'Authorization: Bearer made-up' https://api.test:%d/whoami; echo
+curl -sS https://127.0.0.1:%d/address; echo
 cat > client.mjs <<'EOF'
 %s
 EOF
-node client.mjs`, cs.aport, cs.aport, fmt.Sprintf(credNode, cs.aport)), nil, 60)
+node client.mjs`, cs.aport, cs.aport, cs.aport, fmt.Sprintf(credNode, cs.aport)), nil, 60)
 	mustOK(t, r)
-	if r.Stdout != strings.Repeat("api ok n=1\n", 4) {
+	if r.Stdout != strings.Repeat("api ok n=1\n", 2)+"api ok address\n"+strings.Repeat("api ok n=1\n", 2) {
 		t.Fatalf("curl and node printed %q\nstderr: %s", r.Stdout, r.Stderr)
 	}
 	if len(r.Network) == 0 || len(r.Network[0].Requests) != 1 || r.Network[0].Requests[0].Path != "/whoami?[redacted]" {

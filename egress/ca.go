@@ -249,15 +249,18 @@ func (ca *CA) Leaf(host string) (*tls.Certificate, error) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: host},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(leafValidity),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
+		// No common name: OpenSSL checks a name-like common name (an
+		// address is one) against the CA's name constraints when the
+		// certificate has no DNS name, and would refuse it.
 		tmpl.IPAddresses = []net.IP{a.Unmap().AsSlice()}
 	} else {
+		tmpl.Subject.CommonName = host
 		tmpl.DNSNames = []string{host}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &ca.leafKey.PublicKey, ca.key)

@@ -52,6 +52,12 @@ func TestCA(t *testing.T) {
 		}
 	}
 
+	// An address's leaf has no common name, which OpenSSL would check
+	// against the DNS constraints (and refuse).
+	if l, _ := ca.Leaf("127.0.0.1"); l.Leaf.Subject.CommonName != "" || len(l.Leaf.DNSNames) != 0 {
+		t.Errorf("leaf for an address: CN %q, names %v", l.Leaf.Subject.CommonName, l.Leaf.DNSNames)
+	}
+
 	again, err := OpenCA(dir, hosts)
 	if err != nil || !again.Certificate().Equal(c) {
 		t.Fatalf("the kept CA was not reused: %v", err)
