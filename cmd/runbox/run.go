@@ -69,9 +69,12 @@ func run(ctx context.Context, cfg config) (int, error) {
 	case "manifest":
 		return 0, printJSON(m)
 	}
-	icpt, err := interception(m)
-	if err != nil {
-		return 2, err
+	var icpt *egress.Interception
+	if cfg.command != "sessions" {
+		// Listing sessions runs no code: it needs no secret.
+		if icpt, err = interception(m); err != nil {
+			return 2, err
+		}
 	}
 	runner, err := newBackend(m, logger, icpt)
 	if err != nil {
