@@ -156,7 +156,18 @@ func (p *Proxy) exchange(cred credential, host string, boxTLS, upTLS net.Conn, s
 		}
 		werr := resp.Write(boxTLS)
 		resp.Body.Close()
-		if werr != nil || <-wrote != nil || req.Close || resp.Close {
+		if werr != nil || req.Close || resp.Close {
+			return
+		}
+		select {
+		case err := <-wrote:
+			if err != nil {
+				return
+			}
+		case <-time.After(afterUpstream):
+			// The server answered before it read the whole request (a
+			// 401 to a large upload) and the request is still going:
+			// the connection cannot carry another.
 			return
 		}
 	}

@@ -8,11 +8,17 @@ import (
 	"path/filepath"
 )
 
-// writeCABundle writes path, read-only: the image's CAs (system, when it
-// has them) and then ca, runbox's CA certificate, which the job carries.
-// Written once per box; a later job with the same CA leaves it as it is.
-func writeCABundle(path, system string, ca []byte) error {
-	own, _ := os.ReadFile(system)
+// writeCABundle writes path, read-only: the image's CAs (the first of
+// system that it has) and then ca, runbox's CA certificate, which the job
+// carries. Written once per box; a later job leaves it as it is.
+func writeCABundle(path string, system []string, ca []byte) error {
+	var own []byte
+	for _, f := range system {
+		if b, err := os.ReadFile(f); err == nil {
+			own = b
+			break
+		}
+	}
 	b := make([]byte, 0, len(own)+len(ca)+1)
 	b = append(b, own...)
 	if len(b) > 0 && b[len(b)-1] != '\n' {

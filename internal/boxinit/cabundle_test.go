@@ -14,7 +14,7 @@ func TestWriteCABundle(t *testing.T) {
 	os.WriteFile(system, []byte("SYSTEM"), 0o644)
 	path := filepath.Join(dir, "sub", "bundle.crt")
 	for range 2 {
-		if err := writeCABundle(path, system, []byte("RUNBOX\n")); err != nil {
+		if err := writeCABundle(path, []string{filepath.Join(dir, "none"), system}, []byte("RUNBOX\n")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -24,7 +24,7 @@ func TestWriteCABundle(t *testing.T) {
 		t.Fatalf("%q %v %v", b, st.Mode(), err)
 	}
 	// An image without system CAs: runbox's alone.
-	if err := writeCABundle(path, filepath.Join(dir, "none"), []byte("RUNBOX\n")); err != nil {
+	if err := writeCABundle(path, []string{filepath.Join(dir, "none")}, []byte("RUNBOX\n")); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "RUNBOX\n" {

@@ -243,9 +243,9 @@ const (
 // CABundle is the file a box's TLS clients trust when the manifest has an
 // entry with a credential: the image's own CAs and runbox's CA, written
 // read-only by runbox-init from the certificate the job carries (Job.CA,
-// Session.CA) before the program starts. SystemCAs is where the image
-// keeps its own (Debian's layout).
-const (
-	CABundle  = "/tmp/.runbox/ca-certificates.crt"
-	SystemCAs = "/etc/ssl/certs/ca-certificates.crt"
-)
+// Session.CA) before the program starts. SystemCAs are where images keep
+// their own: the first that exists is used (Debian and Alpine, Fedora and
+// RHEL, openSUSE, others).
+const CABundle = "/tmp/.runbox/ca-certificates.crt"
+
+var SystemCAs = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/ca-bundle.pem", "/etc/ssl/cert.pem"}
