@@ -611,8 +611,9 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 		return contract.Fail(job, contract.SandboxFailed("the session's channel broke: "+err.Error())), ""
 	}
 	ij := initJob(r.m, job, r.d.Isolation())
+	ij.CA = r.caPEM()
 	ij.Dir, ij.CodePath = manifest.Workspace, manifest.Workspace+"/"+job.Language.File
-	ij.Streams, ij.Call, ij.CA = StreamsFrom(ctx).kinds(), bs.call, r.caPEM()
+	ij.Streams, ij.Call = StreamsFrom(ctx).kinds(), bs.call
 	go func() {
 		_ = initproto.SendJob(st, ij)
 		_ = st.Close()
