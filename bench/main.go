@@ -76,7 +76,7 @@ func main() {
 	n := flag.Int("n", 20, "calls per scenario")
 	asJSON := flag.String("json", "", "also write the rows as JSON to this file")
 	serverLog = flag.String("server-log", "", "append the runbox servers' logs (stderr) to this file")
-	only := flag.String("only", "", "run only this part: toolcalls, network, credentials or sessions (with the pooled run they compare with)")
+	only := flag.String("only", "", "run only this part: toolcalls, network or sessions (with the pooled run they compare with)")
 	flag.Parse()
 	switch *only {
 	case "":
@@ -99,15 +99,6 @@ func main() {
 		defer os.RemoveAll(dir)
 		printRows(networkRows(*server, dir, max(*n, 30)))
 		return
-	case "credentials":
-		dir, err := os.MkdirTemp("", "runbox-bench-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
-		defer os.RemoveAll(dir)
-		printRows(credentialRows(*server, dir, max(*n, 30)))
-		return
 	case "sessions":
 		if err := benchSessionsOnly(*server, *n, *asJSON); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
@@ -115,7 +106,7 @@ func main() {
 		}
 		return
 	default:
-		fmt.Fprintf(os.Stderr, "bench: --only takes toolcalls, network, credentials or sessions, not %q\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: --only takes toolcalls, network or sessions, not %q\n", *only)
 		os.Exit(2)
 	}
 	if err := bench(*server, *n, *asJSON); err != nil {
@@ -211,7 +202,6 @@ func bench(bin string, n int, jsonPath string) error {
 		fmt.Fprintln(os.Stderr, "bench: runsc does not work on this engine; no gVisor rows")
 	}
 	rows = append(rows, networkRows(bin, dir, max(n, 30))...)
-	rows = append(rows, credentialRows(bin, dir, max(n, 30))...)
 	rows = append(rows,
 		measure(print1.name, "runbox warm (pooled box)", 8, 4*n, 0, func() error { return callRunbox(warm, print1) }),
 		measure(print1.name, "runbox cold (new box)", 8, 4*n, 0, func() error { return callRunbox(cold, print1) }),
