@@ -49,6 +49,8 @@ type Options struct {
 	Dial     DialFunc
 	// Approve is asked for approve: ask endpoints; nil refuses them.
 	Approve Approver
+	// Interception adds entries' credentials (intercept.go); nil: none.
+	Interception *Interception
 }
 
 // Proxy serves one run's proxied connections and keeps their records.
@@ -59,6 +61,7 @@ type Proxy struct {
 	resolver Resolver
 	dialer   DialFunc
 	approve  Approver
+	icpt     *Interception
 
 	bytes atomic.Int64
 	mu    sync.Mutex
@@ -71,7 +74,7 @@ type Proxy struct {
 // New returns the proxy of one run.
 func New(o Options) *Proxy {
 	p := &Proxy{net: o.Network, policy: NewPolicy(o.Network), deadline: o.Deadline,
-		resolver: o.Resolver, dialer: o.Dial, approve: o.Approve, approved: map[int]error{}}
+		resolver: o.Resolver, dialer: o.Dial, approve: o.Approve, icpt: o.Interception, approved: map[int]error{}}
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
 	}
@@ -175,6 +178,13 @@ func (p *Proxy) Serve(ctx context.Context, box io.ReadWriteCloser) {
 			return
 		}
 	}
+	cred, intercept := p.icpt.credential(m)
+	if intercept && req.Method != http.MethodConnect {
+		why := plainRefusal(m, host, port)
+		set(func(r *contract.Connection) { r.Reason = why })
+		refuse(box, http.StatusForbidden, "runbox: "+why)
+		return
+	}
 	up, addr, err := p.dial(ctx, m, host, port)
 	if err != nil {
 		if errors.Is(err, errRefused) {
@@ -218,7 +228,9 @@ func (p *Proxy) Serve(ctx context.Context, box io.ReadWriteCloser) {
 
 	toUp := &counter{w: up, p: p, n: func(n int64) { set(func(r *contract.Connection) { r.BytesOut += n }) }, stop: stop}
 	toBox := &counter{w: box, p: p, n: func(n int64) { set(func(r *contract.Connection) { r.BytesIn += n }) }, stop: stop}
-	if req.Method == http.MethodConnect {
+	if intercept {
+		p.intercept(ctx, cred, host, port, br, box, up, toUp, toBox, set)
+	} else if req.Method == http.MethodConnect {
 		if _, err := io.WriteString(box, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			return
 		}

@@ -88,6 +88,7 @@ func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job) (o ou
 	ij := initJob(r.m, job, r.d.Isolation())
 	ij.Streams = StreamsFrom(ctx).kinds()
 	o.program = kernelComm(ij.Argv)
+	ij.CA = r.caPEM()
 	go func() { got <- ch.run(ij) }()
 
 	backstop := time.NewTimer(job.Timeout + r.grace)

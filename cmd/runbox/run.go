@@ -22,6 +22,7 @@ import (
 	"github.com/lmittmann/tint"
 
 	"github.com/runbox-mcp/runbox/audit"
+	"github.com/runbox-mcp/runbox/egress"
 	"github.com/runbox-mcp/runbox/images/derived"
 	"github.com/runbox-mcp/runbox/internal/doctor"
 	"github.com/runbox-mcp/runbox/internal/mcpserver"
@@ -69,7 +70,14 @@ func run(ctx context.Context, cfg config) (int, error) {
 	case "manifest":
 		return 0, printJSON(m)
 	}
-	runner, err := newBackend(m, logger)
+	var icpt *egress.Interception
+	if cfg.command != "sessions" {
+		// Listing sessions runs no code: it needs no secret.
+		if icpt, err = interception(m); err != nil {
+			return 2, err
+		}
+	}
+	runner, err := newBackend(m, logger, icpt)
 	if err != nil {
 		return 1, err
 	}
@@ -131,12 +139,30 @@ func run(ctx context.Context, cfg config) (int, error) {
 }
 
 // newBackend makes the runner over the driver the manifest's backend names.
-func newBackend(m *manifest.Manifest, logger *slog.Logger) (*sandbox.BoxRunner, error) {
+func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Interception) (*sandbox.BoxRunner, error) {
 	d, err := newDriver(m, sandbox.CurrentOwner(), logger)
 	if err != nil {
 		return nil, err
 	}
-	return sandbox.New(d, sandbox.Options{Manifest: m, Logger: logger}), nil
+	return sandbox.New(d, sandbox.Options{Manifest: m, Logger: logger, Interception: icpt}), nil
+}
+
+// interception reads the secrets of the manifest's network entries that
+// declare a credential (a missing one fails the start, naming its field)
+// and opens runbox's CA in the state directory; nil when no entry has one.
+func interception(m *manifest.Manifest) (*egress.Interception, error) {
+	if !m.Network.Intercepts() {
+		return nil, nil
+	}
+	creds, err := egress.LoadCredentials(m.Network, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	ca, err := egress.OpenCA(filepath.Join(audit.StateDir(), "ca"), egress.CAHosts(m.Network))
+	if err != nil {
+		return nil, err
+	}
+	return &egress.Interception{Credentials: creds, CA: ca}, nil
 }
 
 // newDriver connects to the platform the manifest's backend names.

@@ -87,6 +87,8 @@ func Run(ctx context.Context, o Options) Report {
 			orDefault(o.ManifestPath, "built-in defaults"), strings.Join(m.LanguageNames(), ", "), m.Isolation, m.Pool.Size, m.Concurrency)})
 	}
 
+	credentialChecks(m, lookupEnv, &rep)
+
 	if m.Backend == manifest.BackendKubernetes {
 		kubeChecks(ctx, o, m, &rep)
 	} else {

@@ -39,6 +39,9 @@ type Job struct {
 	// Proxy, when set, is the address runbox-init serves its HTTP proxy
 	// on before the program starts (ProxyAddr).
 	Proxy string `json:"proxy,omitempty"`
+	// CA, when set, is runbox's CA certificate (PEM, public): runbox-init
+	// writes CABundle with it before the program starts.
+	CA []byte `json:"ca,omitempty"`
 	// Call names a session's job (a call): the streams its box services
 	// open carry it (Header.Call). 0 for a one-off box's job.
 	Call uint64 `json:"call,omitempty"`
