@@ -42,38 +42,38 @@ func flat(s string) string {
 	return s
 }
 
-func matches(re string) func(seenResult, string) bool {
+func hasMatch(re string) func(seenResult, string) bool {
 	x := regexp.MustCompile(re)
 	return func(_ seenResult, text string) bool { return x.MatchString(text) }
 }
 
-func contains(sub string) func(seenResult, string) bool {
+func hasText(sub string) func(seenResult, string) bool {
 	return func(_ seenResult, text string) bool { return strings.Contains(text, sub) }
 }
 
 // Facts of a run result, each in its JSON and its summary form.
 
 func factStatus(status string) fact {
-	return fact{"status " + status, matches(`"status":\s*"` + status + `"|(?m)(^|\W)` + status + ` · (python|javascript)`)}
+	return fact{"status " + status, hasMatch(`"status":\s*"` + status + `"|(?m)(^|\W)` + status + ` · (python|javascript)`)}
 }
 
 func factExit(code int) fact {
 	c := strconv.Itoa(code)
-	return fact{"exit code " + c, matches(`"exit_code":\s*` + c + `\b|· exit ` + c + `\b`)}
+	return fact{"exit code " + c, hasMatch(`"exit_code":\s*` + c + `\b|· exit ` + c + `\b`)}
 }
 
 func factKind(kind string) fact {
-	return fact{"error kind " + kind, matches(`"kind":\s*"` + kind + `"|(?m)^error: ` + kind + `\b`)}
+	return fact{"error kind " + kind, hasMatch(`"kind":\s*"` + kind + `"|(?m)^error: ` + kind + `\b`)}
 }
 
 func factLine(line int) fact {
 	l := strconv.Itoa(line)
-	return fact{"error line " + l, matches(`"line":\s*` + l + `\b|at line ` + l + `\b`)}
+	return fact{"error line " + l, hasMatch(`"line":\s*` + l + `\b|at line ` + l + `\b`)}
 }
 
-var factHint = fact{"a hint", matches(`"hint":\s*"[^"]{10,}|(?m)^hint: \S{2,}`)}
+var factHint = fact{"a hint", hasMatch(`"hint":\s*"[^"]{10,}|(?m)^hint: \S{2,}`)}
 
-func factText(name, sub string) fact { return fact{name + " " + strconv.Quote(sub), contains(sub)} }
+func factText(name, sub string) fact { return fact{name + " " + strconv.Quote(sub), hasText(sub)} }
 
 // factStream is a stream of the run (stdout or stderr, whole output want)
 // either handed over whole, or cut with the cut said and the resource of
@@ -94,7 +94,7 @@ func factImages(n int) fact {
 }
 
 func factSession(state string) fact {
-	return fact{"session state " + state, matches(`"state":\s*"` + state + `"|(?m)session s_[0-9A-Za-z_-]+ .*\b` + state + `\b`)}
+	return fact{"session state " + state, hasMatch(`"state":\s*"` + state + `"|(?m)session s_[0-9A-Za-z_-]+ .*\b` + state + `\b`)}
 }
 
 // missingFacts returns the names of the facts s lacks.

@@ -158,7 +158,9 @@ env = { %s }
 		}))
 		return []string{"-p", prompt, "--approval-mode", "yolo", "-m", "gemini-2.5-flash"},
 			append(baseEnv(r), "GEMINI_API_KEY=scripted-model", "GOOGLE_GEMINI_BASE_URL="+r.model,
-				"GEMINI_CLI_NO_RELAUNCH=true")
+				"GEMINI_CLI_NO_RELAUNCH=true",
+				// The run's own working directory, trusted as a user would.
+				"GEMINI_CLI_TRUST_WORKSPACE=true")
 	}},
 	{name: "opencode", bin: "opencode", setup: func(t *testing.T, r clientRun, prompt string) ([]string, []string) {
 		cfg := filepath.Join(r.dir, "opencode.json")
