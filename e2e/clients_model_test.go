@@ -48,7 +48,9 @@ type scriptedModel struct {
 	// offered is the tool names of the last conversation request.
 	offered []string
 	// unknown is a tool the script wanted that the client did not offer.
-	unknown  string
+	unknown string
+	// without is the tools of a request that offered none of runbox's.
+	without  []string
 	requests []string
 }
 
@@ -118,6 +120,9 @@ func (m *scriptedModel) turn(offered []string, results []seenResult) (name strin
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !slices.ContainsFunc(offered, func(n string) bool { return strings.Contains(n, "run_code") }) {
+		if len(offered) > 0 {
+			m.without = offered
+		}
 		return "", nil, true
 	}
 	m.offered = offered
@@ -494,4 +499,39 @@ func (m *scriptedModel) gemini(w http.ResponseWriter, body []byte, stream bool) 
 	}
 	sseHeaders(w)
 	sse(w, "", resp)
+}
+
+// netGuard is the proxy every client run is told to use (HTTP_PROXY,
+// HTTPS_PROXY, ALL_PROXY; NO_PROXY spares 127.0.0.1): a client that tries
+// to reach anything but the scripted model through it is recorded and
+// refused. It catches the traffic of clients that honour the proxy
+// variables, which all four do for their HTTP clients.
+type netGuard struct {
+	addr string
+	mu   sync.Mutex
+	hits []string
+}
+
+func startNetGuard(t testing.TB) *netGuard {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &netGuard{addr: l.Addr().String()}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.mu.Lock()
+		g.hits = append(g.hits, r.Method+" "+r.Host)
+		g.mu.Unlock()
+		http.Error(w, "runbox e2e: no network but 127.0.0.1", http.StatusForbidden)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return g
+}
+
+func (g *netGuard) tried() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.hits)
 }

@@ -42,6 +42,7 @@ type mcpServer struct {
 type clientRun struct {
 	dir, home, work string
 	model           string // the scripted model's base URL
+	proxy           string // the network guard's URL
 	runbox          mcpServer
 }
 
@@ -71,6 +72,9 @@ func baseEnv(r clientRun) []string {
 		"TERM=dumb",
 		"NO_PROXY=127.0.0.1,localhost",
 		"no_proxy=127.0.0.1,localhost",
+		"HTTP_PROXY=" + r.proxy, "http_proxy=" + r.proxy,
+		"HTTPS_PROXY=" + r.proxy, "https_proxy=" + r.proxy,
+		"ALL_PROXY=" + r.proxy, "all_proxy=" + r.proxy,
 	}
 }
 
@@ -138,6 +142,14 @@ stream_max_retries = 0
 
 [analytics]
 enabled = false
+
+# Plugins and apps sync catalogs from github.com and chatgpt.com at start.
+[features]
+plugins = false
+remote_plugin = false
+plugin_sharing = false
+apps = false
+tool_suggest = false
 
 [mcp_servers.runbox]
 command = %q
@@ -272,8 +284,10 @@ func TestClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The image probes' cache all warm runs share; the first run fills it.
+	// The image probes' cache all warm runs share, filled by a runbox
+	// served once before them: only the cold-cache scenario starts cold.
 	warmCache := t.TempDir()
+	startServer(t, []string{"XDG_CACHE_HOME=" + warmCache}, "--manifest", writeManifest(t, "audit:\n  enabled: false\n")).close()
 	for _, c := range agentClients {
 		t.Run(c.name, func(t *testing.T) {
 			bin := filepath.Join(binDir, c.bin)
@@ -315,12 +329,16 @@ func runClientScenario(t *testing.T, c agentClient, bin string, sc clientScenari
 		"XDG_STATE_HOME": filepath.Join(dir, "runbox-state"),
 		"HOME":           r.home,
 		"PATH":           os.Getenv("PATH"),
+		// runbox reaches only its engine; the guard is the clients'.
+		"HTTP_PROXY": "", "http_proxy": "", "HTTPS_PROXY": "", "https_proxy": "", "ALL_PROXY": "", "all_proxy": "",
 	}}
 	if h := os.Getenv("DOCKER_HOST"); h != "" {
 		r.runbox.Env["DOCKER_HOST"] = h
 	}
 	m := startModel(t, sc.calls)
 	r.model = m.url()
+	guard := startNetGuard(t)
+	r.proxy = "http://" + guard.addr
 	args, env := c.setup(t, r, "Use the runbox tools as the conversation asks.")
 
 	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout)
@@ -358,15 +376,21 @@ func runClientScenario(t *testing.T, c agentClient, bin string, sc clientScenari
 	t.Logf("%s ran in %v (%v); requests to the model: %v", c.name, time.Since(start).Round(time.Millisecond), runErr, m.requests)
 
 	failed := false
+	if hits := guard.tried(); len(hits) > 0 {
+		t.Errorf("%s, %s: the client tried to reach the network beyond 127.0.0.1: %v", c.name, sc.name, hits)
+		failed = true
+	}
 	for k, call := range sc.calls {
 		s, ok := m.result(k)
 		if !ok {
 			m.mu.Lock()
-			offered, unknown := m.offered, m.unknown
+			offered, unknown, without := m.offered, m.unknown, m.without
 			m.mu.Unlock()
 			why := "the client never sent it back to the model"
 			if unknown != "" {
 				why = fmt.Sprintf("the client offered its model no runbox tool %q (tools offered: %v)", unknown, offered)
+			} else if k == 0 && len(without) > 0 {
+				why = fmt.Sprintf("the client asked its model without runbox's tools (tools offered: %v)", without)
 			}
 			t.Errorf("%s, %s: call %d (%s): no result reached the model: %s", c.name, sc.name, k+1, call.Tool, why)
 			failed = true
