@@ -237,7 +237,7 @@ func clientScenarios() []clientScenario {
 	code60, out60 := bigOutput(600, "60K")
 	code120, out120 := bigOutput(1200, "120K")
 	codeErr, outErr := bigOutput(600, "ERR")
-	// The raise is on line 7 of the submitted code.
+	// The raise is on line 6 of the submitted code (four lines print).
 	codeErr += "def fail():\n    raise ValueError('TAIL-STDERR-MARKER')\nfail()\n"
 	okRun := func(more ...fact) []fact { return append([]fact{factStatus("ok"), factExit(0)}, more...) }
 	return []clientScenario{
@@ -256,7 +256,7 @@ func clientScenarios() []clientScenario {
 		{name: "120,000 characters of stdout", calls: []toolCall{runCode(code120)},
 			facts: [][]fact{okRun(factText("head", "HEAD-120K"), factText("tail", "TAIL-120K"), factStream("stdout", out120))}},
 		{name: "60,000 characters, then a traceback", calls: []toolCall{runCode(codeErr)},
-			facts: [][]fact{{factStatus("error"), factExit(1), factKind("runtime"), factLine(7), factHint,
+			facts: [][]fact{{factStatus("error"), factExit(1), factKind("runtime"), factLine(6), factHint,
 				factText("stdout head", "HEAD-ERR"), factText("stdout tail", "TAIL-ERR"), factStream("stdout", outErr),
 				factText("stderr head", "Traceback (most recent call last)"), factText("stderr tail", "ValueError: TAIL-STDERR-MARKER")}}},
 		{name: "a session over several calls", calls: []toolCall{
