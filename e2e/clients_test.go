@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,6 +55,9 @@ type agentClient struct {
 	// setup writes the run's config files and returns the arguments and
 	// environment of a non-interactive run with prompt.
 	setup func(t *testing.T, r clientRun, prompt string) (args, env []string)
+	// refused is hosts the client tries at every start with no setting to
+	// stop it; the guard refuses them and the test only logs them.
+	refused []string
 }
 
 // baseEnv is the environment every client run starts from: nothing of the
@@ -201,7 +205,12 @@ env = { %s }
 				"OPENCODE_DISABLE_CLAUDE_CODE=1",
 				"OPENCODE_DISABLE_PROJECT_CONFIG=1",
 			)
-	}},
+	},
+		// opencode 1.18.33 installs @opencode-ai/plugin into its config
+		// directory in the background at every start (Config.loadInstanceState);
+		// no setting or variable turns it off, and a failure is only logged.
+		refused: []string{"registry.npmjs.org:443"},
+	},
 }
 
 // clientScenario is a conversation: the calls the model makes, and for
@@ -376,8 +385,16 @@ func runClientScenario(t *testing.T, c agentClient, bin string, sc clientScenari
 	t.Logf("%s ran in %v (%v); requests to the model: %v", c.name, time.Since(start).Round(time.Millisecond), runErr, m.requests)
 
 	failed := false
-	if hits := guard.tried(); len(hits) > 0 {
-		t.Errorf("%s, %s: the client tried to reach the network beyond 127.0.0.1: %v", c.name, sc.name, hits)
+	var beyond []string
+	for _, h := range guard.tried() {
+		if _, host, _ := strings.Cut(h, " "); slices.Contains(c.refused, host) {
+			t.Logf("%s tried %s (known, refused)", c.name, h)
+			continue
+		}
+		beyond = append(beyond, h)
+	}
+	if len(beyond) > 0 {
+		t.Errorf("%s, %s: the client tried to reach the network beyond 127.0.0.1: %v", c.name, sc.name, beyond)
 		failed = true
 	}
 	for k, call := range sc.calls {
