@@ -278,8 +278,11 @@ func clientScenarios() []clientScenario {
 			okRun(factSession("alive")),
 			okRun(factText("stdout", "state kept: 42"), factSession("alive")),
 		}},
+		// first_use: an upstream connected at startup delays initialize by
+		// seconds, and Codex asks its model before runbox's tools are there
+		// (docs/clients.md); the start is the cold-cache scenario's matter.
 		{name: "a tool call from code that policy denies", servers: func(t *testing.T) string {
-			return "servers:\n  - name: everything\n    command: " + npmBin(t, "mcp-server-everything") + "\n    deny: [echo]\n"
+			return "servers:\n  - name: everything\n    command: " + npmBin(t, "mcp-server-everything") + "\n    connect: first_use\n    deny: [echo]\n"
 		}, calls: []toolCall{
 			runCode("import runbox_tools as tools\nprint('calling')\ntools.everything.echo(message='hi')\n"),
 		}, facts: [][]fact{{factStatus("error"), factExit(1), factKind("runtime"), factLine(3), factHint, factText("the refusal", "denied")}}},
