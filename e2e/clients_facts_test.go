@@ -77,9 +77,11 @@ func factText(name, sub string) fact { return fact{name + " " + strconv.Quote(su
 
 // factStream is a stream of the run (stdout or stderr, whole output want)
 // either handed over whole, or cut with the cut said and the resource of
-// the full stream named, runbox://runs/<run_id>/<stream>.
+// the full stream named, runbox://runs/<run_id>/<stream>. The cut may be
+// said in any words (the summary's wording is the lead's to choose): the
+// JSON flag, or "truncated", "cut", "omitted", "elided".
 func factStream(stream, want string) fact {
-	cut := regexp.MustCompile(`"` + stream + `_truncated":\s*true|--- ` + stream + ` \(truncated`)
+	cut := regexp.MustCompile(`"` + stream + `_truncated":\s*true|(?i)truncat|\bcut\b|omitted|elided`)
 	uri := regexp.MustCompile(`runbox://runs/r_[0-9A-Za-z]+/` + stream + `\b`)
 	return fact{stream + " whole, or cut and its resource named", func(_ seenResult, text string) bool {
 		if strings.Contains(text, want) {
