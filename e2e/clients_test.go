@@ -363,6 +363,9 @@ func runClientScenario(t *testing.T, c agentClient, bin string, sc clientScenari
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A child that keeps the output pipe open (runbox, an upstream) does
+	// not hold Wait past the client's exit.
+	cmd.WaitDelay = 10 * time.Second
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("%s: starting %s: %v", c.name, bin, err)
