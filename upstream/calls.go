@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"sync/atomic"
 	"time"
 
@@ -180,7 +181,7 @@ func (r *Run) call(ctx context.Context, req request, in int64) (a answer) {
 		return fail(KindUnknownTool, req.Server, req.Tool, fmt.Sprintf("server %q has no tool %q", req.Server, req.Tool))
 	}
 	req.Tool = tool.Name
-	switch srv.Config().Policy(tool.Name) {
+	switch policy(srv.Config(), tool.Name) {
 	case manifest.PolicyDeny:
 		return fail(KindDenied, req.Server, req.Tool, "the manifest denies this tool")
 	case manifest.PolicyAsk:
@@ -215,6 +216,36 @@ func (r *Run) call(ctx context.Context, req request, in int64) (a answer) {
 		return fail(KindToolError, req.Server, req.Tool, msg)
 	}
 	return a
+}
+
+// policy is the manifest's word on a tool under every name a call may
+// arrive by: the server's own (get-env) and the identifier code calls it
+// by (get_env). A glob that matches either spelling applies, so deny and
+// ask never miss a call that allow would let through.
+func policy(s manifest.Server, name string) string {
+	names := []string{name}
+	if id := Identifier(name); id != name {
+		names = append(names, id)
+	}
+	match := func(globs []string) bool {
+		for _, g := range globs {
+			for _, n := range names {
+				if ok, _ := path.Match(g, n); ok {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	switch {
+	case match(s.Deny):
+		return manifest.PolicyDeny
+	case match(s.Ask):
+		return manifest.PolicyAsk
+	case len(s.Allow) > 0 && !match(s.Allow):
+		return manifest.PolicyDeny
+	}
+	return manifest.PolicyAllow
 }
 
 // convert turns a tool's result into what the library reads.
