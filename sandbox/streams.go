@@ -46,6 +46,21 @@ type Streams struct {
 	MaxTotal int
 	// MaxBytes bounds what the box sends on them together; default 256 MiB.
 	MaxBytes int64
+	// Budgets are, by kind, what runbox-init's services may send on
+	// that kind's streams in all (initproto.Job.StreamBudgets): they
+	// refuse a request past it themselves. Each must leave MaxBytes
+	// room for the others.
+	Budgets map[string]int64
+}
+
+// StreamRefuser is a StreamHandler that answers, itself, a stream whose
+// first message is larger than the run's streams may still carry: the
+// message is read and dropped and the handler writes its refusal (a tool
+// call's limit error), where the box would otherwise be killed. The bytes
+// dropped still count against the session's whole bound.
+type StreamRefuser interface {
+	StreamHandler
+	RefuseStream(ctx context.Context, s *BoxStream)
 }
 
 const (
@@ -75,6 +90,14 @@ func (s *Streams) kinds() []string {
 		return nil
 	}
 	return slices.Sorted(maps.Keys(s.Handlers))
+}
+
+// budgets are the kinds' budgets for the job; nil for nil.
+func (s *Streams) budgets() map[string]int64 {
+	if s == nil {
+		return nil
+	}
+	return s.Budgets
 }
 
 // bounded is s with its defaults filled in; nil serves no kind.

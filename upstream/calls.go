@@ -75,7 +75,17 @@ func (s *Set) NewRun(limits manifest.ToolCalls, ask Asker, observe func(Record))
 // Streams are the run's handlers for sandbox.WithStreams.
 func (r *Run) Streams() *sandbox.Streams {
 	return &sandbox.Streams{Handlers: map[string]sandbox.StreamHandler{StreamTool: r},
-		MaxBytes: 2*int64(r.limits.MaxBytes) + 1<<20}
+		MaxBytes: 2*int64(r.limits.MaxBytes) + 1<<20,
+		// runbox-init sends no more than the run's calls may: a call past
+		// it is refused in the box, only a note of it reaching the server.
+		Budgets: map[string]int64{StreamTool: int64(r.limits.MaxBytes)}}
+}
+
+// refusal is the header data runbox-init sends, instead of the request,
+// for a call it refused in the box as too large: the request's size; the
+// blob is the request's op, server and tool only.
+type refusal struct {
+	RefusedBytes int64 `json:"refused_bytes"`
 }
 
 // Calls is how many calls the run made.
@@ -117,8 +127,14 @@ type callError struct {
 func (r *Run) ServeStream(ctx context.Context, s *sandbox.BoxStream) {
 	var a answer
 	var req request
+	var note refusal
+	if len(s.Header.Data) > 0 {
+		_ = json.Unmarshal(s.Header.Data, &note)
+	}
 	if len(s.Blobs) != 1 || json.Unmarshal(s.Blobs[0], &req) != nil {
 		a = fail(KindBadRequest, "", "", "a malformed request")
+	} else if note.RefusedBytes > 0 {
+		a = r.tooLarge(req.Server, req.Tool, note.RefusedBytes)
 	} else if req.Op == "list" {
 		a = answer{OK: true, Servers: r.set.Catalog(ctx)}
 	} else {
@@ -129,6 +145,30 @@ func (r *Run) ServeStream(ctx context.Context, s *sandbox.BoxStream) {
 		out, _ = json.Marshal(fail(KindUpstream, req.Server, req.Tool, "the result cannot be encoded: "+err.Error()))
 	}
 	_ = initproto.Send(s, struct{}{}, out)
+}
+
+// RefuseStream answers a request the server would not read, past what
+// the run's streams may still carry (runbox-init refuses such calls
+// itself: only a box that does not keep to its budget gets here).
+func (r *Run) RefuseStream(_ context.Context, s *sandbox.BoxStream) {
+	out, _ := json.Marshal(r.tooLarge("", "", 0))
+	_ = initproto.Send(s, struct{}{}, out)
+}
+
+// tooLarge is the limit error of a call whose arguments (size bytes, 0:
+// unknown) pass what the run's calls may send; recorded as any call.
+func (r *Run) tooLarge(server, tool string, size int64) answer {
+	if srv := r.set.Server(server); srv != nil {
+		server = srv.Name()
+	}
+	msg := fmt.Sprintf("the call's arguments pass what this run's tool calls may still send (tool_calls.max_bytes %s, arguments and results together)", r.limits.MaxBytes)
+	if size > 0 {
+		msg = fmt.Sprintf("the call's %d bytes of arguments pass what this run's tool calls may still send (tool_calls.max_bytes %s, arguments and results together)", size, r.limits.MaxBytes)
+	}
+	if r.observe != nil {
+		r.observe(Record{Server: server, Tool: tool, Args: json.RawMessage(`"(too large, not read)"`), Outcome: KindLimit, BytesIn: size})
+	}
+	return fail(KindLimit, server, tool, msg)
 }
 
 func fail(kind, server, tool, msg string) answer {

@@ -3,14 +3,18 @@
 package boxinit
 
 import (
+	"bytes"
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,6 +82,7 @@ func (t toolCalls) Start(ctx context.Context, host *Host, job *initproto.Job) (f
 	if err != nil {
 		return nil, err
 	}
+	budget := newToolBudget(job.StreamBudgets[initproto.StreamTool])
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -103,7 +108,7 @@ func (t toolCalls) Start(ctx context.Context, host *Host, job *initproto.Job) (f
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				carry(ctx, host, c)
+				carry(ctx, host, c, budget)
 				mu.Lock()
 				delete(conns, c)
 				mu.Unlock()
@@ -123,22 +128,102 @@ func (t toolCalls) Start(ctx context.Context, host *Host, job *initproto.Job) (f
 	}, nil
 }
 
+// Framing a tool stream adds to its request, counted against the budget
+// per stream: the header line, generously.
+const toolFraming = 256
+
+// Room apart from the budget for the notes of refused calls, so the
+// server still records them once the calls spent the budget; a note's
+// names are cut to maxNoteName bytes.
+const (
+	maxRefusalNotes = 512 << 10
+	maxNoteName     = 256
+)
+
+// toolBudget is what the run's tool calls may still send to the host
+// (Job.StreamBudgets[tool]): a call past it is refused here, with a note
+// to the host, and never sent, so the server never kills the box for it.
+type toolBudget struct {
+	mu          sync.Mutex
+	left, notes int64
+}
+
+// newToolBudget is a budget of max bytes; 0 (no budget in the job) is
+// bounded by maxToolRequest per call alone.
+func newToolBudget(max int64) *toolBudget {
+	if max <= 0 {
+		max = 1 << 62
+	}
+	return &toolBudget{left: max, notes: maxRefusalNotes}
+}
+
+// request is the largest request that may be sent now.
+func (b *toolBudget) request() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return max(0, min(maxToolRequest, b.left-toolFraming))
+}
+
+// take spends n bytes of the budget (or of the notes' room), or says no.
+func (b *toolBudget) take(n int64, note bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	left := &b.left
+	if note {
+		left = &b.notes
+	}
+	if n+toolFraming > *left {
+		return false
+	}
+	*left -= n + toolFraming
+	return true
+}
+
 // carry serves one connection: the request (everything until the code
-// half-closes), the host's answer, then the end.
-func carry(ctx context.Context, host *Host, c net.Conn) {
+// half-closes), the host's answer, then the end. A request past the
+// budget is read to its end and dropped (the code's send completes and it
+// reads its answer), and answered as a limit error.
+func carry(ctx context.Context, host *Host, c net.Conn, budget *toolBudget) {
 	defer c.Close()
-	req, err := io.ReadAll(io.LimitReader(c, maxToolRequest+1))
+	limit := budget.request()
+	req, err := io.ReadAll(io.LimitReader(c, limit+1))
 	if err != nil {
 		return
 	}
-	if len(req) > maxToolRequest {
-		_, _ = c.Write([]byte(`{"ok":false,"error":{"kind":"limit","message":"a tool call's arguments larger than runbox carries"}}`))
+	if int64(len(req)) > limit || !budget.take(int64(len(req)), false) {
+		n, err := io.Copy(io.Discard, c)
+		if err != nil {
+			return
+		}
+		_, _ = c.Write(refuseCall(ctx, host, req, int64(len(req))+n, budget))
 		return
 	}
-	hs, err := host.Open(ctx, initproto.StreamTool, nil, req)
+	a, _ := callHost(ctx, host, nil, req)
+	_, _ = c.Write(a)
+}
+
+// refuseCall answers a call too large to send: the host records it from a
+// note of its names and size, and answers; when even the note cannot go,
+// runbox-init answers alone.
+func refuseCall(ctx context.Context, host *Host, head []byte, size int64, budget *toolBudget) []byte {
+	op, server, tool := callNames(head)
+	note, _ := json.Marshal(map[string]string{"op": op, "server": server, "tool": tool})
+	if budget.take(int64(len(note)), true) {
+		if a, ok := callHost(ctx, host, map[string]int64{"refused_bytes": size}, note); ok {
+			return a
+		}
+	}
+	a, _ := json.Marshal(map[string]any{"ok": false, "error": map[string]string{"kind": "limit", "server": server, "tool": tool,
+		"message": fmt.Sprintf("the call's %d bytes of arguments pass what this run's tool calls may still send", size)}})
+	return a
+}
+
+// callHost carries one request to the host and returns the answer the
+// code reads; ok says it is the host's.
+func callHost(ctx context.Context, host *Host, data any, req []byte) (a []byte, ok bool) {
+	hs, err := host.Open(ctx, initproto.StreamTool, data, req)
 	if err != nil {
-		_, _ = c.Write([]byte(`{"ok":false,"error":{"kind":"upstream","message":"the host cannot be reached"}}`))
-		return
+		return []byte(`{"ok":false,"error":{"kind":"upstream","message":"the host cannot be reached"}}`), false
 	}
 	defer hs.Close()
 	// Stopping the service (the program ended) abandons a call still
@@ -149,11 +234,49 @@ func carry(ctx context.Context, host *Host, c net.Conn) {
 	blobs, err := initproto.Receive(hs, &body, maxToolAnswer)
 	if err != nil || len(blobs) != 1 {
 		if errors.Is(err, initproto.ErrTooLarge) {
-			_, _ = c.Write([]byte(`{"ok":false,"error":{"kind":"limit","message":"a tool's answer larger than runbox carries"}}`))
-		} else {
-			_, _ = c.Write([]byte(`{"ok":false,"error":{"kind":"upstream","message":"the host ended the call"}}`))
+			return []byte(`{"ok":false,"error":{"kind":"limit","message":"a tool's answer larger than runbox carries"}}`), false
 		}
-		return
+		return []byte(`{"ok":false,"error":{"kind":"upstream","message":"the host ended the call"}}`), false
 	}
-	_, _ = c.Write(blobs[0])
+	return blobs[0], true
+}
+
+// callNames reads the op, server and tool of a request from its head
+// (the libraries send them before the arguments; a head cut short, or
+// not JSON, gives what it has), each cut to maxNoteName bytes.
+func callNames(head []byte) (op, server, tool string) {
+	d := json.NewDecoder(bytes.NewReader(head))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return "", "", ""
+	}
+	for d.More() {
+		k, err := d.Token()
+		if err != nil {
+			break
+		}
+		key, _ := k.(string)
+		if key == "args" {
+			break
+		}
+		v, err := d.Token()
+		if err != nil {
+			break
+		}
+		if _, delim := v.(json.Delim); delim {
+			break
+		}
+		val, _ := v.(string)
+		if len(val) > maxNoteName {
+			val = strings.ToValidUTF8(val[:maxNoteName], "")
+		}
+		switch key {
+		case "op":
+			op = val
+		case "server":
+			server = val
+		case "tool":
+			tool = val
+		}
+	}
+	return op, server, tool
 }
