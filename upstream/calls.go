@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -166,9 +167,21 @@ func (r *Run) tooLarge(server, tool string, size int64) answer {
 		msg = fmt.Sprintf("the call's %d bytes of arguments pass what this run's tool calls may still send (tool_calls.max_bytes %s, arguments and results together)", size, r.limits.MaxBytes)
 	}
 	if r.observe != nil {
-		r.observe(Record{Server: server, Tool: tool, Args: json.RawMessage(`"(too large, not read)"`), Outcome: KindLimit, BytesIn: size})
+		r.observe(Record{Server: cut(server), Tool: cut(tool), Args: json.RawMessage(`"(too large, not read)"`), Outcome: KindLimit, BytesIn: size})
 	}
 	return fail(KindLimit, server, tool, msg)
+}
+
+// maxRecordName bounds a server or tool name in a record: code names
+// what it likes, and an unknown name is recorded as sent.
+const maxRecordName = 256
+
+// cut is name cut to maxRecordName bytes, on a rune boundary.
+func cut(name string) string {
+	if len(name) <= maxRecordName {
+		return name
+	}
+	return strings.ToValidUTF8(name[:maxRecordName], "") + "…"
 }
 
 func fail(kind, server, tool, msg string) answer {
@@ -188,7 +201,7 @@ func (r *Run) call(ctx context.Context, req request, in int64) (a answer) {
 			outcome = a.Error.Kind
 		}
 		args, _ := json.Marshal(req.Args)
-		r.observe(Record{Server: req.Server, Tool: req.Tool, Args: args, Duration: time.Since(start), Outcome: outcome, BytesIn: in, BytesOut: out})
+		r.observe(Record{Server: cut(req.Server), Tool: cut(req.Tool), Args: args, Duration: time.Since(start), Outcome: outcome, BytesIn: in, BytesOut: out})
 	}()
 	srv := r.set.Server(req.Server)
 	if srv == nil {
