@@ -3,8 +3,17 @@
 package boxinit
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/runbox-mcp/runbox/internal/initproto"
 )
 
 func TestCallNames(t *testing.T) {
@@ -44,5 +53,73 @@ func TestToolBudget(t *testing.T) {
 	}
 	if got := newToolBudget(0).request(); got != maxToolRequest {
 		t.Fatalf("request() without a budget = %d", got)
+	}
+}
+
+// A request past the job's budget never reaches the host: the code's send
+// completes, the host gets a note of its names and size, and the code its
+// answer; a request within the budget goes as before.
+func TestToolCallsBudget(t *testing.T) {
+	host, server := hostPair(t)
+	var mu sync.Mutex
+	var seen []int
+	go func() {
+		for {
+			st, err := server.AcceptStream()
+			if err != nil {
+				return
+			}
+			go func() {
+				var h initproto.Header
+				blobs, _ := initproto.Receive(st, &h, 1<<20)
+				var note struct {
+					RefusedBytes int64 `json:"refused_bytes"`
+				}
+				_ = json.Unmarshal(h.Data, &note)
+				mu.Lock()
+				seen = append(seen, len(blobs[0]))
+				mu.Unlock()
+				_ = initproto.Send(st, struct{}{}, []byte(fmt.Sprintf("%d:%s", note.RefusedBytes, blobs[0])))
+				_ = st.Close()
+			}()
+		}
+	}()
+	sock := filepath.Join(t.TempDir(), "tools.sock")
+	svc := toolCalls{socket: sock, lib: filepath.Join(t.TempDir(), "lib")}
+	stop, err := svc.Start(context.Background(), host, &initproto.Job{Streams: []string{initproto.StreamTool},
+		StreamBudgets: map[string]int64{initproto.StreamTool: 64 << 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	call := func(req string) string {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// Written whole before any answer is read: a refusal must read it
+		// to its end, not break the code's send.
+		if _, err := c.Write([]byte(req)); err != nil {
+			t.Fatalf("sending: %v", err)
+		}
+		_ = c.(*net.UnixConn).CloseWrite()
+		got, _ := io.ReadAll(c)
+		return string(got)
+	}
+	big := `{"op":"call","server":"s","tool":"t","args":{"x":"` + strings.Repeat("x", 1<<20) + `"}}`
+	if got, want := call(big), fmt.Sprintf(`%d:{"op":"call","server":"s","tool":"t"}`, len(big)); got != want {
+		t.Fatalf("too large: %q, want %q", got, want)
+	}
+	small := `{"op":"call","server":"s","tool":"t","args":{}}`
+	if got := call(small); got != "0:"+small {
+		t.Fatalf("within the budget: %q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range seen {
+		if n > 64<<10 {
+			t.Fatalf("a request of %d bytes reached the host", n)
+		}
 	}
 }
