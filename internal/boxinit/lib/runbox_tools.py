@@ -31,7 +31,8 @@ __all__ = ["call", "servers", "ToolError", "UnknownToolError"]
 
 class ToolError(Exception):
     """A tool call that failed: kind says why (tool_error, denied, refused,
-    limit, timeout, upstream, unknown_server, unknown_tool, unavailable)."""
+    limit, timeout, upstream, unknown_server, unknown_tool, bad_request,
+    unavailable)."""
 
     def __init__(self, kind, server, tool, message):
         self.kind, self.server, self.tool, self.message = kind, server, tool, message
