@@ -138,11 +138,16 @@ const toolFraming = 256
 const (
 	maxRefusalNotes = 512 << 10
 	maxNoteName     = 256
+	// maxNoteHead is how much of a refused request is kept to find its
+	// names in.
+	maxNoteHead = 64 << 10
 )
 
 // toolBudget is what the run's tool calls may still send to the host
 // (Job.StreamBudgets[tool]): a call past it is refused here, with a note
 // to the host, and never sent, so the server never kills the box for it.
+// Requests take from it as they are read, so the requests held at once
+// are bounded by it too.
 type toolBudget struct {
 	mu          sync.Mutex
 	left, notes int64
@@ -157,14 +162,8 @@ func newToolBudget(max int64) *toolBudget {
 	return &toolBudget{left: max, notes: maxRefusalNotes}
 }
 
-// request is the largest request that may be sent now.
-func (b *toolBudget) request() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return max(0, min(maxToolRequest, b.left-toolFraming))
-}
-
-// take spends n bytes of the budget (or of the notes' room), or says no.
+// take spends n bytes of the budget (of the notes' room for a note), or
+// says no.
 func (b *toolBudget) take(n int64, note bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -172,34 +171,77 @@ func (b *toolBudget) take(n int64, note bool) bool {
 	if note {
 		left = &b.notes
 	}
-	if n+toolFraming > *left {
+	if n > *left {
 		return false
 	}
-	*left -= n + toolFraming
+	*left -= n
 	return true
+}
+
+// give returns n bytes taken for a request that was not sent.
+func (b *toolBudget) give(n int64) {
+	b.mu.Lock()
+	b.left += n
+	b.mu.Unlock()
 }
 
 // carry serves one connection: the request (everything until the code
 // half-closes), the host's answer, then the end. A request past the
-// budget is read to its end and dropped (the code's send completes and it
-// reads its answer), and answered as a limit error.
+// budget (or maxToolRequest) is read to its end and dropped (the code's
+// send completes and it reads its answer), and answered as a limit error.
 func carry(ctx context.Context, host *Host, c net.Conn, budget *toolBudget) {
 	defer c.Close()
-	limit := budget.request()
-	req, err := io.ReadAll(io.LimitReader(c, limit+1))
+	req, size, over, err := readRequest(c, budget)
 	if err != nil {
 		return
 	}
-	if int64(len(req)) > limit || !budget.take(int64(len(req)), false) {
-		n, err := io.Copy(io.Discard, c)
-		if err != nil {
-			return
-		}
-		_, _ = c.Write(refuseCall(ctx, host, req, int64(len(req))+n, budget))
+	if over {
+		_, _ = c.Write(refuseCall(ctx, host, req, size, budget))
 		return
 	}
 	a, _ := callHost(ctx, host, nil, req)
 	_, _ = c.Write(a)
+}
+
+// readRequest reads a request to its end, taking from the budget as it
+// goes (toolFraming first). Past the budget or maxToolRequest (over) it
+// gives back what it took, keeps only the head (maxNoteHead, to name the
+// call in the note) and counts the rest: size is the request's.
+func readRequest(c io.Reader, budget *toolBudget) (req []byte, size int64, over bool, err error) {
+	var buf bytes.Buffer
+	chunk := make([]byte, 64<<10)
+	var taken int64
+	if budget.take(toolFraming, false) {
+		taken = toolFraming
+	} else {
+		over = true
+	}
+	for {
+		n, rerr := c.Read(chunk)
+		size += int64(n)
+		if n > 0 && !over && (buf.Len()+n > maxToolRequest || !budget.take(int64(n), false)) {
+			over = true
+			budget.give(taken)
+			taken = 0
+		}
+		switch {
+		case n > 0 && !over:
+			taken += int64(n)
+			buf.Write(chunk[:n])
+		case n > 0 && buf.Len() < maxNoteHead:
+			buf.Write(chunk[:min(n, maxNoteHead-buf.Len())])
+		}
+		if errors.Is(rerr, io.EOF) {
+			if over && buf.Len() > maxNoteHead {
+				buf.Truncate(maxNoteHead)
+			}
+			return buf.Bytes(), size, over, nil
+		}
+		if rerr != nil {
+			budget.give(taken)
+			return nil, 0, false, rerr
+		}
+	}
 }
 
 // refuseCall answers a call too large to send: the host records it from a
@@ -208,7 +250,7 @@ func carry(ctx context.Context, host *Host, c net.Conn, budget *toolBudget) {
 func refuseCall(ctx context.Context, host *Host, head []byte, size int64, budget *toolBudget) []byte {
 	op, server, tool := callNames(head)
 	note, _ := json.Marshal(map[string]string{"op": op, "server": server, "tool": tool})
-	if budget.take(int64(len(note)), true) {
+	if budget.take(int64(len(note))+toolFraming, true) {
 		if a, ok := callHost(ctx, host, map[string]int64{"refused_bytes": size}, note); ok {
 			return a
 		}

@@ -39,20 +39,45 @@ func TestCallNames(t *testing.T) {
 
 func TestToolBudget(t *testing.T) {
 	b := newToolBudget(2000)
-	if got := b.request(); got != 2000-toolFraming {
-		t.Fatalf("request() = %d", got)
-	}
-	if !b.take(500, false) || !b.take(500, false) || b.take(500, false) {
+	if !b.take(500, false) || !b.take(1500, false) || b.take(1, false) {
 		t.Fatal("the budget let through more than it has")
 	}
-	if got := b.request(); got != 2000-3*toolFraming-1000 {
-		t.Fatalf("request() after a call = %d", got)
+	b.give(500)
+	if !b.take(500, false) {
+		t.Fatal("what was given back cannot be taken again")
 	}
 	if !b.take(100, true) {
 		t.Fatal("a note found no room once the calls spent the budget")
 	}
-	if got := newToolBudget(0).request(); got != maxToolRequest {
-		t.Fatalf("request() without a budget = %d", got)
+	for _, c := range []struct {
+		budget, size int64
+		over         bool
+	}{
+		{1 << 20, 1000, false},
+		{1 << 20, 1 << 20, true},
+		{1 << 20, 5 << 20, true},
+		{100, 10, true},
+		{0, 1 << 20, false},
+	} {
+		b := newToolBudget(c.budget)
+		req := `{"op":"call","server":"s","tool":"t","args":"` + strings.Repeat("x", int(c.size)) + `"}`
+		head, size, over, err := readRequest(strings.NewReader(req), b)
+		if err != nil || size != int64(len(req)) || over != c.over {
+			t.Fatalf("budget %d, %d bytes: size %d, over %v, err %v", c.budget, len(req), size, over, err)
+		}
+		if over {
+			if len(head) > maxNoteHead || !strings.HasPrefix(req, string(head)) {
+				t.Fatalf("the head kept of a refused request: %d bytes", len(head))
+			}
+			if _, server, tool := callNames(head); server != "s" || tool != "t" {
+				t.Fatalf("names from the head: %q %q", server, tool)
+			}
+			if c.budget > toolFraming && !b.take(c.budget, false) {
+				t.Fatal("a refused request kept some of the budget")
+			}
+		} else if string(head) != req {
+			t.Fatal("the request read is not the one sent")
+		}
 	}
 }
 
