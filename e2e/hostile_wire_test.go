@@ -28,19 +28,21 @@ import (
 
 // wire is one server for the attacks: the fake upstream three times (two
 // under a deny policy, by each spelling of a tool's name), tight tool-call
-// bounds, the test's own HTTP server as the one declared endpoint, an audit
-// log and /metrics on its own address.
+// bounds, the test's own HTTP server as the one declared endpoint (unless
+// !network: a declared network adds its bytes to what the channel carries,
+// which hid defect 8), an audit log and /metrics on its own address.
 type wire struct {
 	c              *client.Client
 	audit, metrics string
 	fakeLog        string
 	port           int
+	network        bool
 	stderr         *syncBuffer
 	mu             sync.Mutex
 	hits           []string
 }
 
-func startWire(t *testing.T) *wire {
+func startWire(t *testing.T, network bool) *wire {
 	t.Helper()
 	w := &wire{}
 	dir := t.TempDir()
@@ -72,12 +74,11 @@ tool_calls:
   max_calls: 100
   max_bytes: 1MiB
   call_timeout_seconds: 10
-network:
-  allow:
-    - host: 127.0.0.1
-      ports: [%d]
-  max_connections: 20
-`, w.audit, maddr, fake("fake", ""), fake("byid", "    deny: [\"get_env\"]\n"), fake("byname", "    deny: [\"get-env\"]\n"), w.port)
+`, w.audit, maddr, fake("fake", ""), fake("byid", "    deny: [\"get_env\"]\n"), fake("byname", "    deny: [\"get-env\"]\n"))
+	w.network = network
+	if network {
+		m += fmt.Sprintf("network:\n  allow:\n    - host: 127.0.0.1\n      ports: [%d]\n  max_connections: 20\n", w.port)
+	}
 	// Registered first, so it runs after the server's own cleanup has
 	// stopped it: no box of its may be left.
 	var pid string
@@ -111,12 +112,13 @@ func (w *wire) run(t *testing.T, lang, code string, timeout float64) contract.Re
 // connection all answer normally.
 func (w *wire) next(t *testing.T) {
 	t.Helper()
-	r := w.run(t, "python", fmt.Sprintf(`import urllib.request
-import runbox_tools as tools
-print(tools.fake.echo(text="next"))
-print(urllib.request.urlopen("http://127.0.0.1:%d/next", timeout=20).read().decode())
-`, w.port), 60)
-	if r.Status != contract.StatusOK || r.Stdout != "next\nok /next\n" {
+	code, want := "import runbox_tools as tools\nprint(tools.fake.echo(text=\"next\"))\n", "next\n"
+	if w.network {
+		code += fmt.Sprintf("import urllib.request\nprint(urllib.request.urlopen(\"http://127.0.0.1:%d/next\", timeout=20).read().decode())\n", w.port)
+		want += "ok /next\n"
+	}
+	r := w.run(t, "python", code, 60)
+	if r.Status != contract.StatusOK || r.Stdout != want {
 		t.Fatalf("the next call: status %s stdout %q stderr %q error %+v\nserver:\n%s", r.Status, r.Stdout, r.Stderr, r.Error, w.stderr)
 	}
 }
@@ -199,7 +201,7 @@ def raw(data, shut=True):
 // TestHostileWireDefects: the defects of issue 20 on these surfaces, each
 // as found.
 func TestHostileWireDefects(t *testing.T) {
-	w := startWire(t)
+	w, wn := startWire(t, false), startWire(t, true)
 
 	t.Run("8: one call past tool_calls.max_bytes is that call's limit error, not a killed box", func(t *testing.T) {
 		before := w.metric(t, `runbox_tool_calls_total{outcome="limit",server="fake"}`)
@@ -264,8 +266,8 @@ print(tools.fake.echo(text="same run"))
 	})
 
 	t.Run("10: connections past network.max_connections are recorded", func(t *testing.T) {
-		before := w.metric(t, `runbox_network_connections_total{outcome="denied"}`)
-		r := w.run(t, "python", fmt.Sprintf(`import urllib.request, urllib.error
+		before := wn.metric(t, `runbox_network_connections_total{outcome="denied"}`)
+		r := wn.run(t, "python", fmt.Sprintf(`import urllib.request, urllib.error
 codes = []
 for i in range(30):
     try:
@@ -273,7 +275,7 @@ for i in range(30):
     except urllib.error.HTTPError as e:
         codes.append(e.code)
 print(codes.count(200), codes.count(429))
-`, w.port), 120)
+`, wn.port), 120)
 		if r.Status != contract.StatusOK || r.Stdout != "20 10\n" {
 			t.Fatalf("stdout %q stderr %q error %+v", r.Stdout, r.Stderr, r.Error)
 		}
@@ -286,17 +288,17 @@ print(codes.count(200), codes.count(429))
 		if len(r.Network) != 30 || refused != 10 {
 			t.Fatalf("network: %d records, %d refused past the cap: %+v", len(r.Network), refused, r.Network)
 		}
-		if e := w.entry(t, r.RunID); len(e.Network) != 30 {
+		if e := wn.entry(t, r.RunID); len(e.Network) != 30 {
 			t.Fatalf("audit: %d connections, want 30", len(e.Network))
 		}
-		if after := w.metric(t, `runbox_network_connections_total{outcome="denied"}`); after != max(before, 0)+10 {
+		if after := wn.metric(t, `runbox_network_connections_total{outcome="denied"}`); after != max(before, 0)+10 {
 			t.Fatalf("denied connections in /metrics: %v, then %v", before, after)
 		}
-		w.next(t)
+		wn.next(t)
 	})
 
 	t.Run("11: a request head of 70,000 bytes is answered 431 and recorded", func(t *testing.T) {
-		r := w.run(t, "python", proxyPrelude(w.port)+`print(raw(b"GET http://127.0.0.1:%d/big-head HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 70000 + b"\r\n\r\n"))
+		r := wn.run(t, "python", proxyPrelude(wn.port)+`print(raw(b"GET http://127.0.0.1:%d/big-head HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 70000 + b"\r\n\r\n"))
 after()
 `, 60)
 		if r.Status != contract.StatusOK || !strings.HasPrefix(r.Stdout, "431\n") || !strings.HasSuffix(r.Stdout, "ok /next\n") {
@@ -305,13 +307,13 @@ after()
 		if len(r.Network) != 2 || r.Network[0].Allowed || !strings.Contains(r.Network[0].Reason, "64 KiB") {
 			t.Fatalf("network: %+v", r.Network)
 		}
-		if w.hit("/big-head") {
+		if wn.hit("/big-head") {
 			t.Fatal("the oversized request reached the server")
 		}
-		if e := w.entry(t, r.RunID); len(e.Network) != 2 || !strings.Contains(e.Network[0].Reason, "64 KiB") {
+		if e := wn.entry(t, r.RunID); len(e.Network) != 2 || !strings.Contains(e.Network[0].Reason, "64 KiB") {
 			t.Fatalf("audit: %+v", e.Network)
 		}
-		w.next(t)
+		wn.next(t)
 	})
 
 	t.Run("12: deny globs match both spellings of a tool's name", func(t *testing.T) {
@@ -330,7 +332,7 @@ print(tools.fake.get_env())
 	})
 
 	t.Run("a run with endpoints declared that connects nowhere has no network field", func(t *testing.T) {
-		r := w.run(t, "python", "print(1)", 30)
+		r := wn.run(t, "python", "print(1)", 30)
 		if r.Status != contract.StatusOK || r.Network != nil {
 			t.Fatalf("status %s network %#v", r.Status, r.Network)
 		}
@@ -363,7 +365,7 @@ def after():
 
 // TestHostileWireProxy: the box's program against the proxy.
 func TestHostileWireProxy(t *testing.T) {
-	w := startWire(t)
+	w := startWire(t, true)
 	type want struct {
 		host    string // a record for this host...
 		allowed bool   // ...allowed or not...
@@ -469,7 +471,7 @@ print("given up" if closed and time.time() - start < 20 else "held %.0f s" % (ti
 // TestHostileWireToolCalls: the box's program against the tools socket and
 // the calls it carries.
 func TestHostileWireToolCalls(t *testing.T) {
-	w := startWire(t)
+	w := startWire(t, false)
 	nested := `b'{"op":"call","server":"fake","tool":"echo","args":{"text":' + b"[" * 100000 + b"]" * 100000 + b"}}"`
 	cases := []struct {
 		name, code, want string

@@ -212,6 +212,8 @@ func (r *Run) call(ctx context.Context, req request, in int64) (a answer) {
 		return fail(KindLimit, req.Server, req.Tool, fmt.Sprintf("this run made more than the %d tool calls a run may", r.limits.MaxCalls))
 	}
 	if r.bytes.Add(in) > int64(r.limits.MaxBytes) {
+		// Never sent upstream: the refused call spends nothing.
+		r.bytes.Add(-in)
 		return fail(KindLimit, req.Server, req.Tool, fmt.Sprintf("this run's tool calls passed the %s they may send and receive", r.limits.MaxBytes))
 	}
 	timeout := r.limits.CallTimeout()
