@@ -265,6 +265,24 @@ print(tools.fake.echo(text="same run"))
 		w.next(t)
 	})
 
+	t.Run("8: in a session, a cell's call past the bound is that call's limit error; the session goes on", func(t *testing.T) {
+		s := dockerServer(t, faultServers(t, filepath.Join(t.TempDir(), "fake.log"))+"  max_bytes: 1MiB\n")
+		id := s.open(t, "python")
+		r := s.in(t, id, "python", toolPrelude+`kept = 1
+print(kind(lambda: tools.fake.echo(text="x" * (5 << 20))))
+print(tools.fake.echo(text="same cell"))
+`, "timeout_seconds", 60)
+		notSandbox(t, r)
+		if r.Status != contract.StatusOK || r.Stdout != "limit\nsame cell\n" {
+			t.Fatalf("stdout %q stderr %q error %+v", r.Stdout, r.Stderr, r.Error)
+		}
+		r = s.in(t, id, "python", `print(kept, tools.fake.echo(text="next cell"))`, "timeout_seconds", 60)
+		if r.Status != contract.StatusOK || r.Stdout != "1 next cell\n" {
+			t.Fatalf("the next cell: stdout %q stderr %q error %+v", r.Stdout, r.Stderr, r.Error)
+		}
+		s.tool(t, "session_close", map[string]any{"session_id": id})
+	})
+
 	t.Run("10: connections past network.max_connections are recorded", func(t *testing.T) {
 		before := wn.metric(t, `runbox_network_connections_total{outcome="denied"}`)
 		r := wn.run(t, "python", fmt.Sprintf(`import urllib.request, urllib.error
