@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -553,6 +554,17 @@ print(ks.count("ok"), ks.count("limit"))`, "100 50\n", false, 120, nil},
 		r := w.run(t, "python", toolPrelude+"tools.fake.hang()\n", 3)
 		if r.Error == nil || r.Error.Kind != contract.KindTimeout {
 			t.Fatalf("result %+v", r.Error)
+		}
+		waitFor(t, 15*time.Second, func() bool { return countLines(w.fakeLog, "hang cancelled") > before })
+		w.next(t)
+	})
+
+	t.Run("the client cancels mid-call: the call is cancelled upstream", func(t *testing.T) {
+		before := countLines(w.fakeLog, "hang cancelled")
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if _, err := w.c.CallTool(ctx, newCall(map[string]any{"language": "python", "code": toolPrelude + "tools.fake.hang()\n", "timeout_seconds": 60})); err == nil {
+			t.Fatal("the cancelled call answered")
 		}
 		waitFor(t, 15*time.Second, func() bool { return countLines(w.fakeLog, "hang cancelled") > before })
 		w.next(t)
