@@ -33,8 +33,9 @@ func (f StreamHandlerFunc) ServeStream(ctx context.Context, s *BoxStream) { f(ct
 // Streams are one run's handlers for the streams its box opens, by
 // [initproto.Header] Kind, and their bounds. A box that opens a kind with
 // no handler, or goes past a bound, breaks the channel protocol: it is
-// killed and its run is a sandbox failure, as for any other flood. Bounds
-// left zero take the defaults.
+// killed and its run is a sandbox failure, as for any other flood; but a
+// first message too large for a [StreamRefuser]'s kind is that stream's
+// refusal alone. Bounds left zero take the defaults.
 type Streams struct {
 	Handlers map[string]StreamHandler
 	// MaxOpen bounds the streams open at once; default and at most
