@@ -266,6 +266,17 @@ print(tools.fake.echo(text="same run"))
 		w.next(t)
 	})
 
+	t.Run("8: under gVisor, the same", func(t *testing.T) {
+		s := gvisorServer(t, faultServers(t, filepath.Join(t.TempDir(), "fake.log"))+"  max_bytes: 1MiB\n")
+		r, _ := s.call(t, map[string]any{"language": "python", "timeout_seconds": 60, "code": toolPrelude + `print(kind(lambda: tools.fake.echo(text="x" * (5 << 20))))
+print(tools.fake.echo(text="same run"))
+`})
+		notSandbox(t, r)
+		if r.Status != contract.StatusOK || r.Stdout != "limit\nsame run\n" || r.Isolation != "gvisor" {
+			t.Fatalf("stdout %q stderr %q error %+v isolation %s", r.Stdout, r.Stderr, r.Error, r.Isolation)
+		}
+	})
+
 	t.Run("8: in a session, a cell's call past the bound is that call's limit error; the session goes on", func(t *testing.T) {
 		s := dockerServer(t, faultServers(t, filepath.Join(t.TempDir(), "fake.log"))+"  max_bytes: 1MiB\n")
 		id := s.open(t, "python")
