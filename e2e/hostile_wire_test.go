@@ -498,6 +498,27 @@ print("given up" if closed and time.time() - start < 20 else "held %.0f s" % (ti
 			}
 		})
 	}
+	t.Run("a flood of connections past twice max_connections: the records stay bounded and count the rest", func(t *testing.T) {
+		r := w.run(t, "python", proxyPrelude(w.port)+`codes = [raw(b"GET http://127.0.0.1:%d/flood HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") for _ in range(50)]
+print(codes.count("200"), codes.count("429"))
+`, 120)
+		if r.Status != contract.StatusOK || r.Stdout != "20 30\n" {
+			t.Fatalf("stdout %q stderr %q error %+v", r.Stdout, r.Stderr, r.Error)
+		}
+		for _, rec := range r.Network {
+			if !rec.Allowed {
+				refused++
+			}
+		}
+		last := r.Network[len(r.Network)-1]
+		if len(r.Network) != 41 || last.Allowed || !strings.Contains(last.Reason, "network.max_connections (20) connections already: 10 more refused") {
+			t.Fatalf("%d records, the last %+v", len(r.Network), last)
+		}
+		if e := w.entry(t, r.RunID); len(e.Network) != 41 {
+			t.Fatalf("audit: %d connections", len(e.Network))
+		}
+		w.next(t)
+	})
 	if got := max(w.metric(t, `runbox_network_connections_total{outcome="denied"}`), 0); got != float64(refused) {
 		t.Fatalf("/metrics counts %v refused connections, the results %d", got, refused)
 	}

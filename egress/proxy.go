@@ -82,13 +82,18 @@ func New(o Options) *Proxy {
 	return p
 }
 
-// Records returns the run's connections in the order they were asked for.
+// Records returns the run's connections in the order they were asked for;
+// the refusals past twice max_connections, not listed one by one, end it
+// as one record that counts them.
 func (p *Proxy) Records() []contract.Connection {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]contract.Connection, len(p.recs))
+	out := make([]contract.Connection, len(p.recs), len(p.recs)+1)
 	for i, r := range p.recs {
 		out[i] = *r
+	}
+	if p.over > 0 {
+		out = append(out, contract.Connection{Reason: fmt.Sprintf("%s: %d more refused, not listed one by one", p.overCap(), p.over)})
 	}
 	return out
 }
@@ -261,7 +266,8 @@ func (p *Proxy) Serve(ctx context.Context, box io.ReadWriteCloser) {
 
 // record starts a connection's record; over says it is past
 // max_connections (refused, recorded). Past twice the cap nothing more is
-// recorded (nil): the records stay bounded, and Overflow counts those.
+// recorded (nil): the records stay bounded, and Overflow counts those
+// (the last of Records).
 func (p *Proxy) record() (r *contract.Connection, over bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
