@@ -52,7 +52,13 @@ func (d Deps) withToolCalls(ctx context.Context) (context.Context, func() ([]aud
 			Outcome: r.Outcome, BytesIn: r.BytesIn, BytesOut: r.BytesOut})
 		mu.Unlock()
 		if d.ToolMetrics != nil {
-			d.ToolMetrics.ObserveToolCall(r.Server, r.Outcome, r.Duration)
+			// A name no server has is the code's own: one label for all,
+			// or code could grow the metrics without bound.
+			srv := r.Server
+			if r.Outcome == upstream.KindUnknownServer || d.Upstream.Server(srv) == nil {
+				srv = "(unknown)"
+			}
+			d.ToolMetrics.ObserveToolCall(srv, r.Outcome, r.Duration)
 		}
 	}
 	run := d.Upstream.NewRun(d.Manifest.ToolCalls, Elicit, observe)
