@@ -10,7 +10,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 ARCH    := $(shell $(GO) env GOARCH)
 
-.PHONY: all setup build demo test prefetch unit e2e vet fmt clean bench stress fuzz release k8s-up k8s-down
+.PHONY: all setup build demo test prefetch unit e2e vet fmt clean bench stress fuzz release k8s-up k8s-down clients
 
 all: build
 
@@ -64,7 +64,7 @@ release:
 ## e2e: the end-to-end suite against the real engine; its Podman subset runs against
 ## `podman system service` (scripts/podman.sh installs and starts it, idempotently) and
 ## its Kubernetes subset against the single-node test cluster (make k8s-up)
-e2e: e2e/ts/node_modules k8s-up
+e2e: e2e/ts/node_modules e2e/clients/node_modules k8s-up
 	RUNBOX_PODMAN_HOST=$$(bash scripts/podman.sh | sed 's/^DOCKER_HOST=//') \
 	RUNBOX_K8S_KUBECONFIG=$$(bash scripts/k8s/up.sh 2>/dev/null) \
 	  $(GO) test -count=1 -tags e2e -timeout 40m ./e2e/
@@ -82,6 +82,20 @@ k8s-down:
 e2e/ts/node_modules: e2e/ts/package.json e2e/ts/package-lock.json
 	cd e2e/ts && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+## e2e/clients/node_modules: the agent CLIs TestClients drives (Claude Code, Codex, Gemini CLI,
+## opencode; versions pinned in e2e/clients/package.json)
+e2e/clients/node_modules: e2e/clients/package.json e2e/clients/package-lock.json
+	# npm install, not npm ci: the registry here serves only the linux-x64 builds of opencode's
+	# per-platform packages, so the lock names no other platform's and npm ci refuses it as out
+	# of sync. The lock still pins every version installed.
+	cd e2e/clients && npm install --no-audit --no-fund --loglevel=error
+	@touch $@
+
+## clients: every scenario on every agent client (make e2e runs every scenario on Claude Code and
+## one on each other client); what each client's model received is in docs/clients.md
+clients: setup build e2e/ts/node_modules e2e/clients/node_modules
+	RUNBOX_CLIENTS=all $(GO) test -count=1 -tags e2e -timeout 40m -run 'TestClients' -v ./e2e/
 
 vet:
 	$(GO) vet ./...

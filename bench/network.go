@@ -37,7 +37,7 @@ for i in range(n + 1):
 // networkRows measures an allowed 1 MiB HTTPS GET made by a Python
 // program through the box's proxy (runbox-init, the channel, the
 // server's egress proxy) against the same program on the host making the
-// same GET directly, in the same run.
+// same GET directly, in the same run; then credentialRows.
 func networkRows(bin, dir string, n int) []row {
 	body := oneMiB
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -84,7 +84,8 @@ func networkRows(bin, dir string, n int) []row {
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	out, err := cmd.Output()
 	host := samples(prog, "from the host, directly", string(out), err)
-	return []row{boxed, host}
+	// And a credential added on the way out against none (credentials.go).
+	return append([]row{boxed, host}, credentialRows(bin, dir, n)...)
 }
 
 // samples turns the program's printed milliseconds into a row.

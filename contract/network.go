@@ -25,6 +25,17 @@ type Connection struct {
 	DurationMs int64 `json:"duration_ms"`
 	// Cut names the cap that ended the connection: bytes or time.
 	Cut string `json:"cut,omitempty" jsonschema:"enum=,enum=bytes,enum=time" jsonschema_description:"The cap that ended the connection: bytes (network.max_bytes) or time (network.connection_seconds or the run's deadline)."`
+	// Requests are the HTTP requests of a connection runbox read itself:
+	// one to an entry with a credential, whose TLS the proxy ends.
+	Requests []HTTPRequest `json:"requests,omitempty" jsonschema_description:"For an entry with a credential (runbox ends its TLS and adds the header): each request on the connection, at most 100: method, path without its query, the server's status."`
+}
+
+// HTTPRequest is one request the proxy carried inside a connection it
+// read: never a header, a body or the query (they may hold secrets).
+type HTTPRequest struct {
+	Method string `json:"method"`
+	Path   string `json:"path" jsonschema_description:"The request's path; a query is replaced by ?[redacted]."`
+	Status int    `json:"status,omitempty" jsonschema_description:"The server's status code; absent when it did not answer."`
 }
 
 // Caps that cut a connection.

@@ -25,6 +25,11 @@ func BoxEnv(proxyAddr string) map[string]string {
 	}
 }
 
+// TrustVars are the variables the image's TLS clients read a CA bundle
+// from: OpenSSL's (Python's ssl and urllib), requests', Node's extra CAs,
+// pip's and curl's.
+var TrustVars = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PIP_CERT", "CURL_CA_BUNDLE"}
+
 // NodeOptions makes Node's fetch, which ignores the proxy variables
 // before Node 24, go through the proxy: a module loaded before the
 // program (--import, Node 18.18 and later) as a data: URL, so nothing

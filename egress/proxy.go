@@ -49,6 +49,8 @@ type Options struct {
 	Dial     DialFunc
 	// Approve is asked for approve: ask endpoints; nil refuses them.
 	Approve Approver
+	// Interception adds entries' credentials (intercept.go); nil: none.
+	Interception *Interception
 }
 
 // Proxy serves one run's proxied connections and keeps their records.
@@ -59,11 +61,13 @@ type Proxy struct {
 	resolver Resolver
 	dialer   DialFunc
 	approve  Approver
+	icpt     *Interception
 
 	bytes atomic.Int64
 	mu    sync.Mutex
 	recs  []*contract.Connection
-	// over counts connections refused past max_connections, unrecorded.
+	// over counts connections refused past max_connections and past
+	// the records' bound (twice the cap), so unrecorded.
 	over     int
 	approved map[int]error
 }
@@ -71,7 +75,7 @@ type Proxy struct {
 // New returns the proxy of one run.
 func New(o Options) *Proxy {
 	p := &Proxy{net: o.Network, policy: NewPolicy(o.Network), deadline: o.Deadline,
-		resolver: o.Resolver, dialer: o.Dial, approve: o.Approve, approved: map[int]error{}}
+		resolver: o.Resolver, dialer: o.Dial, approve: o.Approve, icpt: o.Interception, approved: map[int]error{}}
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
 	}
@@ -81,18 +85,24 @@ func New(o Options) *Proxy {
 	return p
 }
 
-// Records returns the run's connections in the order they were asked for.
+// Records returns the run's connections in the order they were asked for;
+// the refusals past twice max_connections, not listed one by one, end it
+// as one record that counts them.
 func (p *Proxy) Records() []contract.Connection {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]contract.Connection, len(p.recs))
+	out := make([]contract.Connection, len(p.recs), len(p.recs)+1)
 	for i, r := range p.recs {
 		out[i] = *r
+	}
+	if p.over > 0 {
+		out = append(out, contract.Connection{Reason: fmt.Sprintf("%s: %d more refused, not listed one by one", p.overCap(), p.over)})
 	}
 	return out
 }
 
-// Overflow counts connections refused, unrecorded, past max_connections.
+// Overflow counts the connections refused past max_connections that the
+// records do not list: those past twice the cap.
 func (p *Proxy) Overflow() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -123,16 +133,15 @@ func (p *Proxy) Serve(ctx context.Context, box io.ReadWriteCloser) {
 	lr := &io.LimitedReader{R: box, N: MaxRequestHeader}
 	br := bufio.NewReader(lr)
 	req, rerr := http.ReadRequest(br)
-	if !hdrTimer.Stop() && rerr == nil {
-		rerr = errors.New("the request's headers took too long")
-	}
-	if errors.Is(rerr, io.EOF) {
+	late := !hdrTimer.Stop()
+	sent := lr.N < MaxRequestHeader
+	if errors.Is(rerr, io.EOF) && !sent && !late {
 		// Opened and closed without a word: nothing to record.
 		return
 	}
-	rec := p.record()
+	rec, over := p.record()
 	if rec == nil {
-		refuse(box, http.StatusTooManyRequests, fmt.Sprintf("runbox: this run opened network.max_connections (%d) connections already", p.net.MaxConnections))
+		refuse(box, http.StatusTooManyRequests, p.overCap())
 		return
 	}
 	defer func() {
@@ -145,7 +154,27 @@ func (p *Proxy) Serve(ctx context.Context, box io.ReadWriteCloser) {
 		f(rec)
 		p.mu.Unlock()
 	}
-	if rerr != nil {
+	if req != nil {
+		host, port, _ := target(req)
+		set(func(r *contract.Connection) { r.Method, r.Host, r.Port = req.Method, host, port })
+	}
+	switch {
+	case over:
+		why := p.overCap()
+		set(func(r *contract.Connection) { r.Reason = why })
+		refuse(box, http.StatusTooManyRequests, why)
+		return
+	case late:
+		set(func(r *contract.Connection) {
+			r.Reason = fmt.Sprintf("refused: the request's line and headers did not arrive within %s", hdrWait.Round(time.Millisecond))
+		})
+		return
+	case rerr != nil && lr.N == 0:
+		why := fmt.Sprintf("refused: the request's line and headers passed the proxy's %d KiB", MaxRequestHeader>>10)
+		set(func(r *contract.Connection) { r.Reason = why })
+		refuse(box, http.StatusRequestHeaderFieldsTooLarge, "runbox: "+why)
+		return
+	case rerr != nil:
 		set(func(r *contract.Connection) { r.Reason = "no HTTP proxy request: " + rerr.Error() })
 		refuse(box, http.StatusBadRequest, "runbox: the proxy expects CONNECT host:port or an absolute http:// URI")
 		return
@@ -153,7 +182,6 @@ func (p *Proxy) Serve(ctx context.Context, box io.ReadWriteCloser) {
 	lr.N = 1 << 62
 
 	host, port, perr := target(req)
-	set(func(r *contract.Connection) { r.Method, r.Host, r.Port = req.Method, host, port })
 	if perr != nil {
 		set(func(r *contract.Connection) { r.Reason = perr.Error() })
 		refuse(box, http.StatusBadRequest, "runbox: "+perr.Error())
@@ -174,6 +202,13 @@ func (p *Proxy) Serve(ctx context.Context, box io.ReadWriteCloser) {
 			refuse(box, http.StatusForbidden, "runbox: "+why)
 			return
 		}
+	}
+	cred, intercept := p.icpt.credential(m)
+	if intercept && req.Method != http.MethodConnect {
+		why := plainRefusal(m, host, port)
+		set(func(r *contract.Connection) { r.Reason = why })
+		refuse(box, http.StatusForbidden, "runbox: "+why)
+		return
 	}
 	up, addr, err := p.dial(ctx, m, host, port)
 	if err != nil {
@@ -198,8 +233,19 @@ func (p *Proxy) Serve(ctx context.Context, box io.ReadWriteCloser) {
 		end = p.deadline
 	}
 	var cut atomic.Value
+	// The record says why before the box sees its connection end, so
+	// what the program sees is already in the record.
 	stop := func(why string) {
-		cut.CompareAndSwap(nil, why)
+		if cut.CompareAndSwap(nil, why) && why != "" {
+			set(func(r *contract.Connection) {
+				r.Cut = why
+				if why == contract.CutBytes {
+					r.Reason = fmt.Sprintf("cut: the run passed network.max_bytes (%s)", p.net.MaxBytes)
+				} else {
+					r.Reason = "cut: the connection reached network.connection_seconds or the run's deadline"
+				}
+			})
+		}
 		_ = up.Close()
 		abort(box)
 	}
@@ -218,7 +264,9 @@ func (p *Proxy) Serve(ctx context.Context, box io.ReadWriteCloser) {
 
 	toUp := &counter{w: up, p: p, n: func(n int64) { set(func(r *contract.Connection) { r.BytesOut += n }) }, stop: stop}
 	toBox := &counter{w: box, p: p, n: func(n int64) { set(func(r *contract.Connection) { r.BytesIn += n }) }, stop: stop}
-	if req.Method == http.MethodConnect {
+	if intercept {
+		p.intercept(ctx, cred, host, port, br, box, up, toUp, toBox, set)
+	} else if req.Method == http.MethodConnect {
 		if _, err := io.WriteString(box, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			return
 		}
@@ -226,28 +274,27 @@ func (p *Proxy) Serve(ctx context.Context, box io.ReadWriteCloser) {
 	} else {
 		forward(req, up, toUp, toBox)
 	}
-	if c, ok := cut.Load().(string); ok && c != "" {
-		set(func(r *contract.Connection) {
-			r.Cut = c
-			if c == contract.CutBytes {
-				r.Reason = fmt.Sprintf("cut: the run passed network.max_bytes (%s)", p.net.MaxBytes)
-			} else {
-				r.Reason = "cut: the connection reached network.connection_seconds or the run's deadline"
-			}
-		})
-	}
 }
 
-func (p *Proxy) record() *contract.Connection {
+// record starts a connection's record; over says it is past
+// max_connections (refused, recorded). Past twice the cap nothing more is
+// recorded (nil): the records stay bounded, and Overflow counts those
+// (the last of Records).
+func (p *Proxy) record() (r *contract.Connection, over bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.recs) >= p.net.MaxConnections {
+	if len(p.recs) >= 2*p.net.MaxConnections {
 		p.over++
-		return nil
+		return nil, true
 	}
-	r := &contract.Connection{}
+	r = &contract.Connection{}
 	p.recs = append(p.recs, r)
-	return r
+	return r, len(p.recs) > p.net.MaxConnections
+}
+
+// overCap is the reason of a connection refused past max_connections.
+func (p *Proxy) overCap() string {
+	return fmt.Sprintf("refused: the run opened network.max_connections (%d) connections already", p.net.MaxConnections)
 }
 
 // approval asks once per entry and run.

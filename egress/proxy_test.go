@@ -273,7 +273,7 @@ func TestProxyConnectionCap(t *testing.T) {
 	p := New(Options{Network: n, Dial: noDial(t)})
 	c := client(serveProxy(t, p), nil)
 	var codes []int
-	for range 4 {
+	for range 6 {
 		resp, err := c.Get("http://b.example/")
 		if err != nil {
 			t.Fatal(err)
@@ -281,8 +281,43 @@ func TestProxyConnectionCap(t *testing.T) {
 		resp.Body.Close()
 		codes = append(codes, resp.StatusCode)
 	}
-	if fmt.Sprint(codes) != "[403 403 429 429]" || len(p.Records()) != 2 || p.Overflow() != 2 {
-		t.Fatalf("codes %v, %d records, overflow %d", codes, len(p.Records()), p.Overflow())
+	// Past the cap each refusal is recorded, up to twice the cap; past
+	// that they are counted, in one last record.
+	recs := p.Records()
+	if fmt.Sprint(codes) != "[403 403 429 429 429 429]" || len(recs) != 5 || p.Overflow() != 2 {
+		t.Fatalf("codes %v, %d records, overflow %d", codes, len(recs), p.Overflow())
+	}
+	if last := recs[4]; last.Allowed || !strings.Contains(last.Reason, "network.max_connections (2) connections already: 2 more refused") {
+		t.Fatalf("the count of those not listed: %+v", last)
+	}
+	for _, r := range recs[2:4] {
+		if r.Allowed || r.Host != "b.example" || !strings.Contains(r.Reason, "network.max_connections (2)") {
+			t.Fatalf("record past the cap: %+v", r)
+		}
+	}
+}
+
+// A request head past MaxRequestHeader is answered 431 and recorded; one
+// that never ends is given up and recorded.
+func TestProxyOversizedHead(t *testing.T) {
+	p := New(Options{Network: network(manifest.Endpoint{Host: "a.example"}), Dial: noDial(t)})
+	purl := serveProxy(t, p)
+	c, err := net.Dial("tcp", purl.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go io.WriteString(c, "GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\nX-Pad: "+strings.Repeat("a", 70000)+"\r\n\r\n")
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	if !strings.HasPrefix(line, "HTTP/1.1 431 ") {
+		t.Fatalf("answer: %q", line)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(p.Records()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if recs := p.Records(); len(recs) != 1 || recs[0].Allowed || !strings.Contains(recs[0].Reason, "64 KiB") {
+		t.Fatalf("records: %+v", recs)
 	}
 }
 

@@ -251,10 +251,10 @@ type Limits struct {
 }
 
 // DefaultAnswerChars is what an answer shows of the streams: under the
-// smallest cut of the clients tried (docs/clients.md), with room left for
-// the result's other fields and a second copy in clients that show both
-// the structured result and the text.
-const DefaultAnswerChars = 12000
+// smallest cut of the clients tried (Claude Code cuts an error result at
+// about 10,000 characters; docs/clients.md), with room left for the
+// result's other fields.
+const DefaultAnswerChars = 8000
 
 // Timeout returns the default per-call timeout.
 func (l Limits) Timeout() time.Duration { return seconds(l.TimeoutSeconds) }

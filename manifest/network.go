@@ -42,6 +42,9 @@ type Endpoint struct {
 	Addresses []string `json:"addresses,omitempty" jsonschema_description:"Private, loopback or link-local addresses or CIDR ranges this entry's names may resolve to (e.g. 10.0.0.0/8 for an internal service). Without them such an address is refused, so a public name that resolves to 127.0.0.1 or 169.254.169.254 reaches nothing."`
 	// Approve "ask" makes a run_code call ask the client's user first.
 	Approve string `json:"approve,omitempty" jsonschema:"enum=,enum=ask" jsonschema_description:"ask: before a run, runbox asks the client's user through MCP elicitation whether the run may use this endpoint (one question per call naming every such endpoint); a declined question, or a client that cannot elicit, gets the endpoint's connections refused with that reason."`
+	// Credential, when set, is added by the proxy to this entry's
+	// requests (credential.go); such an entry is reached over HTTPS only.
+	Credential *Credential `json:"credential,omitempty" jsonschema_description:"A secret runbox's proxy adds to this entry's requests as a header, read from the server's environment or a file, never present in the box: the proxy ends the box's TLS with a certificate of runbox's own CA (which boxes then trust) and makes its own verified TLS connection on. Such an entry takes HTTPS only."`
 }
 
 // Approval modes of an endpoint.
@@ -67,6 +70,9 @@ func (e Endpoint) String() string {
 	s := e.Host + ":" + strings.Join(ps, ",")
 	if e.Approve == ApproveAsk {
 		s += " (asks the user first)"
+	}
+	if e.Credential != nil {
+		s += " (runbox adds its " + e.Credential.HeaderName() + " header)"
 	}
 	return s
 }
@@ -143,6 +149,7 @@ func (n Network) validate(bad func(field string, value any, allowed string)) {
 	if n.MaxConnections < 1 || n.MaxConnections > 100000 {
 		bad("network.max_connections", n.MaxConnections, "from 1 to 100000")
 	}
+	n.validateCredentials(bad)
 	n.validateIndex(bad)
 }
 
@@ -173,5 +180,26 @@ func (n Network) describe() string {
 		eps[i] = e.String()
 	}
 	return fmt.Sprintf("- Network: only HTTP and HTTPS to these declared endpoints, through a proxy the environment names (HTTP_PROXY, HTTPS_PROXY; Python's urllib and requests, pip, npm, curl and Node's fetch use it): %s. Anything else is refused with 403 and the run's network list says why; raw sockets and DNS lookups fail. At most %s per run, %gs per connection.\n",
-		strings.Join(eps, "; "), n.MaxBytes, n.ConnectionSeconds) + n.Index.describe()
+		strings.Join(eps, "; "), n.MaxBytes, n.ConnectionSeconds) + n.describeCredentials() + n.Index.describe()
+}
+
+// describeCredentials tells the agent that runbox authenticates some
+// entries itself, so the code needs no key (and has none to find).
+func (n Network) describeCredentials() string {
+	if !n.Intercepts() {
+		return ""
+	}
+	var ph []string
+	for _, e := range n.Allow {
+		if e.Credential != nil {
+			if k, _ := e.Credential.PlaceholderEnv(); k != "" {
+				ph = append(ph, "$"+k)
+			}
+		}
+	}
+	s := "- Endpoints marked \"runbox adds its ... header\" are authenticated by runbox on the way out: send requests to them without a key (there is none in the box to find; whatever the code puts in that header is replaced), over https:// only."
+	if len(ph) > 0 {
+		s += " For a library that insists on a key, pass " + strings.Join(ph, ", ") + " (a stand-in, not the key)."
+	}
+	return s + "\n"
 }

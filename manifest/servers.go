@@ -32,7 +32,9 @@ type Server struct {
 	// Allow, Deny and Ask are globs over the server's tool names: a tool
 	// denied is never called; one to ask about needs the user's yes (MCP
 	// elicitation) for each call; with Allow set, only the tools it names
-	// can be called. Deny comes before Ask, Ask before Allow.
+	// can be called. Deny comes before Ask, Ask before Allow. A glob
+	// matches the name as the server spells it and as code calls it
+	// (get-env and get_env): upstream applies them.
 	Allow []string `json:"allow,omitempty" jsonschema_description:"Globs of the tools code may call (empty: all that are not denied)."`
 	Deny  []string `json:"deny,omitempty" jsonschema_description:"Globs of the tools code may never call."`
 	Ask   []string `json:"ask,omitempty" jsonschema_description:"Globs of the tools whose every call the user must approve (MCP elicitation with the arguments); a client without elicitation refuses them."`

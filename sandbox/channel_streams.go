@@ -170,15 +170,17 @@ func (b *boxStreams) serve(st *yamux.Stream) {
 		return
 	}
 	handler := b.bounds.Handlers[h.Kind]
+	refuser, _ := handler.(StreamRefuser)
+	tooLarge := errors.Is(err, initproto.ErrTooLarge)
 	switch {
 	case err == nil && h.Call != b.call:
 		// Opened for an earlier call of the session, it reached the
 		// server only now: that call's handlers are gone.
 		refuse(st)
 		return
-	case errors.Is(err, initproto.ErrTooLarge):
+	case tooLarge && (refuser == nil || h.Call != b.call):
 		b.broke("it sent more than the %d bytes its streams may", b.bounds.MaxBytes)
-	case err != nil:
+	case err != nil && !tooLarge:
 		// A stream the box gave up on before its first message.
 	case handler == nil:
 		b.broke("it opened a %q stream, which this run does not serve", h.Kind)
@@ -189,8 +191,9 @@ func (b *boxStreams) serve(st *yamux.Stream) {
 		b.broke("it kept more than %d streams open at once", b.bounds.MaxOpen)
 	default:
 		// From here on the handler's stream counts what it reads
-		// against the run's bytes.
-		if b.sent.Add(counted.take(b)) > b.bounds.MaxBytes {
+		// against the run's bytes; a refused one's bytes are dropped
+		// as they come, bounded by the session's whole bound alone.
+		if !tooLarge && b.sent.Add(counted.take(b)) > b.bounds.MaxBytes {
 			b.open.Add(-1)
 			b.broke("it sent more than the %d bytes its streams may", b.bounds.MaxBytes)
 			break
@@ -205,7 +208,14 @@ func (b *boxStreams) serve(st *yamux.Stream) {
 		b.mu.Unlock()
 		defer b.handlers.Done()
 		s := &BoxStream{Header: h, Blobs: blobs, r: br, st: st, release: func() { b.open.Add(-1) }}
-		handler.ServeStream(b.ctx, s)
+		if tooLarge {
+			// One request too large is that request's failure, not
+			// the run's: the handler answers it, the run goes on.
+			_, _ = io.Copy(io.Discard, br)
+			refuser.RefuseStream(b.ctx, s)
+		} else {
+			handler.ServeStream(b.ctx, s)
+		}
 		_ = s.Close()
 		return
 	}

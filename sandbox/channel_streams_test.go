@@ -177,6 +177,37 @@ func TestBoxStreams(t *testing.T) {
 		}
 	})
 
+	t.Run("a first message past the bytes is its handler's refusal when it refuses, and the run goes on", func(t *testing.T) {
+		d := &fakeDriver{behave: func(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) {
+			host := boxinit.NewHost(sess)
+			var out []string
+			for _, size := range []int{3 << 20, 10, 3 << 20, 20} {
+				hs, err := host.Open(context.Background(), "tool", nil, make([]byte, size))
+				if err != nil {
+					out = append(out, "open: "+err.Error())
+					continue
+				}
+				_ = hs.CloseWrite()
+				var data struct{}
+				blobs, err := initproto.Receive(hs, &data, 1<<20)
+				_ = hs.Close()
+				if err != nil {
+					out = append(out, "receive: "+err.Error())
+					continue
+				}
+				out = append(out, string(blobs[0]))
+			}
+			_ = initproto.SendReport(st, &initproto.Report{Stdout: []byte(strings.Join(out, ","))})
+			_ = st.Close()
+		}}
+		r := newTestRunner(t, d, m)
+		ctx := WithStreams(context.Background(), &Streams{Handlers: map[string]StreamHandler{"tool": sizeOrRefuse{}}, MaxBytes: 1 << 20})
+		res := r.Run(ctx, testJob(t, m, 20*time.Second))
+		if res.Status != contract.StatusOK || res.Stdout != "refused,10,refused,20" || d.killed.Load() != 0 {
+			t.Fatalf("result %+v, stdout %q, killed %d", res.Error, res.Stdout, d.killed.Load())
+		}
+	})
+
 	flood := func(n int, kind string) func(*yamux.Session, *yamux.Stream, *initproto.Job) {
 		return func(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) {
 			for range n {
@@ -238,4 +269,15 @@ func TestBoxStreams(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sizeOrRefuse answers a request with its size, and refuses one too large.
+type sizeOrRefuse struct{}
+
+func (sizeOrRefuse) ServeStream(ctx context.Context, s *BoxStream) {
+	_ = initproto.Send(s, struct{}{}, []byte(fmt.Sprint(len(s.Blobs[0]))))
+}
+
+func (sizeOrRefuse) RefuseStream(ctx context.Context, s *BoxStream) {
+	_ = initproto.Send(s, struct{}{}, []byte("refused"))
 }

@@ -24,6 +24,21 @@ func networkEnv(m *manifest.Manifest, env map[string]string) {
 		env[k] = v
 	}
 	maps.Copy(env, m.Network.Index.Env())
+	if m.Network.Intercepts() {
+		// The image's clients trust runbox's CA (with the image's own)
+		// for the entries whose TLS the proxy ends; each reads its own
+		// variable. Without such an entry nothing changes.
+		for _, k := range egress.TrustVars {
+			env[k] = initproto.CABundle
+		}
+		for _, e := range m.Network.Allow {
+			if e.Credential != nil {
+				if k, v := e.Credential.PlaceholderEnv(); k != "" {
+					env[k] = v
+				}
+			}
+		}
+	}
 	if opts := env["NODE_OPTIONS"]; opts != "" {
 		env["NODE_OPTIONS"] = opts + " " + egress.NodeOptions()
 	} else {
@@ -66,7 +81,7 @@ func (r *BoxRunner) withProxy(ctx context.Context, job contract.Job) (context.Co
 		return ctx, nil
 	}
 	n := r.m.Network
-	px := egress.New(egress.Options{Network: n, Deadline: time.Now().Add(job.Timeout + r.grace), Approve: egress.ApproverFrom(ctx)})
+	px := egress.New(egress.Options{Network: n, Deadline: time.Now().Add(job.Timeout + r.grace), Approve: egress.ApproverFrom(ctx), Interception: r.icpt})
 	s := Streams{}
 	if prev := StreamsFrom(ctx); prev != nil {
 		s = *prev
@@ -85,4 +100,13 @@ func (r *BoxRunner) withProxy(ctx context.Context, job contract.Job) (context.Co
 	s.MaxBytes += int64(n.MaxBytes) + int64(n.MaxConnections+1)*egress.MaxRequestHeader + 1<<20
 	s.MaxTotal = max(s.MaxTotal, defaultMaxStreams)
 	return WithStreams(ctx, &s), px
+}
+
+// caPEM is runbox's CA certificate for the boxes to trust, when the
+// manifest has entries with credentials.
+func (r *BoxRunner) caPEM() []byte {
+	if r.icpt == nil || r.icpt.CA == nil || !r.m.Network.Intercepts() {
+		return nil
+	}
+	return r.icpt.CA.PEM()
 }

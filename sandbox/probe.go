@@ -54,7 +54,8 @@ printf '{"version":"bash %s","packages":[%s]}\n' "${BASH_VERSION%%(*}" "$p"
 
 // Probe reads a language's version and packages from its image, running
 // a probe in a box. Results are cached on disk by image digest, so an
-// image is probed once.
+// image is probed once; the last result for the image's name is kept too,
+// for LastProbe.
 func Probe(ctx context.Context, r Runner, digest func(context.Context, string) (string, error), lang manifest.Language, timeout time.Duration) (LanguageInfo, error) {
 	code, ok := probes[lang.ErrorFormat]
 	if !ok {
@@ -64,16 +65,10 @@ func Probe(ctx context.Context, r Runner, digest func(context.Context, string) (
 	if err != nil {
 		return LanguageInfo{}, err
 	}
-	key := sha256.Sum256([]byte(id + "\x00" + lang.Name + "\x00" + strings.Join(lang.Command, " ") + "\x00" + code))
-	cache := ""
-	if dir, err := os.UserCacheDir(); err == nil {
-		cache = filepath.Join(dir, "runbox", "probes", hex.EncodeToString(key[:12])+".json")
-		if b, err := os.ReadFile(cache); err == nil {
-			var info LanguageInfo
-			if json.Unmarshal(b, &info) == nil && info.Version != "" {
-				return info, nil
-			}
-		}
+	cache := probeCache(id, lang, code)
+	if info, ok := readProbe(cache); ok {
+		writeProbe(probeCache("last\x00"+lang.Image, lang, code), info)
+		return info, nil
 	}
 	res := r.Run(ctx, contract.Job{RunID: "probe-" + lang.Name, Language: lang, Code: code, Timeout: timeout})
 	if res.Status != contract.StatusOK {
@@ -87,11 +82,51 @@ func Probe(ctx context.Context, r Runner, digest func(context.Context, string) (
 	if err := json.Unmarshal([]byte(res.Stdout), &info); err != nil || info.Version == "" {
 		return LanguageInfo{}, fmt.Errorf("probing %s: unreadable answer %q", lang.Name, res.Stdout)
 	}
-	if cache != "" {
-		b, _ := json.Marshal(info)
-		if os.MkdirAll(filepath.Dir(cache), 0o755) == nil {
-			_ = os.WriteFile(cache, b, 0o644)
-		}
-	}
+	writeProbe(cache, info)
+	writeProbe(probeCache("last\x00"+lang.Image, lang, code), info)
 	return info, nil
+}
+
+// LastProbe is what the last probe of the language's image, by its name,
+// read: at start-up it describes the image before the engine is asked
+// (the image rarely changes), and Probe then confirms or corrects it.
+func LastProbe(lang manifest.Language) (LanguageInfo, bool) {
+	code, ok := probes[lang.ErrorFormat]
+	if !ok {
+		return LanguageInfo{}, false
+	}
+	return readProbe(probeCache("last\x00"+lang.Image, lang, code))
+}
+
+// probeCache is the file of a probe's result for an image (its digest, or
+// its name for LastProbe); "" when there is no cache directory.
+func probeCache(image string, lang manifest.Language, code string) string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	key := sha256.Sum256([]byte(image + "\x00" + lang.Name + "\x00" + strings.Join(lang.Command, " ") + "\x00" + code))
+	return filepath.Join(dir, "runbox", "probes", hex.EncodeToString(key[:12])+".json")
+}
+
+func readProbe(path string) (LanguageInfo, bool) {
+	var info LanguageInfo
+	if path == "" {
+		return info, false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || json.Unmarshal(b, &info) != nil || info.Version == "" {
+		return LanguageInfo{}, false
+	}
+	return info, true
+}
+
+func writeProbe(path string, info LanguageInfo) {
+	if path == "" {
+		return
+	}
+	b, _ := json.Marshal(info)
+	if os.MkdirAll(filepath.Dir(path), 0o755) == nil {
+		_ = os.WriteFile(path, b, 0o644)
+	}
 }

@@ -86,8 +86,9 @@ func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job) (o ou
 	ch := newChannel(ctx, conn, r.m.Limits, r.grace, StreamsFrom(ctx))
 	got := make(chan collected, 1)
 	ij := initJob(r.m, job, r.d.Isolation())
-	ij.Streams = StreamsFrom(ctx).kinds()
+	ij.Streams, ij.StreamBudgets = StreamsFrom(ctx).kinds(), StreamsFrom(ctx).budgets()
 	o.program = kernelComm(ij.Argv)
+	ij.CA = r.caPEM()
 	go func() { got <- ch.run(ij) }()
 
 	backstop := time.NewTimer(job.Timeout + r.grace)

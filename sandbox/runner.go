@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/egress"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -18,6 +19,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Owner labels the boxes; default: this process ([CurrentOwner]).
 	Owner *Owner
+	// Interception adds the credentials of the manifest's network
+	// entries on the way out; nil: none (a manifest with credentials then
+	// reaches those entries without them).
+	Interception *egress.Interception
 }
 
 // BoxRunner is the run algorithm, once for every platform: admission
@@ -45,6 +50,8 @@ type BoxRunner struct {
 	stop context.CancelFunc
 	done chan struct{}
 
+	icpt *egress.Interception
+
 	// sess are the open sessions (session.go), made on first use.
 	sess     *sessions
 	sessOnce sync.Once
@@ -66,7 +73,7 @@ func New(d Driver, o Options) *BoxRunner {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &BoxRunner{d: d, m: o.Manifest, log: log, owner: owner,
 		slots: newSlots(o.Manifest.Concurrency, o.Manifest.QueueSize), grace: backstopGrace,
-		stop: cancel, done: make(chan struct{})}
+		stop: cancel, done: make(chan struct{}), icpt: o.Interception}
 	r.pool = newPool(ctx, r)
 	go r.background(ctx)
 	return r

@@ -243,7 +243,7 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (Sessio
 		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1), roots: Roots(MountsFrom(ctx))}
 	lim := req.Limits
 	b, err := r.start(ctx, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim, Mounts: MountsFrom(ctx),
-		InitArgs: sessionArgs(r.m, req.Language, r.d.Isolation()),
+		InitArgs: sessionArgs(r.m, req.Language, r.d.Isolation(), r.caPEM()),
 		Labels: r.owner.Labels(map[string]string{LabelLanguage: req.Language.Name, LabelSession: ls.key,
 			LabelSessionClient: clientKey(req.Client), LabelSessionExpires: strconv.FormatInt(ls.ends.Unix(), 10)})})
 	if err != nil {
@@ -273,10 +273,10 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (Sessio
 }
 
 // sessionArgs are runbox-init's arguments for a session box of lang.
-func sessionArgs(m *manifest.Manifest, lang manifest.Language, isolation string) []string {
+func sessionArgs(m *manifest.Manifest, lang manifest.Language, isolation string, ca []byte) []string {
 	job := initJob(m, contract.Job{Language: lang}, isolation)
 	spec := initproto.Session{Driver: lang.ErrorFormat, Interpreter: job.Argv[0], Env: job.Env, Dir: job.Dir,
-		CodePath: job.CodePath, CPUSeconds: job.CPUSeconds, NProc: job.NProc}
+		CodePath: job.CodePath, CPUSeconds: job.CPUSeconds, NProc: job.NProc, CA: ca}
 	return []string{initproto.SessionFlag, initproto.EncodeSession(spec)}
 }
 
@@ -611,8 +611,9 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 		return contract.Fail(job, contract.SandboxFailed("the session's channel broke: "+err.Error())), ""
 	}
 	ij := initJob(r.m, job, r.d.Isolation())
+	ij.CA = r.caPEM()
 	ij.Dir, ij.CodePath = manifest.Workspace, manifest.Workspace+"/"+job.Language.File
-	ij.Streams, ij.Call = StreamsFrom(ctx).kinds(), bs.call
+	ij.Streams, ij.StreamBudgets, ij.Call = StreamsFrom(ctx).kinds(), StreamsFrom(ctx).budgets(), bs.call
 	go func() {
 		_ = initproto.SendJob(st, ij)
 		_ = st.Close()

@@ -33,8 +33,9 @@ func (f StreamHandlerFunc) ServeStream(ctx context.Context, s *BoxStream) { f(ct
 // Streams are one run's handlers for the streams its box opens, by
 // [initproto.Header] Kind, and their bounds. A box that opens a kind with
 // no handler, or goes past a bound, breaks the channel protocol: it is
-// killed and its run is a sandbox failure, as for any other flood. Bounds
-// left zero take the defaults.
+// killed and its run is a sandbox failure, as for any other flood; but a
+// first message too large for a [StreamRefuser]'s kind is that stream's
+// refusal alone. Bounds left zero take the defaults.
 type Streams struct {
 	Handlers map[string]StreamHandler
 	// MaxOpen bounds the streams open at once; default and at most
@@ -46,6 +47,21 @@ type Streams struct {
 	MaxTotal int
 	// MaxBytes bounds what the box sends on them together; default 256 MiB.
 	MaxBytes int64
+	// Budgets are, by kind, what runbox-init's services may send on
+	// that kind's streams in all (initproto.Job.StreamBudgets): they
+	// refuse a request past it themselves. Each must leave MaxBytes
+	// room for the others.
+	Budgets map[string]int64
+}
+
+// StreamRefuser is a StreamHandler that answers, itself, a stream whose
+// first message is larger than the run's streams may still carry: the
+// message is read and dropped and the handler writes its refusal (a tool
+// call's limit error), where the box would otherwise be killed. The bytes
+// dropped still count against the session's whole bound.
+type StreamRefuser interface {
+	StreamHandler
+	RefuseStream(ctx context.Context, s *BoxStream)
 }
 
 const (
@@ -75,6 +91,14 @@ func (s *Streams) kinds() []string {
 		return nil
 	}
 	return slices.Sorted(maps.Keys(s.Handlers))
+}
+
+// budgets are the kinds' budgets for the job; nil for nil.
+func (s *Streams) budgets() map[string]int64 {
+	if s == nil {
+		return nil
+	}
+	return s.Budgets
 }
 
 // bounded is s with its defaults filled in; nil serves no kind.

@@ -5,6 +5,8 @@
 #   bash scripts/release.sh snapshot   build all archives + checksums into dist/ and verify them
 #   bash scripts/release.sh verify     verify an existing dist/ (what snapshot runs at its end)
 #   bash scripts/release.sh install    only install goreleaser (`make test` starts it early, in the background)
+#   bash scripts/release.sh bundles    pack an MCP bundle (.mcpb, Claude Desktop's one-step install) per
+#                                      platform from dist/'s archives, validated with @anthropic-ai/mcpb
 #
 # goreleaser is installed with `go install` (through the Go module proxy only)
 # into .cache/bin of the repo, and only when it is missing or of another
@@ -29,7 +31,7 @@ DIST="$ROOT/dist"
 PLATFORMS=(linux_amd64 linux_arm64 darwin_amd64 darwin_arm64 windows_amd64 windows_arm64)
 
 usage() {
-	sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -160,6 +162,42 @@ verify() {
 	echo "verify: dist/ ok (${#platforms[@]} archives + $(basename "$sums"))"
 }
 
+
+# bundles packs dist/runbox_<version>_<os>_<arch>.mcpb from each archive: its runbox and both
+# runbox-init binaries, with the manifest.json and icon.png that scripts/mcpb writes; the
+# manifest is validated and each bundle read back with @anthropic-ai/mcpb (pinned in
+# scripts/mcpb/package.json, installed once into scripts/mcpb/node_modules).
+bundles() {
+	command -v npm >/dev/null || { echo "bundles: npm not found (Node.js packs the bundles)" >&2; return 1; }
+	local tool="$ROOT/scripts/mcpb"
+	if [[ ! -x $tool/node_modules/.bin/mcpb || $tool/package-lock.json -nt $tool/node_modules/.bin/mcpb ]]; then
+		(cd "$tool" && npm ci --no-audit --no-fund --loglevel=error) || return 1
+		touch "$tool/node_modules/.bin/mcpb"
+	fi
+	local mcpb="$tool/node_modules/.bin/mcpb" p archive ext stage out version
+	for p in "${PLATFORMS[@]}"; do
+		if [[ $p == windows_* ]]; then ext=zip; else ext=tar.gz; fi
+		archive=$(compgen -G "$DIST/runbox_*_${p}.${ext}" | head -1)
+		[[ -n $archive ]] || { echo "bundles: no archive for $p" >&2; return 1; }
+		version=$(basename "$archive" ".$ext")
+		version=${version#runbox_}
+		version=${version%_"$p"}
+		stage=$(mktemp -d)
+		if [[ $ext == zip ]]; then
+			python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [z.extract(n, sys.argv[2]) for n in ("runbox.exe", "runbox-init-linux-amd64", "runbox-init-linux-arm64")]' "$archive" "$stage"
+		else
+			tar xzf "$archive" -C "$stage" runbox runbox-init-linux-amd64 runbox-init-linux-arm64
+		fi
+		go run ./scripts/mcpb --version "$version" --os "${p%_*}" --out "$stage"
+		"$mcpb" validate "$stage/manifest.json" >/dev/null || { echo "bundles: $p: the manifest does not validate" >&2; rm -rf "$stage"; return 1; }
+		out="$DIST/runbox_${version}_${p}.mcpb"
+		"$mcpb" pack "$stage" "$out" >/dev/null || { rm -rf "$stage"; return 1; }
+		rm -rf "$stage"
+		"$mcpb" info "$out" | grep -q "runbox" || { echo "bundles: $out does not read back" >&2; return 1; }
+		echo "bundles: $(basename "$out"): $(du -h "$out" | cut -f1), ok"
+	done
+}
+
 cmd=${1:-}
 case $cmd in
 install)
@@ -185,6 +223,10 @@ snapshot)
 	# also disabled in the config, so no token is read.
 	"$GORELEASER" release --snapshot --clean --skip=publish
 	verify
+	bundles
+	;;
+bundles)
+	bundles
 	;;
 verify)
 	verify

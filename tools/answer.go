@@ -9,6 +9,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/icon"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -69,6 +70,9 @@ func ToolsForClient(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	return out
 }
 
+// Icons are runbox's icon as MCP icons: the server's and its tools'.
+var Icons = []mcp.Icon{{Src: icon.DataURI(48), MIMEType: "image/png", Sizes: []string{"48x48"}}}
+
 // withSizeHint declares the answer's largest size on a tool.
 func withSizeHint(m *manifest.Manifest, t mcp.Tool) mcp.Tool {
 	if t.Meta == nil {
@@ -78,6 +82,7 @@ func withSizeHint(m *manifest.Manifest, t mcp.Tool) mcp.Tool {
 		t.Meta.AdditionalFields = map[string]any{}
 	}
 	t.Meta.AdditionalFields[MaxResultSizeMeta] = maxResultSize(m)
+	t.Icons = Icons
 	return t
 }
 

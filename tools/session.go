@@ -103,6 +103,9 @@ func sessionAnswer(res SessionResult) *mcp.CallToolResult {
 		text = "session closed"
 	default:
 		text = fmt.Sprintf("%d open sessions", len(res.Sessions))
+		for _, si := range res.Sessions {
+			text += fmt.Sprintf("\n%s · %s · %d calls · expires %s", si.ID, si.Language, si.Calls, si.ExpiresAt.UTC().Format(time.RFC3339))
+		}
 	}
 	return &mcp.CallToolResult{StructuredContent: res, IsError: res.Error != nil, Content: []mcp.Content{mcp.NewTextContent(text)}}
 }
@@ -122,6 +125,7 @@ func decodeStrict(req mcp.CallToolRequest, v any) *contract.ErrorInfo {
 
 func sessionTool(name, title, desc string, args any, readOnly, destructive bool) mcp.Tool {
 	t := mcp.NewToolWithRawSchema(name, desc, mustJSON(reflectSchema(args)))
+	t.Icons = Icons
 	t.RawOutputSchema = mustJSON(reflectSchema(&SessionResult{}))
 	t.Annotations = mcp.ToolAnnotation{Title: title, ReadOnlyHint: mcp.ToBoolPtr(readOnly), DestructiveHint: mcp.ToBoolPtr(destructive),
 		IdempotentHint: mcp.ToBoolPtr(readOnly), OpenWorldHint: mcp.ToBoolPtr(false)}

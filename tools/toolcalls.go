@@ -52,7 +52,13 @@ func (d Deps) withToolCalls(ctx context.Context) (context.Context, func() ([]aud
 			Outcome: r.Outcome, BytesIn: r.BytesIn, BytesOut: r.BytesOut})
 		mu.Unlock()
 		if d.ToolMetrics != nil {
-			d.ToolMetrics.ObserveToolCall(r.Server, r.Outcome, r.Duration)
+			// A name no server has is the code's own: one label for all,
+			// or code could grow the metrics without bound.
+			srv := r.Server
+			if r.Outcome == upstream.KindUnknownServer || d.Upstream.Server(srv) == nil {
+				srv = "(unknown)"
+			}
+			d.ToolMetrics.ObserveToolCall(srv, r.Outcome, r.Duration)
 		}
 	}
 	run := d.Upstream.NewRun(d.Manifest.ToolCalls, Elicit, observe)
@@ -139,6 +145,7 @@ func SearchTools(set *upstream.Set) server.ServerTool {
 		"additionalProperties": false,
 	})
 	tool := mcp.NewToolWithRawSchema(SearchToolsName, "Find the tools of the MCP servers that code in run_code can call (tools.<server>.<tool>): names and one-line descriptions for a query, full schemas on demand.", schema)
+	tool.Icons = Icons
 	tool.Annotations = mcp.ToolAnnotation{Title: "Search the tools code can call", ReadOnlyHint: mcp.ToBoolPtr(true),
 		DestructiveHint: mcp.ToBoolPtr(false), IdempotentHint: mcp.ToBoolPtr(true), OpenWorldHint: mcp.ToBoolPtr(false)}
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

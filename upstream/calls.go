@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -74,7 +76,17 @@ func (s *Set) NewRun(limits manifest.ToolCalls, ask Asker, observe func(Record))
 // Streams are the run's handlers for sandbox.WithStreams.
 func (r *Run) Streams() *sandbox.Streams {
 	return &sandbox.Streams{Handlers: map[string]sandbox.StreamHandler{StreamTool: r},
-		MaxBytes: 2*int64(r.limits.MaxBytes) + 1<<20}
+		MaxBytes: 2*int64(r.limits.MaxBytes) + 1<<20,
+		// runbox-init sends no more than the run's calls may: a call past
+		// it is refused in the box, only a note of it reaching the server.
+		Budgets: map[string]int64{StreamTool: int64(r.limits.MaxBytes)}}
+}
+
+// refusal is the header data runbox-init sends, instead of the request,
+// for a call it refused in the box as too large: the request's size; the
+// blob is the request's op, server and tool only.
+type refusal struct {
+	RefusedBytes int64 `json:"refused_bytes"`
 }
 
 // Calls is how many calls the run made.
@@ -116,8 +128,14 @@ type callError struct {
 func (r *Run) ServeStream(ctx context.Context, s *sandbox.BoxStream) {
 	var a answer
 	var req request
+	var note refusal
+	if len(s.Header.Data) > 0 {
+		_ = json.Unmarshal(s.Header.Data, &note)
+	}
 	if len(s.Blobs) != 1 || json.Unmarshal(s.Blobs[0], &req) != nil {
 		a = fail(KindBadRequest, "", "", "a malformed request")
+	} else if note.RefusedBytes > 0 {
+		a = r.tooLarge(req.Server, req.Tool, note.RefusedBytes)
 	} else if req.Op == "list" {
 		a = answer{OK: true, Servers: r.set.Catalog(ctx)}
 	} else {
@@ -128,6 +146,42 @@ func (r *Run) ServeStream(ctx context.Context, s *sandbox.BoxStream) {
 		out, _ = json.Marshal(fail(KindUpstream, req.Server, req.Tool, "the result cannot be encoded: "+err.Error()))
 	}
 	_ = initproto.Send(s, struct{}{}, out)
+}
+
+// RefuseStream answers a request the server would not read, past what
+// the run's streams may still carry (runbox-init refuses such calls
+// itself: only a box that does not keep to its budget gets here).
+func (r *Run) RefuseStream(_ context.Context, s *sandbox.BoxStream) {
+	out, _ := json.Marshal(r.tooLarge("", "", 0))
+	_ = initproto.Send(s, struct{}{}, out)
+}
+
+// tooLarge is the limit error of a call whose arguments (size bytes, 0:
+// unknown) pass what the run's calls may send; recorded as any call.
+func (r *Run) tooLarge(server, tool string, size int64) answer {
+	if srv := r.set.Server(server); srv != nil {
+		server = srv.Name()
+	}
+	msg := fmt.Sprintf("the call's arguments pass what this run's tool calls may still send (tool_calls.max_bytes %s, arguments and results together)", r.limits.MaxBytes)
+	if size > 0 {
+		msg = fmt.Sprintf("the call's %d bytes of arguments pass what this run's tool calls may still send (tool_calls.max_bytes %s, arguments and results together)", size, r.limits.MaxBytes)
+	}
+	if r.observe != nil {
+		r.observe(Record{Server: cut(server), Tool: cut(tool), Args: json.RawMessage(`"(too large, not read)"`), Outcome: KindLimit, BytesIn: size})
+	}
+	return fail(KindLimit, server, tool, msg)
+}
+
+// maxRecordName bounds a server or tool name in a record: code names
+// what it likes, and an unknown name is recorded as sent.
+const maxRecordName = 256
+
+// cut is name cut to maxRecordName bytes, on a rune boundary.
+func cut(name string) string {
+	if len(name) <= maxRecordName {
+		return name
+	}
+	return strings.ToValidUTF8(name[:maxRecordName], "") + "…"
 }
 
 func fail(kind, server, tool, msg string) answer {
@@ -147,7 +201,7 @@ func (r *Run) call(ctx context.Context, req request, in int64) (a answer) {
 			outcome = a.Error.Kind
 		}
 		args, _ := json.Marshal(req.Args)
-		r.observe(Record{Server: req.Server, Tool: req.Tool, Args: args, Duration: time.Since(start), Outcome: outcome, BytesIn: in, BytesOut: out})
+		r.observe(Record{Server: cut(req.Server), Tool: cut(req.Tool), Args: args, Duration: time.Since(start), Outcome: outcome, BytesIn: in, BytesOut: out})
 	}()
 	srv := r.set.Server(req.Server)
 	if srv == nil {
@@ -158,6 +212,8 @@ func (r *Run) call(ctx context.Context, req request, in int64) (a answer) {
 		return fail(KindLimit, req.Server, req.Tool, fmt.Sprintf("this run made more than the %d tool calls a run may", r.limits.MaxCalls))
 	}
 	if r.bytes.Add(in) > int64(r.limits.MaxBytes) {
+		// Never sent upstream: the refused call spends nothing.
+		r.bytes.Add(-in)
 		return fail(KindLimit, req.Server, req.Tool, fmt.Sprintf("this run's tool calls passed the %s they may send and receive", r.limits.MaxBytes))
 	}
 	timeout := r.limits.CallTimeout()
@@ -180,7 +236,7 @@ func (r *Run) call(ctx context.Context, req request, in int64) (a answer) {
 		return fail(KindUnknownTool, req.Server, req.Tool, fmt.Sprintf("server %q has no tool %q", req.Server, req.Tool))
 	}
 	req.Tool = tool.Name
-	switch srv.Config().Policy(tool.Name) {
+	switch policy(srv.Config(), tool.Name) {
 	case manifest.PolicyDeny:
 		return fail(KindDenied, req.Server, req.Tool, "the manifest denies this tool")
 	case manifest.PolicyAsk:
@@ -215,6 +271,36 @@ func (r *Run) call(ctx context.Context, req request, in int64) (a answer) {
 		return fail(KindToolError, req.Server, req.Tool, msg)
 	}
 	return a
+}
+
+// policy is the manifest's word on a tool under every name a call may
+// arrive by: the server's own (get-env) and the identifier code calls it
+// by (get_env). A glob that matches either spelling applies, so deny and
+// ask never miss a call that allow would let through.
+func policy(s manifest.Server, name string) string {
+	names := []string{name}
+	if id := Identifier(name); id != name {
+		names = append(names, id)
+	}
+	match := func(globs []string) bool {
+		for _, g := range globs {
+			for _, n := range names {
+				if ok, _ := path.Match(g, n); ok {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	switch {
+	case match(s.Deny):
+		return manifest.PolicyDeny
+	case match(s.Ask):
+		return manifest.PolicyAsk
+	case len(s.Allow) > 0 && !match(s.Allow):
+		return manifest.PolicyDeny
+	}
+	return manifest.PolicyAllow
 }
 
 // convert turns a tool's result into what the library reads.

@@ -26,7 +26,7 @@ func runConfig(cfg config) (int, error) {
 	home, _ := os.UserHomeDir()
 	file := cfg.client.file
 	if file == "" {
-		p, err := clientconfig.Path(c, clientconfig.Platform{GOOS: runtime.GOOS, Home: home, Getenv: os.Getenv})
+		p, err := clientconfig.Path(c, clientconfig.Platform{GOOS: runtime.GOOS, Home: home, Getenv: os.Getenv, Glob: filepath.Glob})
 		if err != nil {
 			return 2, err
 		}
@@ -106,4 +106,13 @@ func sameFile(a, b string) bool {
 	sa, err1 := os.Stat(a)
 	sb, err2 := os.Stat(b)
 	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+// clientFiles is where each client reads its servers on this machine.
+func clientFiles(c clientconfig.Client) (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return clientconfig.Path(c, clientconfig.Platform{GOOS: runtime.GOOS, Home: home, Getenv: os.Getenv, Glob: filepath.Glob})
 }

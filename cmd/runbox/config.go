@@ -101,7 +101,7 @@ func parse(args []string) (config, error) {
 	case "manifest":
 		help = "Usage: runbox manifest [--manifest FILE] [schema]\n\nPrints the effective manifest (the file over the defaults) as JSON;\nwith schema, the manifest file's JSON Schema (for editor completion).\n"
 	case "doctor":
-		help = "Usage: runbox doctor [--json] [--manifest FILE]\n\nChecks the manifest, the engine (version, API, cgroups), the runtimes' versions, the images\n(present, digest, recipe current) and each isolation level by starting a box that reports its\nhardening (uid, capabilities, no-new-privileges, seccomp, network, root) and tries ptrace.\nEvery failing check prints its fix; exits 1 when anything required fails.\n"
+		help = "Usage: runbox doctor [--json] [--manifest FILE]\n\nChecks the manifest, the engine (version, API, cgroups), the runtimes' versions, the images\n(present, digest, recipe current) and each isolation level by starting a box that reports its\nhardening (uid, capabilities, no-new-privileges, seccomp, network, root) and tries ptrace,\nand says for each network entry with a credential where its secret comes from and whether it\nis there (never its value).\nEvery failing check prints its fix; exits 1 when anything required fails.\n"
 		fs.BoolVar(&cfg.jsonOut, "json", false, "print the report as JSON")
 	case "runs":
 		help = "Usage: runbox runs [--limit N] [--json]\n\nLists the latest runs from the audit log (audit.path): time, run id, client, language,\nresult, wall time, code hash, and whether it can be replayed (audit.store_code).\n"

@@ -22,6 +22,7 @@ import (
 	"github.com/lmittmann/tint"
 
 	"github.com/runbox-mcp/runbox/audit"
+	"github.com/runbox-mcp/runbox/egress"
 	"github.com/runbox-mcp/runbox/images/derived"
 	"github.com/runbox-mcp/runbox/internal/doctor"
 	"github.com/runbox-mcp/runbox/internal/mcpserver"
@@ -69,7 +70,14 @@ func run(ctx context.Context, cfg config) (int, error) {
 	case "manifest":
 		return 0, printJSON(m)
 	}
-	runner, err := newBackend(m, logger)
+	var icpt *egress.Interception
+	if cfg.command != "sessions" {
+		// Listing sessions runs no code: it needs no secret.
+		if icpt, err = interception(m); err != nil {
+			return 2, err
+		}
+	}
+	runner, err := newBackend(m, logger, icpt)
 	if err != nil {
 		return 1, err
 	}
@@ -112,7 +120,9 @@ func run(ctx context.Context, cfg config) (int, error) {
 			opts.Metrics = metrics.New(version, m.Isolation, runner)
 			promHandler = opts.Metrics.Handler()
 		}
-		s := mcpserver.New(m, r, opts)
+		// The agent is told what the images had when last probed, at once;
+		// the probes beside serving confirm or correct it.
+		s := mcpserver.New(describeFromCache(m), r, opts)
 		if cfg.transport == mcpserver.TransportStdio {
 			return 0, mcpserver.ServeStdio(ctx, s, m, os.Stdin, os.Stdout, logger)
 		}
@@ -129,12 +139,30 @@ func run(ctx context.Context, cfg config) (int, error) {
 }
 
 // newBackend makes the runner over the driver the manifest's backend names.
-func newBackend(m *manifest.Manifest, logger *slog.Logger) (*sandbox.BoxRunner, error) {
+func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Interception) (*sandbox.BoxRunner, error) {
 	d, err := newDriver(m, sandbox.CurrentOwner(), logger)
 	if err != nil {
 		return nil, err
 	}
-	return sandbox.New(d, sandbox.Options{Manifest: m, Logger: logger}), nil
+	return sandbox.New(d, sandbox.Options{Manifest: m, Logger: logger, Interception: icpt}), nil
+}
+
+// interception reads the secrets of the manifest's network entries that
+// declare a credential (a missing one fails the start, naming its field)
+// and opens runbox's CA in the state directory; nil when no entry has one.
+func interception(m *manifest.Manifest) (*egress.Interception, error) {
+	if !m.Network.Intercepts() {
+		return nil, nil
+	}
+	creds, err := egress.LoadCredentials(m.Network, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	ca, err := egress.OpenCA(filepath.Join(audit.StateDir(), "ca"), egress.CAHosts(m.Network))
+	if err != nil {
+		return nil, err
+	}
+	return &egress.Interception{Credentials: creds, CA: ca}, nil
 }
 
 // newDriver connects to the platform the manifest's backend names.
@@ -150,7 +178,7 @@ func runDoctor(ctx context.Context, cfg config, m *manifest.Manifest, source str
 		// The report says it all; the runner's own logs would interleave.
 		logger = newLogger("error")
 	}
-	rep := doctor.Run(ctx, doctor.Options{Manifest: m, ManifestPath: orPath(source, cfg.manifestPath), ManifestErr: loadErr, Logger: logger, Discovery: disc, Derived: derivedImages})
+	rep := doctor.Run(ctx, doctor.Options{Manifest: m, ManifestPath: orPath(source, cfg.manifestPath), ManifestErr: loadErr, Logger: logger, Discovery: disc, Derived: derivedImages, ClientFiles: clientFiles})
 	if cfg.jsonOut {
 		if err := printJSON(rep); err != nil {
 			return 1, err
@@ -214,6 +242,27 @@ func describeFromImages(ctx context.Context, m *manifest.Manifest, d *sandbox.Bo
 		}(&out.Languages[i])
 	}
 	wg.Wait()
+	return &out
+}
+
+// describeFromCache returns the manifest as the last probes of its images
+// described it (LastProbe), or m itself when none was cached.
+func describeFromCache(m *manifest.Manifest) *manifest.Manifest {
+	if m.Backend == manifest.BackendKubernetes {
+		return m
+	}
+	out := *m
+	out.Languages = slices.Clone(m.Languages)
+	found := false
+	for i := range out.Languages {
+		if info, ok := sandbox.LastProbe(out.Languages[i]); ok {
+			out.Languages[i].Version, out.Languages[i].Packages = info.Version, info.Packages
+			found = true
+		}
+	}
+	if !found {
+		return m
+	}
 	return &out
 }
 

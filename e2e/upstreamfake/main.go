@@ -67,6 +67,11 @@ func main() {
 			logLine("secret called")
 			return mcp.NewToolResultStructuredOnly(map[string]any{"done": true}), nil
 		})
+	s.AddTool(mcp.NewTool("get-env", mcp.WithDescription("A name code calls as get_env; logs each call.")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			logLine("get-env called")
+			return mcp.NewToolResultText("env"), nil
+		})
 	s.AddTool(mcp.NewTool("add-tool", mcp.WithDescription("Adds the tool added-later (tools/list_changed).")),
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			s.AddTool(mcp.NewTool("added-later", mcp.WithDescription("Added at run time.")),

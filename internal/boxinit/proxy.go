@@ -126,6 +126,11 @@ func (networkService) Start(ctx context.Context, host *Host, job *initproto.Job)
 	if job.Proxy == "" {
 		return func() {}, nil
 	}
+	if len(job.CA) > 0 {
+		if err := writeCABundle(initproto.CABundle, initproto.SystemCAs, job.CA); err != nil {
+			return nil, fmt.Errorf("runbox's CA bundle: %w", err)
+		}
+	}
 	// Connections still waiting for a stream give up when it stops.
 	ctx, cancel := context.WithCancel(ctx)
 	p, err := startProxy(job.Proxy, func() (stream, error) {

@@ -453,6 +453,9 @@ func mainSession(arg string, stdin io.Reader, stdout io.Writer) int {
 	}
 	// The interpreter's import path must see the tool-call libraries
 	// when it starts, as a pooled box's does (Main).
+	if len(spec.CA) > 0 {
+		_ = writeCABundle(initproto.CABundle, initproto.SystemCAs, spec.CA)
+	}
 	if slices.Contains(spec.Env, "PYTHONPATH="+initproto.ToolsLib) {
 		_ = writeLibraries(initproto.ToolsLib)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -31,9 +32,11 @@ type Platform struct {
 	GOOS string
 	// Home is the user's home directory.
 	Home string
-	// Getenv reads APPDATA (Windows) and XDG_CONFIG_HOME (Linux); nil
-	// reads nothing.
+	// Getenv reads APPDATA and LOCALAPPDATA (Windows) and XDG_CONFIG_HOME
+	// (Linux); nil reads nothing.
 	Getenv func(string) string
+	// Glob finds installed packages (filepath.Glob); nil finds none.
+	Glob func(pattern string) ([]string, error)
 }
 
 func (p Platform) env(k string) string {
@@ -65,6 +68,9 @@ func Path(c Client, p Platform) (string, error) {
 		case "darwin":
 			return join(p.Home, "Library", "Application Support", "Claude", "claude_desktop_config.json"), nil
 		case "windows":
+			if pkg := p.msixPackage(); pkg != "" {
+				return join(pkg, "LocalCache", "Roaming", "Claude", "claude_desktop_config.json"), nil
+			}
 			return join(appData, "Claude", "claude_desktop_config.json"), nil
 		default:
 			// No official Linux build; the community's builds read this.
@@ -84,6 +90,28 @@ func Path(c Client, p Platform) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("unknown client %q: use claude-desktop, claude-code or vscode", c)
+}
+
+// msixPackage is the folder of Claude Desktop's MSIX package on Windows,
+// or "": since February 2026 Claude Desktop installs as an MSIX package,
+// whose file system is virtualised, so it reads its configuration under
+// %LOCALAPPDATA%\Packages\Claude_<publisher>\LocalCache\Roaming\Claude,
+// not %APPDATA%\Claude (anthropics/claude-code#26073). With more than
+// one such folder, the first in name order.
+func (p Platform) msixPackage() string {
+	if p.Glob == nil {
+		return ""
+	}
+	local := p.env("LOCALAPPDATA")
+	if local == "" {
+		local = p.Home + `\AppData\Local`
+	}
+	found, err := p.Glob(local + `\Packages\Claude_*`)
+	if err != nil || len(found) == 0 {
+		return ""
+	}
+	slices.Sort(found)
+	return found[0]
 }
 
 // Server is the entry that starts runbox over stdio.
@@ -287,4 +315,35 @@ func mustJSON(v any) json.RawMessage {
 		panic(err) // only objects of raw JSON values: cannot happen
 	}
 	return b
+}
+
+// Lookup reads the entry named name from the client's file content: the
+// server it starts, and whether there is one.
+func Lookup(c Client, content []byte, name string) (Server, bool, error) {
+	content = bytes.TrimPrefix(content, []byte("\xef\xbb\xbf"))
+	doc, err := parseObject(content)
+	if err != nil {
+		return Server{}, false, err
+	}
+	raw, ok := doc.get(serversKey(c))
+	if !ok || isNull(raw) {
+		return Server{}, false, nil
+	}
+	servers, err := parseObject(raw)
+	if err != nil {
+		return Server{}, false, err
+	}
+	raw, ok = servers.get(name)
+	if !ok {
+		return Server{}, false, nil
+	}
+	var e struct {
+		Command string            `json:"command"`
+		Args    []string          `json:"args"`
+		Env     map[string]string `json:"env"`
+	}
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return Server{}, true, fmt.Errorf("%q: %w", name, err)
+	}
+	return Server{Command: e.Command, Args: e.Args, Env: e.Env}, true, nil
 }

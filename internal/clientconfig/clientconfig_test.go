@@ -52,6 +52,30 @@ func TestPath(t *testing.T) {
 	}
 }
 
+// TestPathMSIX: an MSIX-packaged Claude Desktop on Windows reads its file
+// from its package's virtualised AppData, not from %APPDATA%.
+func TestPathMSIX(t *testing.T) {
+	var asked string
+	p := Platform{GOOS: "windows", Home: `C:\Users\ada`, Getenv: func(k string) string {
+		return map[string]string{"APPDATA": `C:\Users\ada\AppData\Roaming`, "LOCALAPPDATA": `D:\Local`}[k]
+	}, Glob: func(pattern string) ([]string, error) {
+		asked = pattern
+		return []string{`D:\Local\Packages\Claude_pzs8sxrjxfjjc`}, nil
+	}}
+	got, err := Path(ClaudeDesktop, p)
+	if err != nil || got != `D:\Local\Packages\Claude_pzs8sxrjxfjjc\LocalCache\Roaming\Claude\claude_desktop_config.json` || asked != `D:\Local\Packages\Claude_*` {
+		t.Fatalf("got %q (asked %q), %v", got, asked, err)
+	}
+	// No package: the classic install's file.
+	p.Glob = func(string) ([]string, error) { return nil, nil }
+	if got, _ := Path(ClaudeDesktop, p); got != `C:\Users\ada\AppData\Roaming\Claude\claude_desktop_config.json` {
+		t.Fatalf("without a package: %q", got)
+	}
+	// Other clients never look.
+	p.Glob = func(string) ([]string, error) { t.Fatal("VS Code looked for Claude's package"); return nil, nil }
+	_, _ = Path(VSCode, p)
+}
+
 var srv = Server{Command: "/opt/homebrew/bin/runbox", Args: []string{"serve"}}
 
 // Other servers and settings stay, in their order and as written.

@@ -68,6 +68,9 @@ type Options struct {
 	// Derived are the derived images of the manifest's packages
 	// (derived.Apply), whose languages already name them.
 	Derived []derived.Image
+	// ClientFiles finds the MCP clients' files (clients.go); nil checks
+	// none.
+	ClientFiles ClientFiles
 }
 
 // Run performs every check. It never returns early: a broken engine still
@@ -84,12 +87,17 @@ func Run(ctx context.Context, o Options) Report {
 			orDefault(o.ManifestPath, "built-in defaults"), strings.Join(m.LanguageNames(), ", "), m.Isolation, m.Pool.Size, m.Concurrency)})
 	}
 
+	credentialChecks(m, lookupEnv, &rep)
+
 	if m.Backend == manifest.BackendKubernetes {
 		kubeChecks(ctx, o, m, &rep)
-		return rep
+	} else {
+		rep.add(endpointCheck(ctx, o.Discovery))
+		dockerChecks(ctx, o, m, &rep)
 	}
-	rep.add(endpointCheck(ctx, o.Discovery))
-	dockerChecks(ctx, o, m, &rep)
+	for _, c := range clientChecks(o.ClientFiles, "runbox") {
+		rep.add(c)
+	}
 	return rep
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -68,5 +69,29 @@ func TestHintOfAWrappedEngineError(t *testing.T) {
 	}
 	if got := hintOf(errors.New("plain"), "default"); got != "default" {
 		t.Errorf("hintOf(plain) = %q", got)
+	}
+}
+
+// Each entry's credential source is reported, present or missing, never
+// its value; a missing one fails.
+func TestCredentialChecks(t *testing.T) {
+	m := manifest.Default()
+	m.Network.Allow = []manifest.Endpoint{
+		{Host: "api.github.com", Credential: &manifest.Credential{Env: "GH_TOKEN"}},
+		{Host: "a.example"},
+		{Host: "b.example", Credential: &manifest.Credential{Env: "B_TOKEN", Header: "X-Api-Key"}},
+	}
+	rep := Report{OK: true}
+	credentialChecks(m, func(k string) (string, bool) {
+		if k == "GH_TOKEN" {
+			return "ghp_doctor_secret_value", true
+		}
+		return "", false
+	}, &rep)
+	out := fmt.Sprintf("%+v", rep)
+	if rep.OK || len(rep.Checks) != 2 || rep.Checks[0].Status != OK || rep.Checks[1].Status != Fail || strings.Contains(out, "ghp_doctor_secret_value") ||
+		!strings.Contains(rep.Checks[0].Detail, "network.allow[0] (api.github.com): Authorization header from environment variable GH_TOKEN: present") ||
+		!strings.Contains(rep.Checks[1].Detail, "X-Api-Key header from environment variable B_TOKEN: missing ($B_TOKEN is not set") {
+		t.Fatalf("%s", out)
 	}
 }

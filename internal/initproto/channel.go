@@ -239,3 +239,13 @@ const (
 	ToolsLib    = "/tmp/.runbox/lib"
 	ToolsSocket = "/tmp/.runbox/tools.sock"
 )
+
+// CABundle is the file a box's TLS clients trust when the manifest has an
+// entry with a credential: the image's own CAs and runbox's CA, written
+// read-only by runbox-init from the certificate the job carries (Job.CA,
+// Session.CA) before the program starts. SystemCAs are where images keep
+// their own: the first that exists is used (Debian and Alpine, Fedora and
+// RHEL, openSUSE, others).
+const CABundle = "/tmp/.runbox/ca-certificates.crt"
+
+var SystemCAs = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/ca-bundle.pem", "/etc/ssl/cert.pem"}

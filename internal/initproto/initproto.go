@@ -36,9 +36,17 @@ type Job struct {
 	// (sandbox.Streams): box-side services offer only these, since a box
 	// that opens any other kind is killed.
 	Streams []string `json:"streams,omitempty"`
+	// StreamBudgets are, by kind, the bytes the box's services may send
+	// on that kind's streams in all (a tool call's request and framing):
+	// a service refuses, itself, what would pass it, so the server never
+	// has to kill a box for one call too many (sandbox.Streams.Budgets).
+	StreamBudgets map[string]int64 `json:"stream_budgets,omitempty"`
 	// Proxy, when set, is the address runbox-init serves its HTTP proxy
 	// on before the program starts (ProxyAddr).
 	Proxy string `json:"proxy,omitempty"`
+	// CA, when set, is runbox's CA certificate (PEM, public): runbox-init
+	// writes CABundle with it before the program starts.
+	CA []byte `json:"ca,omitempty"`
 	// Call names a session's job (a call): the streams its box services
 	// open carry it (Header.Call). 0 for a one-off box's job.
 	Call uint64 `json:"call,omitempty"`

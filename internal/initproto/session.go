@@ -29,6 +29,8 @@ type Session struct {
 	CodePath    string   `json:"code_path"`
 	CPUSeconds  int64    `json:"cpu_seconds,omitempty"`
 	NProc       int64    `json:"nproc,omitempty"`
+	// CA is Job.CA, for the interpreter that starts with the box.
+	CA []byte `json:"ca,omitempty"`
 }
 
 // SessionState rides on every report of a session box.

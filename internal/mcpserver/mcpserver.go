@@ -53,6 +53,8 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 		server.WithLogger(logger),
 		server.WithInstructions(instructions(m)),
 		server.WithToolFilter(tools.ToolsForClient),
+		server.WithIcons(tools.Icons...),
+		server.WithTitle("runbox: run code in a sandbox"),
 	)...)
 	store := tools.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
 	deps := tools.Deps{Manifest: m, Runner: r, Store: store, Budgets: tools.NewBudgets(m.Budgets),

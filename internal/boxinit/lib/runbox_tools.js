@@ -29,18 +29,38 @@ class ToolError extends Error {
 
 function request(req) {
   return new Promise((resolve, reject) => {
+    let body;
+    try {
+      body = JSON.stringify(req);
+    } catch (e) {
+      reject(new ToolError('bad_request', req.server || '', req.tool || '', 'the arguments cannot be sent as JSON: ' + e.message));
+      return;
+    }
     const chunks = [];
+    let connected = false;
+    let broke = null;
     const s = net.createConnection(SOCKET);
-    s.on('connect', () => s.end(JSON.stringify(req)));
+    s.on('connect', () => { connected = true; s.end(body); });
     s.on('data', (c) => chunks.push(c));
-    s.on('end', () => {
+    // runbox-init reads a request to its end even when it refuses it, so
+    // the answer follows; a connection that broke anyway still gives
+    // what came.
+    s.on('error', (e) => {
+      if (!connected) {
+        reject(new ToolError('unavailable', req.server || '', req.tool || '', 'no tool servers are available to this run'));
+        return;
+      }
+      broke = e;
+    });
+    s.on('close', () => {
+      if (!connected) return;
       try {
         resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
       } catch (e) {
-        reject(new ToolError('upstream', req.server || '', req.tool || '', 'the call ended without an answer'));
+        const why = broke ? 'the call\'s connection to runbox-init broke (' + (broke.code || broke.message) + ')' : 'the call ended without an answer';
+        reject(new ToolError('upstream', req.server || '', req.tool || '', why));
       }
     });
-    s.on('error', () => reject(new ToolError('unavailable', req.server || '', req.tool || '', 'no tool servers are available to this run')));
   });
 }
 

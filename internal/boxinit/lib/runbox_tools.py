@@ -31,7 +31,8 @@ __all__ = ["call", "servers", "ToolError", "UnknownToolError"]
 
 class ToolError(Exception):
     """A tool call that failed: kind says why (tool_error, denied, refused,
-    limit, timeout, upstream, unknown_server, unknown_tool, unavailable)."""
+    limit, timeout, upstream, unknown_server, unknown_tool, bad_request,
+    unavailable)."""
 
     def __init__(self, kind, server, tool, message):
         self.kind, self.server, self.tool, self.message = kind, server, tool, message
@@ -50,11 +51,22 @@ def _request(req):
         except OSError:
             raise ToolError("unavailable", req.get("server", ""), req.get("tool", ""),
                             "no tool servers are available to this run") from None
-        s.sendall(_json.dumps(req).encode())
-        s.shutdown(_socket.SHUT_WR)
+        broke = None
+        # runbox-init reads a request to its end even when it refuses it
+        # (too large), so the answer follows; a connection that broke
+        # anyway still gives what came.
+        try:
+            s.sendall(_json.dumps(req).encode())
+            s.shutdown(_socket.SHUT_WR)
+        except OSError as e:
+            broke = e
         chunks = []
         while True:
-            b = s.recv(1 << 20)
+            try:
+                b = s.recv(1 << 20)
+            except OSError as e:
+                broke = broke or e
+                break
             if not b:
                 break
             chunks.append(b)
@@ -63,7 +75,10 @@ def _request(req):
     try:
         return _json.loads(b"".join(chunks))
     except ValueError:
-        raise ToolError("upstream", req.get("server", ""), req.get("tool", ""), "the call ended without an answer") from None
+        why = "the call ended without an answer"
+        if broke is not None:
+            why = "the call's connection to runbox-init broke (%s)" % type(broke).__name__
+        raise ToolError("upstream", req.get("server", ""), req.get("tool", ""), why) from None
 
 
 def _raise(a, server, tool):
