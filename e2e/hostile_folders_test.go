@@ -221,7 +221,7 @@ for p in json.load(sys.stdin):
     except OSError:
         out[p] = {'ok': False, 'data': ''}
 print(json.dumps(out))
-`, "stdin", mustJSON(t, probePaths()))
+`, "stdin", sourceJSON(t, probePaths()))
 	mustOK(t, probe)
 	if err := json.Unmarshal([]byte(probe.Stdout), &inBox); err != nil {
 		t.Fatalf("the probe: %v %q", err, probe.Stdout)
@@ -403,7 +403,7 @@ func probePaths() []string {
 		"/mnt/data/acl_denied.txt", "/mnt/data/acl_granted.txt"}
 }
 
-func mustJSON(t *testing.T, v any) string {
+func sourceJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
 	must(t, err)
