@@ -11,18 +11,31 @@ import (
 )
 
 // pythonLoader runs in a pooled box before its job: it imports what the
-// manifest preloads, waits on descriptor 4 for the code's path, then
-// becomes `python3 PATH`: a fresh __main__, the same argv and sys.path,
-// and errors printed by the interpreter's own hook without the loader's
-// frame, so the result is a cold run's but for time.
-const pythonLoader = `import sys, os
-for _m in %s:
-    try:
-        __import__(_m)
-    except Exception:
-        pass
+// manifest preloads in a thread of its own while the main thread waits on
+// descriptor 4 for the code's path, then becomes `python3 PATH`: a fresh
+// __main__, the same argv and sys.path, and errors printed by the
+// interpreter's own hook without the loader's frame, so the result is a
+// cold run's but for time.
+//
+// The job never waits for the preload: a box taken while it still imports
+// (a call soon after a refill, a slow host) starts the code at once, and
+// the modules not yet begun are skipped. Code that imports a module the
+// thread is importing waits for that import (the interpreter's module
+// lock), which never costs more than importing it cold.
+const pythonLoader = `import sys, os, threading
+_go = threading.Event()
+def _preload(mods):
+    for m in mods:
+        if _go.is_set():
+            return
+        try:
+            __import__(m)
+        except BaseException:
+            pass
+threading.Thread(target=_preload, args=(%s,), name="runbox-preload", daemon=True).start()
 with os.fdopen(4, "r") as _ctl:
     _path = _ctl.readline().strip()
+_go.set()
 if not _path:
     # Never a silent success: no path means runbox-init could not hand
     # over the job.
@@ -38,7 +51,7 @@ _main.__cached__ = None
 sys.modules["__main__"] = _main
 sys.argv[:] = [_path]
 sys.path[0] = os.path.dirname(_path)
-del _m, _ctl
+del _ctl
 def _status(e):
     # What the interpreter makes of an uncaught SystemExit.
     c = e.code
