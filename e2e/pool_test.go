@@ -133,6 +133,44 @@ var prestartPrograms = []string{
 	"import sys; sys.exit(300)",
 	"raise SystemExit(None)",
 	"import sys; print('out'); print('err', file=sys.stderr); sys.exit(2)",
+	"import threading; print(threading.active_count(), [t.name for t in threading.enumerate()])",
+}
+
+// TestPooledGVisorMatchesCold: under gVisor a pooled box, whose
+// interpreter was prestarted and may still be importing its preload when
+// the job comes (the job never waits for it), gives exactly a cold box's
+// result, for every program of prestartPrograms and the other languages.
+func TestPooledGVisorMatchesCold(t *testing.T) {
+	warmS := gvisorServer(t, "pool:\n  size: 1\n")
+	coldS := gvisorServer(t, "pool:\n  size: 0\n")
+	pid := warmS.cmd.Process.Pid
+	type job struct{ lang, code string }
+	var jobs []job
+	for _, code := range prestartPrograms {
+		jobs = append(jobs, job{"python", code})
+	}
+	jobs = append(jobs, job{"javascript", "console.log(6*7); process.exit(4)"}, job{"bash", "echo $((6*7)); no_such_cmd"})
+	for i, j := range jobs {
+		args := map[string]any{"language": j.lang, "code": j.code, "stdin": "abc"}
+		// Taken as soon as it is pooled: its preload may be under way.
+		waitPooled(t, pid, 3)
+		warm, _ := warmS.call(t, args)
+		ref, _ := coldS.call(t, args)
+		if !warm.Metrics.Pooled || ref.Metrics.Pooled || warm.Isolation != "gvisor" || ref.Isolation != "gvisor" {
+			t.Fatalf("job %d: pooled %v/%v, isolation %s/%s", i, warm.Metrics.Pooled, ref.Metrics.Pooled, warm.Isolation, ref.Isolation)
+		}
+		if warm.Status != ref.Status || warm.Stdout != ref.Stdout || warm.Stderr != ref.Stderr || *warm.ExitCode != *ref.ExitCode ||
+			(warm.Error == nil) != (ref.Error == nil) || (warm.Error != nil && warm.Error.Kind != ref.Error.Kind) ||
+			len(warm.Artifacts) != len(ref.Artifacts) {
+			t.Fatalf("job %d differs from a cold run:\n%s\nwarm: %s %q %q %d %+v\ncold: %s %q %q %d %+v", i, j.code,
+				warm.Status, warm.Stdout, warm.Stderr, *warm.ExitCode, warm.Error, ref.Status, ref.Stdout, ref.Stderr, *ref.ExitCode, ref.Error)
+		}
+		for k := range warm.Artifacts {
+			if warm.Artifacts[k].SHA256 != ref.Artifacts[k].SHA256 {
+				t.Fatalf("job %d: artifact %s differs", i, warm.Artifacts[k].Path)
+			}
+		}
+	}
 }
 
 // TestPrestartedInterpreterMatchesCold: a pooled box whose interpreter

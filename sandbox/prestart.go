@@ -22,20 +22,22 @@ import (
 // the modules not yet begun are skipped. Code that imports a module the
 // thread is importing waits for that import (the interpreter's module
 // lock), which never costs more than importing it cold.
-const pythonLoader = `import sys, os, threading
-_go = threading.Event()
+const pythonLoader = `import sys, os, _thread
+_go = []
 def _preload(mods):
+    # A bare thread: threading never lists it, so the code sees the
+    # threads a cold run has.
     for m in mods:
-        if _go.is_set():
+        if _go:
             return
         try:
             __import__(m)
         except BaseException:
             pass
-threading.Thread(target=_preload, args=(%s,), name="runbox-preload", daemon=True).start()
+_thread.start_new_thread(_preload, (%s,))
 with os.fdopen(4, "r") as _ctl:
     _path = _ctl.readline().strip()
-_go.set()
+_go.append(True)
 if not _path:
     # Never a silent success: no path means runbox-init could not hand
     # over the job.
@@ -113,9 +115,7 @@ _exit(_run(_path, _main), _main)
 // a prestarted interpreter when the language preloads modules and runbox
 // knows how to start it early, none otherwise.
 func prestartArgs(m *manifest.Manifest, lang manifest.Language, isolation string) []string {
-	// Under gVisor the handover was seen to fail (an empty path): until
-	// that is understood, gVisor boxes start their interpreter with the job.
-	if len(lang.Preload) == 0 || lang.ErrorFormat != "python" || len(lang.Check) > 0 || isolation == manifest.IsolationGVisor {
+	if len(lang.Preload) == 0 || lang.ErrorFormat != "python" || len(lang.Check) > 0 {
 		return nil
 	}
 	mods, _ := json.Marshal(lang.Preload)
