@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -16,8 +17,14 @@ func TestGVisorJob(t *testing.T) {
 	if job.NProc != m.Limits.Pids {
 		t.Errorf("gvisor must limit processes with RLIMIT_NPROC: %d", job.NProc)
 	}
-	if prestartArgs(m, lang, manifest.IsolationGVisor) != nil {
-		t.Error("no prestarted interpreter under gVisor (yet)")
+	// A prestarted interpreter under gVisor is bound like the job: its
+	// processes by RLIMIT_NPROC, runsc having no pids limit.
+	args := prestartArgs(m, lang, manifest.IsolationGVisor)
+	if len(args) != 2 {
+		t.Fatal("no prestarted python under gVisor")
+	}
+	if pre, err := initproto.DecodePrestart(args[1]); err != nil || pre.NProc != m.Limits.Pids {
+		t.Errorf("gvisor prestart: %+v %v", pre, err)
 	}
 	if len(prestartArgs(m, lang, manifest.IsolationRunc)) != 2 {
 		t.Error("a prestarted python under runc")
