@@ -22,7 +22,7 @@ import (
 // the modules not yet begun are skipped. Code that imports a module the
 // thread is importing waits for that import (the interpreter's module
 // lock), which never costs more than importing it cold.
-const pythonLoader = `import sys, os, _thread
+const pythonLoader = `import sys, os, _thread, threading
 _go = []
 def _preload(mods):
     # A bare thread: threading never lists it, so the code sees the
