@@ -29,13 +29,21 @@ type target struct {
 	detail  string
 }
 
+// noise is how far apart two p50s of 20 calls taking the same path were
+// seen to be in one run on a loaded machine: a ratio past the limit by
+// less is reported as such, not as a miss.
+const noise = 1.05
+
 func (t target) String() string {
 	verdict, bound := "holds", "at most"
 	if t.atLeast {
 		bound = "at least"
 	}
-	if t.ratio == 0 || (!t.atLeast && t.ratio > t.limit) || (t.atLeast && t.ratio < t.limit) {
+	switch {
+	case t.ratio == 0 || (t.atLeast && t.ratio < t.limit) || (!t.atLeast && t.ratio > t.limit*noise):
 		verdict = "**misses**"
+	case !t.atLeast && t.ratio > t.limit:
+		verdict = "within the noise (5%)"
 	}
 	return fmt.Sprintf("| %s | %s | %.2f× (%s %.1f×) | %s |", t.what, t.detail, t.ratio, bound, t.limit, verdict)
 }
