@@ -104,6 +104,42 @@ func TestWarmPool(t *testing.T) {
 	}
 }
 
+// TestPooledBoxWeight: a pooled box waits at the lowest CPU weight, and
+// the box a call takes is raised to a cold box's while the job runs.
+func TestPooledBoxWeight(t *testing.T) {
+	s := engineServer(t, "", "pool:\n  size: 1\n")
+	pid := s.cmd.Process.Pid
+	waitRunningPooled(t, pid, "bash")
+	shares := func(id string) string {
+		out, _ := exec.Command("docker", "inspect", "--format", "{{.HostConfig.CpuShares}}", id).Output()
+		return strings.TrimSpace(string(out))
+	}
+	waiting := pooledBoxes(pid)
+	for _, id := range waiting {
+		if got := shares(id); got != "2" {
+			t.Fatalf("a waiting pooled box has cpu shares %s, want 2", got)
+		}
+	}
+	done := make(chan contract.Result, 1)
+	go func() {
+		r, _ := s.call(t, map[string]any{"language": "bash", "code": "sleep 3; echo done"})
+		done <- r
+	}()
+	raised := false
+	for deadline := time.Now().Add(20 * time.Second); !raised && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, id := range waiting {
+			raised = raised || shares(id) == "1024"
+		}
+	}
+	r := <-done
+	if !r.Metrics.Pooled || r.Stdout != "done\n" {
+		t.Fatalf("pooled %v, stdout %q", r.Metrics.Pooled, r.Stdout)
+	}
+	if !raised {
+		t.Fatal("the box the call took kept its low CPU weight")
+	}
+}
+
 // TestResultCache: an exact repeat is answered without a box (and its
 // artifacts are readable under the new run), a timeout never is.
 func TestResultCache(t *testing.T) {
