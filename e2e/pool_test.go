@@ -193,10 +193,10 @@ var prestartPrograms = []string{
 	"import threading; print(threading.active_count(), [t.name for t in threading.enumerate()])",
 }
 
-// TestPooledGVisorMatchesCold: under gVisor a pooled box, whose
-// interpreter was prestarted and may still be importing its preload when
-// the job comes (the job never waits for it), gives exactly a cold box's
-// result, for every program of prestartPrograms and the other languages.
+// TestPooledGVisorMatchesCold: under gVisor a pooled box (started at the
+// default weight, runsc having no update; no prestarted interpreter, which
+// did not pay there) gives exactly a cold box's result, for every program
+// of prestartPrograms and the other languages, taken as soon as it runs.
 func TestPooledGVisorMatchesCold(t *testing.T) {
 	warmS := gvisorServer(t, "pool:\n  size: 1\n")
 	coldS := gvisorServer(t, "pool:\n  size: 0\n")
@@ -209,9 +209,9 @@ func TestPooledGVisorMatchesCold(t *testing.T) {
 	jobs = append(jobs, job{"javascript", "console.log(6*7); process.exit(4)"}, job{"bash", "echo $((6*7)); no_such_cmd"})
 	for i, j := range jobs {
 		args := map[string]any{"language": j.lang, "code": j.code, "stdin": "abc"}
-		// Taken as soon as it runs: its preload may be under way. The box
-		// the last call took may still run for a moment, so a call that
-		// found no pooled box (run cold) is made again.
+		// Taken as soon as it runs. The box the last call took may still
+		// run for a moment, so a call that found no pooled box (run cold)
+		// is made again.
 		var warm contract.Result
 		for try := 0; try < 10 && !warm.Metrics.Pooled; try++ {
 			waitRunningPooled(t, pid, j.lang)

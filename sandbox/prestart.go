@@ -115,7 +115,12 @@ _exit(_run(_path, _main), _main)
 // a prestarted interpreter when the language preloads modules and runbox
 // knows how to start it early, none otherwise.
 func prestartArgs(m *manifest.Manifest, lang manifest.Language, isolation string) []string {
-	if len(lang.Preload) == 0 || lang.ErrorFormat != "python" || len(lang.Check) > 0 {
+	// Under gVisor it does not pay: runsc cannot raise a pooled box's CPU
+	// weight, so the preload competes with running calls at full weight,
+	// and a box taken mid-preload shares its CPU with it. Measured on a
+	// loaded host: a warm gVisor print(1) took 522-584 ms prestarted
+	// against 307 ms without (docs/performance.md).
+	if len(lang.Preload) == 0 || lang.ErrorFormat != "python" || len(lang.Check) > 0 || isolation == manifest.IsolationGVisor {
 		return nil
 	}
 	mods, _ := json.Marshal(lang.Preload)
