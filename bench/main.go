@@ -9,10 +9,14 @@
 // baselines: `docker exec` into one running container (no isolation
 // between runs) and `docker run --rm` with runbox's hardening flags. Warm
 // calls are paced so the pool keeps up, as an agent's think time does; the
-// pause is not counted. Then back-to-back calls (no pause: a pool must not
-// make them slower than no pool), an HTTPS GET of 1 MiB through the box's
-// proxy against the same GET from the host (timed by the program itself),
-// and throughput at concurrency 8.
+// pause is not counted. The machine's calibration comes first (a trivial
+// `docker exec` and a fixed CPU loop), then a pool against no pool at
+// paces of 0, 300 ms and 1 s (a pool must never make a call slower), an
+// HTTPS GET of 1 MiB through the box's proxy against the same GET from
+// the host (timed by the program itself), throughput at concurrency 8,
+// and gVisor's warm box against runc's. Each target is printed after the
+// table with its ratio to its baseline of the same run. --busy N runs N
+// CPU-bound loops beside it all: a loaded machine, on purpose.
 package main
 
 import (
@@ -24,10 +28,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -76,16 +82,44 @@ func main() {
 	n := flag.Int("n", 20, "calls per scenario")
 	asJSON := flag.String("json", "", "also write the rows as JSON to this file")
 	serverLog = flag.String("server-log", "", "append the runbox servers' logs (stderr) to this file")
-	only := flag.String("only", "", "run only this part: toolcalls, network or sessions (with the pooled run they compare with)")
+	only := flag.String("only", "", "run only this part: speed (calibration, paces, concurrency 8, gVisor), toolcalls, network or sessions (with the pooled run they compare with)")
+	busy := flag.Int("busy", 0, "run this many CPU-bound loops beside the bench (stopped by the bench)")
 	flag.Parse()
+	if *busy < 0 || *busy > 64 {
+		fmt.Fprintln(os.Stderr, "bench: --busy takes 0 to 64")
+		os.Exit(2)
+	}
+	loops, err := startBusy(*busy)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	defer loops.stop()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		loops.stop()
+		os.Exit(130)
+	}()
+	fmt.Printf("load average at start: %s; busy loops beside the bench: %d\n\n", loadAvg(), *busy)
+	defer func() { fmt.Printf("\nload average at the end: %s\n", loadAvg()) }()
 	switch *only {
 	case "":
+	case "speed":
+		if err := speedOnly(*server, *n, *asJSON); err != nil {
+			loops.stop()
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	case "toolcalls":
 		rows, notes, err := toolCallBench(*server, *n)
 		printRows(rows)
 		fmt.Println()
 		fmt.Println(strings.Join(notes, "\n"))
 		if err != nil {
+			loops.stop()
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -93,6 +127,7 @@ func main() {
 	case "network":
 		dir, err := os.MkdirTemp("", "runbox-bench-")
 		if err != nil {
+			loops.stop()
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
@@ -101,15 +136,18 @@ func main() {
 		return
 	case "sessions":
 		if err := benchSessionsOnly(*server, *n, *asJSON); err != nil {
+			loops.stop()
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}
 		return
 	default:
-		fmt.Fprintf(os.Stderr, "bench: --only takes toolcalls, network or sessions, not %q\n", *only)
+		loops.stop()
+		fmt.Fprintf(os.Stderr, "bench: --only takes speed, toolcalls, network or sessions, not %q\n", *only)
 		os.Exit(2)
 	}
 	if err := bench(*server, *n, *asJSON); err != nil {
+		loops.stop()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -126,11 +164,6 @@ func bench(bin string, n int, jsonPath string) error {
 	warmM, coldM := dir+"/warm.yaml", dir+"/cold.yaml"
 	_ = os.WriteFile(warmM, []byte(limits+"pool:\n  size: 4\n  refill_concurrency: 2\nconcurrency: 8\n"), 0o644)
 	_ = os.WriteFile(coldM, []byte(limits+"concurrency: 8\n"), 0o644)
-	b2bM := dir + "/back-to-back.yaml"
-	_ = os.WriteFile(b2bM, []byte(limits+"pool:\n  size: 2\n"), 0o644)
-	gvWarmM, gvColdM := dir+"/gv-warm.yaml", dir+"/gv-cold.yaml"
-	_ = os.WriteFile(gvWarmM, []byte(limits+"isolation: gvisor\npool:\n  size: 2\n"), 0o644)
-	_ = os.WriteFile(gvColdM, []byte(limits+"isolation: gvisor\n"), 0o644)
 
 	warm, err := startRunbox(bin, warmM)
 	if err != nil {
@@ -149,7 +182,8 @@ func bench(bin string, n int, jsonPath string) error {
 	defer exec.Command("docker", "rm", "-f", ctr).Run()
 	time.Sleep(3 * time.Second) // let the pool fill
 
-	var rows []row
+	sp := speed{bin: bin, dir: dir, image: image, ctr: ctr, n: n}
+	rows := calibrationRows(ctr, max(n, 20))
 	for _, p := range programs {
 		p := p
 		rows = append(rows,
@@ -159,54 +193,28 @@ func bench(bin string, n int, jsonPath string) error {
 			measure(p.name, "docker run --rm, runbox's hardening", 1, n, 0, func() error { return dockerCmd(p, hardenedRun(image)...) }),
 		)
 	}
-	print1 := programs[0]
-	// Back to back: no pause between calls, so a pool has no time to
-	// refill; it must never make a call slower than no pool would.
-	b2b, err := startRunbox(bin, b2bM)
-	if err != nil {
-		return err
+	big := find(rows, programs[2].name, "runbox warm (pooled box)", 1)
+	exe := find(rows, programs[2].name, "docker exec into a running container", 1)
+	targets := []target{{what: "1 MiB of output against `docker exec` (p50)", ratio: ratio(big.P50Ms, exe.P50Ms), limit: 1.2,
+		detail: fmt.Sprintf("%.0f ms against %.0f ms", big.P50Ms, exe.P50Ms)}}
+	for _, part := range []func() ([]row, []target, error){sp.paces, sp.gvisor} {
+		r, t, err := part()
+		if err != nil {
+			return err
+		}
+		rows, targets = append(rows, r...), append(targets, t...)
 	}
-	// Let the pool fill and its boxes finish their preloads (pandas), so
-	// only the calls compete for the CPU.
-	time.Sleep(8 * time.Second)
-	rows = append(rows,
-		measure(print1.name, "back to back: runbox, pool.size 2", 1, max(n, 30), 0, func() error { return callRunbox(b2b, print1) }),
-		measure(print1.name, "back to back: runbox cold (no pool)", 1, max(n, 30), 0, func() error { return callRunbox(cold, print1) }),
-	)
-	b2b.Close()
 	srows, err := sessionBench(bin, n)
 	if err != nil {
 		return err
 	}
 	rows = append(rows, srows...)
-	if runscWorks(image) {
-		gvWarm, err := startRunbox(bin, gvWarmM)
-		if err != nil {
-			return err
-		}
-		defer gvWarm.Close()
-		gvCold, err := startRunbox(bin, gvColdM)
-		if err != nil {
-			return err
-		}
-		defer gvCold.Close()
-		time.Sleep(3 * time.Second)
-		rows = append(rows,
-			measure(print1.name, "gVisor: runbox warm (pooled box)", 1, n, 800*time.Millisecond, func() error { return callRunbox(gvWarm, print1) }),
-			measure(print1.name, "gVisor: runbox cold (new box)", 1, n, 0, func() error { return callRunbox(gvCold, print1) }),
-			measure(print1.name, "gVisor: docker run --rm --runtime runsc, hardening", 1, n, 0, func() error {
-				return dockerCmd(print1, append([]string{"run", "--runtime", "runsc"}, withoutPidsLimit(hardenedRun(image)[1:])...)...)
-			}),
-		)
-	} else {
-		fmt.Fprintln(os.Stderr, "bench: runsc does not work on this engine; no gVisor rows")
-	}
 	rows = append(rows, networkRows(bin, dir, max(n, 30))...)
-	rows = append(rows,
-		measure(print1.name, "runbox warm (pooled box)", 8, 4*n, 0, func() error { return callRunbox(warm, print1) }),
-		measure(print1.name, "runbox cold (new box)", 8, 4*n, 0, func() error { return callRunbox(cold, print1) }),
-		measure(print1.name, "docker run --rm, runbox's hardening", 8, 4*n, 0, func() error { return dockerCmd(print1, hardenedRun(image)...) }),
-	)
+	r, t, err := sp.throughput()
+	if err != nil {
+		return err
+	}
+	rows, targets = append(rows, r...), append(targets, t...)
 
 	toolRows, toolNotes, err := toolCallBench(bin, n)
 	if err != nil {
@@ -219,7 +227,31 @@ func bench(bin string, n int, jsonPath string) error {
 	}
 	fmt.Println()
 	fmt.Println(strings.Join(toolNotes, "\n"))
+	fmt.Println()
+	printTargets(targets)
 	return nil
+}
+
+// speedOnly runs the speed part alone (`--only speed`).
+func speedOnly(bin string, n int, jsonPath string) error {
+	image := manifest.DefaultImage
+	dir, err := os.MkdirTemp("", "runbox-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ctr, err := startContainer(image)
+	if err != nil {
+		return err
+	}
+	defer exec.Command("docker", "rm", "-f", ctr).Run()
+	rows, targets, err := speed{bin: bin, dir: dir, image: image, ctr: ctr, n: n}.all()
+	if rerr := report(rows, image, jsonPath); rerr != nil && err == nil {
+		err = rerr
+	}
+	fmt.Println()
+	printTargets(targets)
+	return err
 }
 
 // report prints the machine, the image and the rows, and writes the rows

@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +28,25 @@ func waitPooled(t *testing.T, pid, n int) {
 	for len(pooledBoxes(pid)) < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d pooled boxes, want %d", len(pooledBoxes(pid)), n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitRunningPooled waits for a started pooled box of lang (a box a call
+// took is no longer running once its job is done, though it may not be
+// removed yet).
+func waitRunningPooled(t *testing.T, pid int, lang string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, _ := exec.Command("docker", "ps", "-q", "--filter", "label="+sandbox.LabelPooled+"=true",
+			"--filter", "label="+sandbox.LabelOwnerPID+"="+strconv.Itoa(pid), "--filter", "label="+sandbox.LabelLanguage+"="+lang).Output()
+		if len(strings.Fields(string(out))) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no running pooled %s box", lang)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -83,6 +104,42 @@ func TestWarmPool(t *testing.T) {
 	}
 }
 
+// TestPooledBoxWeight: a pooled box waits at the lowest CPU weight, and
+// the box a call takes is raised to a cold box's while the job runs.
+func TestPooledBoxWeight(t *testing.T) {
+	s := engineServer(t, "", "pool:\n  size: 1\n")
+	pid := s.cmd.Process.Pid
+	waitRunningPooled(t, pid, "bash")
+	shares := func(id string) string {
+		out, _ := exec.Command("docker", "inspect", "--format", "{{.HostConfig.CpuShares}}", id).Output()
+		return strings.TrimSpace(string(out))
+	}
+	waiting := pooledBoxes(pid)
+	for _, id := range waiting {
+		if got := shares(id); got != "2" {
+			t.Fatalf("a waiting pooled box has cpu shares %s, want 2", got)
+		}
+	}
+	done := make(chan contract.Result, 1)
+	go func() {
+		r, _ := s.call(t, map[string]any{"language": "bash", "code": "sleep 3; echo done"})
+		done <- r
+	}()
+	raised := false
+	for deadline := time.Now().Add(20 * time.Second); !raised && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, id := range waiting {
+			raised = raised || shares(id) == "1024"
+		}
+	}
+	r := <-done
+	if !r.Metrics.Pooled || r.Stdout != "done\n" {
+		t.Fatalf("pooled %v, stdout %q", r.Metrics.Pooled, r.Stdout)
+	}
+	if !raised {
+		t.Fatal("the box the call took kept its low CPU weight")
+	}
+}
+
 // TestResultCache: an exact repeat is answered without a box (and its
 // artifacts are readable under the new run), a timeout never is.
 func TestResultCache(t *testing.T) {
@@ -133,6 +190,49 @@ var prestartPrograms = []string{
 	"import sys; sys.exit(300)",
 	"raise SystemExit(None)",
 	"import sys; print('out'); print('err', file=sys.stderr); sys.exit(2)",
+	"import threading; print(threading.active_count(), [t.name for t in threading.enumerate()])",
+}
+
+// TestPooledGVisorMatchesCold: under gVisor a pooled box (started at the
+// default weight, runsc having no update; no prestarted interpreter, which
+// did not pay there) gives exactly a cold box's result, for every program
+// of prestartPrograms and the other languages, taken as soon as it runs.
+func TestPooledGVisorMatchesCold(t *testing.T) {
+	warmS := gvisorServer(t, "pool:\n  size: 1\n")
+	coldS := gvisorServer(t, "pool:\n  size: 0\n")
+	pid := warmS.cmd.Process.Pid
+	type job struct{ lang, code string }
+	var jobs []job
+	for _, code := range prestartPrograms {
+		jobs = append(jobs, job{"python", code})
+	}
+	jobs = append(jobs, job{"javascript", "console.log(6*7); process.exit(4)"}, job{"bash", "echo $((6*7)); no_such_cmd"})
+	for i, j := range jobs {
+		args := map[string]any{"language": j.lang, "code": j.code, "stdin": "abc"}
+		// Taken as soon as it runs. The box the last call took may still
+		// run for a moment, so a call that found no pooled box (run cold)
+		// is made again.
+		var warm contract.Result
+		for try := 0; try < 10 && !warm.Metrics.Pooled; try++ {
+			waitRunningPooled(t, pid, j.lang)
+			warm, _ = warmS.call(t, args)
+		}
+		ref, _ := coldS.call(t, args)
+		if !warm.Metrics.Pooled || ref.Metrics.Pooled || warm.Isolation != "gvisor" || ref.Isolation != "gvisor" {
+			t.Fatalf("job %d: pooled %v/%v, isolation %s/%s", i, warm.Metrics.Pooled, ref.Metrics.Pooled, warm.Isolation, ref.Isolation)
+		}
+		if warm.Status != ref.Status || warm.Stdout != ref.Stdout || warm.Stderr != ref.Stderr || *warm.ExitCode != *ref.ExitCode ||
+			(warm.Error == nil) != (ref.Error == nil) || (warm.Error != nil && warm.Error.Kind != ref.Error.Kind) ||
+			len(warm.Artifacts) != len(ref.Artifacts) {
+			t.Fatalf("job %d differs from a cold run:\n%s\nwarm: %s %q %q %d %+v\ncold: %s %q %q %d %+v", i, j.code,
+				warm.Status, warm.Stdout, warm.Stderr, *warm.ExitCode, warm.Error, ref.Status, ref.Stdout, ref.Stderr, *ref.ExitCode, ref.Error)
+		}
+		for k := range warm.Artifacts {
+			if warm.Artifacts[k].SHA256 != ref.Artifacts[k].SHA256 {
+				t.Fatalf("job %d: artifact %s differs", i, warm.Artifacts[k].Path)
+			}
+		}
+	}
 }
 
 // TestPrestartedInterpreterMatchesCold: a pooled box whose interpreter

@@ -52,6 +52,18 @@ type BoxSpec struct {
 	// Mounts are host folders mounted read-only besides the manifest's
 	// (a client's roots, [WithMounts]).
 	Mounts []HostMount
+	// Pooled: the box waits in the pool for a job. A platform that can
+	// raise a box's CPU weight later ([Claimer]) starts it with a low one,
+	// so that its start-up and preload yield the CPU to running calls.
+	Pooled bool
+}
+
+// Claimer is a Box started Pooled at a low CPU weight whose platform can
+// raise it to a cold box's once a job takes it. The runner calls Claim
+// beside the job's exchange, never before it: until it lands the box
+// only yields to other boxes, and the call waits for no round trip.
+type Claimer interface {
+	Claim(ctx context.Context) error
 }
 
 // Box is one started box.

@@ -23,6 +23,9 @@ type fakeDriver struct {
 	startErr error
 	// startBlock makes Start wait for its context (a hung platform).
 	startBlock bool
+	// pooledGate, when set, holds the starts of pooled boxes until it is
+	// closed (or their context ends): refills that cannot keep up.
+	pooledGate chan struct{}
 	behave     func(sess *yamux.Session, st *yamux.Stream, job *initproto.Job)
 	verdict    Verdict
 
@@ -49,8 +52,15 @@ func (d *fakeDriver) Close() error                                        { retu
 
 func (d *fakeDriver) Start(ctx context.Context, spec BoxSpec) (Box, error) {
 	d.mu.Lock()
-	err, block := d.startErr, d.startBlock
+	err, block, gate := d.startErr, d.startBlock, d.pooledGate
 	d.mu.Unlock()
+	if spec.Pooled && gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	if block {
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -75,6 +85,7 @@ type fakeBox struct {
 	started   time.Time
 	mu        sync.Mutex
 	alive     bool
+	claims    int
 }
 
 // serve is the fake runbox-init: it reads the job and lets the script
@@ -109,6 +120,17 @@ func (b *fakeBox) Kill() {
 	b.alive = false
 	b.mu.Unlock()
 	b.box.Close()
+}
+func (b *fakeBox) Claim(context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.claims++
+	return nil
+}
+func (b *fakeBox) claimed() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.claims
 }
 func (b *fakeBox) Verdict(context.Context, VerdictQuery) Verdict { return b.d.verdict }
 func (b *fakeBox) Alive() bool {

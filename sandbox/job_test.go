@@ -16,8 +16,9 @@ func TestGVisorJob(t *testing.T) {
 	if job.NProc != m.Limits.Pids {
 		t.Errorf("gvisor must limit processes with RLIMIT_NPROC: %d", job.NProc)
 	}
+	// No prestarted interpreter under gVisor: it did not pay (prestart.go).
 	if prestartArgs(m, lang, manifest.IsolationGVisor) != nil {
-		t.Error("no prestarted interpreter under gVisor (yet)")
+		t.Error("a prestarted python under gVisor")
 	}
 	if len(prestartArgs(m, lang, manifest.IsolationRunc)) != 2 {
 		t.Error("a prestarted python under runc")

@@ -130,6 +130,7 @@ func (p *pool) startOne(lp *langPool) {
 		b, err = p.r.start(p.ctx, BoxSpec{Language: lp.lang,
 			Labels:   p.r.owner.Labels(map[string]string{LabelLanguage: lp.lang.Name, LabelPooled: "true"}),
 			InitArgs: prestartArgs(m, lp.lang, p.r.d.Isolation()),
+			Pooled:   true,
 			Lifetime: m.Pool.Idle() + m.Limits.MaxTimeout() + backstopGrace})
 	}
 	p.mu.Lock()
@@ -185,6 +186,13 @@ func (p *pool) drain() {
 		}
 		lp.ready = nil
 	}
+}
+
+// startsUnderWay reports how many boxes the pool is starting.
+func (p *pool) startsUnderWay() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starting
 }
 
 // idle reports how many boxes wait, per language.

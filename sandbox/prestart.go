@@ -11,18 +11,33 @@ import (
 )
 
 // pythonLoader runs in a pooled box before its job: it imports what the
-// manifest preloads, waits on descriptor 4 for the code's path, then
-// becomes `python3 PATH`: a fresh __main__, the same argv and sys.path,
-// and errors printed by the interpreter's own hook without the loader's
-// frame, so the result is a cold run's but for time.
-const pythonLoader = `import sys, os
-for _m in %s:
-    try:
-        __import__(_m)
-    except Exception:
-        pass
+// manifest preloads in a thread of its own while the main thread waits on
+// descriptor 4 for the code's path, then becomes `python3 PATH`: a fresh
+// __main__, the same argv and sys.path, and errors printed by the
+// interpreter's own hook without the loader's frame, so the result is a
+// cold run's but for time.
+//
+// The job never waits for the preload: a box taken while it still imports
+// (a call soon after a refill, a slow host) starts the code at once, and
+// the modules not yet begun are skipped. Code that imports a module the
+// thread is importing waits for that import (the interpreter's module
+// lock), which never costs more than importing it cold.
+const pythonLoader = `import sys, os, _thread, threading
+_go = []
+def _preload(mods):
+    # A bare thread: threading never lists it, so the code sees the
+    # threads a cold run has.
+    for m in mods:
+        if _go:
+            return
+        try:
+            __import__(m)
+        except BaseException:
+            pass
+_thread.start_new_thread(_preload, (%s,))
 with os.fdopen(4, "r") as _ctl:
     _path = _ctl.readline().strip()
+_go.append(True)
 if not _path:
     # Never a silent success: no path means runbox-init could not hand
     # over the job.
@@ -38,7 +53,7 @@ _main.__cached__ = None
 sys.modules["__main__"] = _main
 sys.argv[:] = [_path]
 sys.path[0] = os.path.dirname(_path)
-del _m, _ctl
+del _ctl
 def _status(e):
     # What the interpreter makes of an uncaught SystemExit.
     c = e.code
@@ -100,8 +115,11 @@ _exit(_run(_path, _main), _main)
 // a prestarted interpreter when the language preloads modules and runbox
 // knows how to start it early, none otherwise.
 func prestartArgs(m *manifest.Manifest, lang manifest.Language, isolation string) []string {
-	// Under gVisor the handover was seen to fail (an empty path): until
-	// that is understood, gVisor boxes start their interpreter with the job.
+	// Under gVisor it does not pay: runsc cannot raise a pooled box's CPU
+	// weight, so the preload competes with running calls at full weight,
+	// and a box taken mid-preload shares its CPU with it. Measured on a
+	// loaded host: a warm gVisor print(1) took 522-584 ms prestarted
+	// against 307 ms without (docs/performance.md).
 	if len(lang.Preload) == 0 || lang.ErrorFormat != "python" || len(lang.Check) > 0 || isolation == manifest.IsolationGVisor {
 		return nil
 	}

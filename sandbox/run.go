@@ -40,7 +40,9 @@ func (r *BoxRunner) run(ctx context.Context, job contract.Job) contract.Result {
 	if pooled {
 		b = r.pool.take(job.Language.Name)
 	}
-	if b == nil {
+	if b != nil {
+		r.claim(b)
+	} else {
 		pooled = false
 		var err error
 		b, err = r.start(ctx, BoxSpec{Language: job.Language, Lifetime: job.Timeout + backstopGrace, Mounts: MountsFrom(ctx),

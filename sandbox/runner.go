@@ -144,6 +144,23 @@ func (r *BoxRunner) remove(b Box) {
 	}()
 }
 
+// claim raises a pooled box's CPU weight to a cold box's, beside the
+// job's exchange: the call waits for no round trip, and until it lands
+// the box only yields to other boxes.
+func (r *BoxRunner) claim(b Box) {
+	c, ok := b.(Claimer)
+	if !ok {
+		return
+	}
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		if err := c.Claim(context.Background()); err != nil {
+			r.log.Debug("could not raise a pooled box's CPU weight", "box", b.ID(), "err", err)
+		}
+	}()
+}
+
 // active marks a run beginning or ending.
 func (r *BoxRunner) active() { r.lastActive.Store(time.Now().UnixNano()) }
 

@@ -266,6 +266,49 @@ func TestPool(t *testing.T) {
 			t.Fatalf("pooled %v, %+v", res.Metrics.Pooled, res.Error)
 		}
 	})
+	t.Run("a pooled box starts at low weight and is claimed by its job; a cold box never", func(t *testing.T) {
+		d := &fakeDriver{behave: reply(initproto.Report{})}
+		m := testManifest(t, pooled)
+		r := newTestRunner(t, d, m)
+		_ = r.Ready(context.Background())
+		waitFor(t, func() bool { return r.Stats().PoolIdle["python"] == 1 })
+		if res := r.Run(context.Background(), testJob(t, m, time.Second)); !res.Metrics.Pooled {
+			t.Fatal("the first run did not take the pooled box")
+		}
+		if res := r.Run(context.Background(), testJob(t, m, time.Second)); res.Metrics.Pooled {
+			t.Fatal("a back-to-back run took a pooled box")
+		}
+		d.mu.Lock()
+		first, second := d.boxes[0], d.boxes[1]
+		d.mu.Unlock()
+		if !first.spec.Pooled || second.spec.Pooled {
+			t.Fatalf("spec.Pooled: pooled box %v, cold box %v", first.spec.Pooled, second.spec.Pooled)
+		}
+		waitFor(t, func() bool { return first.claimed() == 1 })
+		if second.claimed() != 0 {
+			t.Fatal("a cold box was claimed")
+		}
+	})
+	t.Run("a call that finds no ready box starts its own, not waiting for refills", func(t *testing.T) {
+		d := &fakeDriver{behave: reply(initproto.Report{}), pooledGate: make(chan struct{})}
+		m := testManifest(t, pooled)
+		r := newTestRunner(t, d, m)
+		_ = r.Ready(context.Background())
+		// The refill is under way and cannot finish.
+		waitFor(t, func() bool { return r.pool.startsUnderWay() == 1 })
+		done := make(chan contract.Result, 1)
+		go func() { done <- r.Run(context.Background(), testJob(t, m, time.Second)) }()
+		select {
+		case res := <-done:
+			if res.Status != contract.StatusOK || res.Metrics.Pooled {
+				t.Fatalf("pooled %v, %+v", res.Metrics.Pooled, res.Error)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call waited behind a refill")
+		}
+		close(d.pooledGate)
+		waitFor(t, func() bool { return r.Stats().PoolIdle["python"] == 1 })
+	})
 	t.Run("close gives up a start under way", func(t *testing.T) {
 		d := &fakeDriver{behave: reply(initproto.Report{}), startBlock: true}
 		m := testManifest(t, pooled)

@@ -24,6 +24,8 @@ type box struct {
 	wait     client.ContainerWaitResult
 	stopWait context.CancelFunc
 	started  time.Time
+	// lowWeight: a pooled box started at pooledCPUShares, until Claim.
+	lowWeight bool
 }
 
 // Start creates, attaches and starts a box. Attaching before the start
@@ -81,6 +83,10 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 	} else if err := d.withFolderVolumes(ctx, host); err != nil {
 		return nil, err
 	}
+	lowWeight := spec.Pooled && d.canReweigh()
+	if lowWeight {
+		host.CPUShares = pooledCPUShares
+	}
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	created, err := d.cli.ContainerCreate(actx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
@@ -90,7 +96,7 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 		}
 		return nil, err
 	}
-	b := &box{d: d, id: created.ID}
+	b := &box{d: d, id: created.ID, lowWeight: lowWeight}
 	fail := func(err error) (*box, error) {
 		b.Remove()
 		return nil, err
