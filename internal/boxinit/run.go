@@ -69,13 +69,10 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	// channel): non-dumpable makes /proc/1/{fd,mem} root-only and refuses
 	// ptrace from the same uid.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	// As PID 1 a signal without a handler is dropped; ignoring the
-	// catchable ones keeps code in the box from killing us (SIGKILL from
-	// inside the namespace never reaches PID 1).
-	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
-		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP,
-		syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM,
-		syscall.SIGPROF, syscall.SIGWINCH, syscall.SIGURG)
+	// Code in the box must not be able to end us with a signal.
+	if err := ignoreSignals(); err != nil {
+		fmt.Fprintln(os.Stderr, "runbox-init: ignoring signals:", err)
+	}
 
 	prewarmThreads(spareThreads)
 

@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == trampolineArg {
 		os.Exit(trampoline(os.Args[2:]))
 	}
+	if os.Getenv(signalTargetEnv) != "" {
+		os.Exit(signalTarget())
+	}
 	os.Exit(m.Run())
 }
 
