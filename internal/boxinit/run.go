@@ -147,6 +147,9 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 
 	inputs, err := unpack(job)
 	if err != nil {
+		if full := noSpace(job, err); full != nil {
+			return full, nil
+		}
 		return &initproto.Report{InitError: err.Error()}, nil
 	}
 	stopServices, err := startServices(ctx, opts, job)
@@ -290,6 +293,22 @@ func unpackWith(job *initproto.Job, exists int) (map[string]string, error) {
 		return nil, err
 	}
 	return inputs, nil
+}
+
+// noSpace is the report of a call whose code or files did not fit in the
+// workspace (a session's earlier cell may have filled it): the program's
+// disk limit, not runbox-init's failure; nil for any other error.
+func noSpace(job *initproto.Job, err error) *initproto.Report {
+	if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+		return nil
+	}
+	return &initproto.Report{
+		OOMKills: -1,
+		ExitCode: 1,
+		Stdout:   []byte{},
+		Stderr:   []byte("runbox-init: " + err.Error() + " (the workspace is full: free space in it, or in a new session)\n"),
+		DiskFull: job.Dir,
+	}
 }
 
 func sha256hex(b []byte) string {

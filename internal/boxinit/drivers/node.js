@@ -2,7 +2,8 @@
 // scripts of its main context, so top-level declarations and globals
 // persist; a cell with top-level await is rewritten the way Node's REPL
 // does it. runbox-init writes a JSON line per cell on descriptor 4
-// ({"path", "stdin", "marker"}); the cell ends with the marker on stdout,
+// ({"path", "stdin", "marker"}; "stdin" is 0: a cell reads no stdin); the
+// cell ends with the marker on stdout,
 // and on stderr the marker, the status and "\x1e".
 'use strict';
 const vm = require('vm');

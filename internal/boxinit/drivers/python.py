@@ -1,8 +1,9 @@
 # runbox session driver for Python: one interpreter, one __main__, many
 # cells. runbox-init writes a JSON line per cell on descriptor 4
-# ({"path", "stdin", "marker"}); the cell ends with the marker on stdout,
-# and on stderr the marker, the status and "\x1e".
-import sys, os, json, ast, signal, builtins, types, importlib.machinery
+# ({"path", "stdin", "marker"}) and then the cell's stdin, "stdin" bytes of
+# it; the cell ends with the marker on stdout, and on stderr the marker,
+# the status and "\x1e".
+import sys, os, json, ast, signal, builtins, types, threading, importlib.machinery
 _rbx_in_cell = False
 
 
@@ -14,7 +15,7 @@ def _rbx_sigint(signum, frame):
 
 
 signal.signal(signal.SIGINT, _rbx_sigint)
-_rbx_ctl = os.fdopen(4, "r")
+_rbx_ctl = os.fdopen(4, "rb")
 _rbx_main = types.ModuleType("__main__")
 _rbx_main.__builtins__ = builtins
 _rbx_main.__annotations__ = {}
@@ -40,6 +41,38 @@ def _rbx_report(e):
     if tb is not None:
         tb = tb.tb_next
     sys.excepthook(type(e), e.with_traceback(tb), tb)
+
+
+def _rbx_feed(w, data):
+    try:
+        while data:
+            data = data[os.write(w, data):]
+    except OSError:
+        pass  # the cell closed its stdin, or ended without reading it all
+    finally:
+        os.close(w)
+
+
+def _rbx_stdin(data):
+    # The cell's stdin is a pipe of its own: nothing is written to the
+    # box's writable space, which an earlier cell may have filled.
+    if data:
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        try:
+            data = data[os.write(w, data):]
+        except BlockingIOError:
+            pass
+        if data:
+            os.set_blocking(w, True)
+            threading.Thread(target=_rbx_feed, args=(w, memoryview(data)), daemon=True).start()
+        else:
+            os.close(w)
+    else:
+        r = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(r, 0)
+    os.close(r)
+    sys.stdin = open(0, "r", closefd=False)
 
 
 def _rbx_cell(path, g):
@@ -72,6 +105,7 @@ def _rbx_cell(path, g):
 _rbx_g = _rbx_main.__dict__
 for _rbx_line in _rbx_ctl:
     _rbx_req = json.loads(_rbx_line)
+    _rbx_data = _rbx_ctl.read(_rbx_req["stdin"]) if _rbx_req["stdin"] else b""
     _rbx_path = _rbx_req["path"]
     _rbx_g["__file__"] = _rbx_path
     _rbx_main.__loader__ = importlib.machinery.SourceFileLoader("__main__", _rbx_path)
@@ -79,10 +113,7 @@ for _rbx_line in _rbx_ctl:
     if sys.path and sys.path[0] != os.path.dirname(_rbx_path):
         sys.path.insert(0, os.path.dirname(_rbx_path))
     try:
-        _rbx_fd = os.open(_rbx_req["stdin"], os.O_RDONLY)
-        os.dup2(_rbx_fd, 0)
-        os.close(_rbx_fd)
-        sys.stdin = open(0, "r", closefd=False)
+        _rbx_stdin(_rbx_data)
     except OSError:
         pass
     try:
