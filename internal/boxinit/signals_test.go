@@ -113,3 +113,30 @@ func TestInitSurvivesEverySignal(t *testing.T) {
 		}
 	}
 }
+
+// The program runs with a filter that refuses to signal PID 1, in every
+// way one can be signalled, and lets it signal anything else.
+func TestProgramCannotSignalPID1(t *testing.T) {
+	job := bashJob(t, `
+kill -0 1 2>/dev/null && echo "kill reached 1"
+sleep 30 & kill -0 $! && echo "kill reached a child"
+kill -9 $!
+python3 - <<'PY' 2>/dev/null || echo "no python"
+import ctypes, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+def refused(r):
+    return r == -1 and ctypes.get_errno() == 1
+print("tgkill", refused(libc.syscall(234 if os.uname().machine == "x86_64" else 131, 1, 1, 0)))
+print("tkill", refused(libc.syscall(200 if os.uname().machine == "x86_64" else 130, 1, 0)))
+print("sigqueue", refused(libc.sigqueue(1, 0, ctypes.c_void_p(0))))
+print("pidfd_open", refused(libc.syscall(434, 1, 0)))
+fd = os.open("/proc/1", os.O_RDONLY | os.O_DIRECTORY)
+print("pidfd_send_signal", refused(libc.syscall(424, fd, 0, None, 0)))
+print("kill self", os.kill(os.getpid(), 0) is None)
+PY`)
+	rep, _ := runJob(t, job)
+	want := "kill reached a child\ntgkill True\ntkill True\nsigqueue True\npidfd_open True\npidfd_send_signal True\nkill self True\n"
+	if string(rep.Stdout) != want {
+		t.Fatalf("stdout %q, want %q; stderr %q", rep.Stdout, want, rep.Stderr)
+	}
+}
