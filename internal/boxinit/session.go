@@ -56,6 +56,9 @@ const (
 	// interruptGrace is how long an interrupted cell may take to stop
 	// before the interpreter is killed (and the session lost).
 	interruptGrace = 3 * time.Second
+	// interruptResend is when an interrupt is sent again to a cell that
+	// has not stopped.
+	interruptResend = time.Second
 	// markerWait bounds the wait for a finished cell's markers on the
 	// stream whose end was not seen yet (a cell that closed its stdout).
 	markerWait = time.Second
@@ -168,7 +171,7 @@ func (s *session) run(job *initproto.Job, host *Host) (*initproto.Report, [][]by
 	}()
 	timer := time.NewTimer(time.Duration(job.TimeoutMs) * time.Millisecond)
 	defer timer.Stop()
-	var graceC <-chan time.Time
+	var graceC, resendC <-chan time.Time
 	finished := false
 wait:
 	for s.lost == "" {
@@ -190,6 +193,11 @@ wait:
 			rep.Session.Interrupted = true
 			s.signalInterrupt()
 			graceC = time.After(interruptGrace)
+			// Once more: a SIGINT that came before the driver took the
+			// cell was dropped as a late one.
+			resendC = time.After(interruptResend)
+		case <-resendC:
+			s.signalInterrupt()
 		case <-graceC:
 			s.lose("the interrupted call did not stop and the interpreter was killed")
 		}
