@@ -107,9 +107,13 @@ func npmLayer(ctx context.Context, o Options, ps []manifest.Package, work, layer
 	// The tarballs are kept with the lock, as the .debs are with
 	// debian.json: a rebuild from the kept lock needs no network even on
 	// a machine whose own npm cache never held them.
+	// The lock names each tarball's URL whatever the machine's npmrc says
+	// (omit-lockfile-registry-resolved): without it `npm ci --offline`
+	// asks the registry for the package's metadata, and fails.
 	cache := filepath.Join(lockDir, "npm-cache")
 	npm := func(verb ...string) error {
-		cmd := exec.CommandContext(ctx, "npm", append(verb, "--cache", cache, "--ignore-scripts", "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error")...)
+		cmd := exec.CommandContext(ctx, "npm", append(verb, "--cache", cache, "--omit-lockfile-registry-resolved=false",
+			"--ignore-scripts", "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error")...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
 		if b, err := cmd.CombinedOutput(); err != nil {
