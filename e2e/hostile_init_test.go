@@ -336,8 +336,11 @@ func TestHostileSessions(t *testing.T) {
 						// Lost or not, the next cell answers, never as sandbox.
 						r := s.in(t, id, c.lang, map[string]string{"python": "print(1)", "bash": "echo 1", "javascript": "console.log(1)"}[c.lang])
 						notSandbox(t, r)
-						if r.Status != contract.StatusOK && (r.Error == nil || r.Error.Kind != contract.KindSessionLost) {
-							t.Fatalf("after the attack: %s %+v", r.Status, r.Error)
+						// An error says the session is lost: this call's own
+						// kind with session.state lost, or session_lost.
+						lost := r.Session != nil && r.Session.State == contract.SessionLost
+						if r.Status != contract.StatusOK && !lost && (r.Error == nil || r.Error.Kind != contract.KindSessionLost) {
+							t.Fatalf("after the attack: %s %+v %+v", r.Status, r.Error, r.Session)
 						}
 					}
 					nextAnswers(t, s)
