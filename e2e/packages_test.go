@@ -200,7 +200,10 @@ func TestPackagesDerivedImage(t *testing.T) {
 	if out, err := exec.Command("docker", "rmi", tag).CombinedOutput(); err != nil {
 		t.Fatalf("docker rmi: %v %s", err, out)
 	}
-	offline := append(cache, "RUNBOX_DEBIAN_MIRROR=http://127.0.0.1:9/debian", "npm_config_proxy=http://127.0.0.1:9", "npm_config_https_proxy=http://127.0.0.1:9")
+	// npm's own cache empty too, as on a machine that never ran npm: the
+	// tarballs kept with the resolution must do.
+	offline := append(cache, "RUNBOX_DEBIAN_MIRROR=http://127.0.0.1:9/debian", "npm_config_proxy=http://127.0.0.1:9", "npm_config_https_proxy=http://127.0.0.1:9",
+		"npm_config_cache="+t.TempDir())
 	res, _ = imagesBuild(t, offline, mf)
 	if !res[0].Built {
 		t.Fatalf("offline rebuild: %+v", res)

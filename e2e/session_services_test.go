@@ -70,9 +70,12 @@ console.log(JSON.stringify(first).includes('3'), String(echoed).includes('again'
 	// A thread the first cell leaves running calls a tool over and over:
 	// while a call runs it is served, between calls it is refused (the
 	// library says unavailable), and the server neither hangs nor serves
-	// it with a finished call's handlers.
+	// it with a finished call's handlers. A call still waiting for its
+	// answer when a cell ends is abandoned (upstream: "the host ended the
+	// call"); on a loaded machine, where calls are slow, one often is.
 	t.Run("a thread left running is served only while a call runs", func(t *testing.T) {
 		id := s.open(t, "python")
+		defer s.tool(t, "session_close", map[string]any{"session_id": id})
 		mustOK(t, s.in(t, id, "python", `import threading, time
 import runbox_tools as tools
 seen = []
@@ -88,11 +91,10 @@ threading.Thread(target=loop, daemon=True).start()
 time.sleep(1)
 `, "timeout_seconds", 60))
 		time.Sleep(2 * time.Second)
-		r := s.in(t, id, "python", "import time\nn = len(seen)\ntime.sleep(1)\nprint(sorted(set(seen)), len(seen) > n, seen[-1])\n", "timeout_seconds", 60)
-		if mustOK(t, r); r.Stdout != "['ok', 'unavailable'] True ok\n" {
+		r := s.in(t, id, "python", "import time\nn = len(seen)\ntime.sleep(1)\nprint(sorted(set(seen) - {'upstream'}), set(seen) <= {'ok', 'unavailable', 'upstream'}, len(seen) > n, seen[-1])\n", "timeout_seconds", 60)
+		if mustOK(t, r); r.Stdout != "['ok', 'unavailable'] True True ok\n" {
 			t.Fatalf("the thread saw %q %q", r.Stdout, r.Stderr)
 		}
-		s.tool(t, "session_close", map[string]any{"session_id": id})
 	})
 	if left := s.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
 		t.Fatalf("closed sessions left boxes: %v", left)

@@ -33,8 +33,8 @@ type Options struct {
 	// Mirror is the Debian mirror; "" means RUNBOX_DEBIAN_MIRROR, else the
 	// machine's own apt source for Debian, else deb.debian.org.
 	Mirror string
-	// CacheDir keeps apt's lists and .debs, npm's locks and the
-	// resolutions; "" means the user's cache directory/runbox/packages.
+	// CacheDir keeps apt's lists and .debs, npm's locks and tarballs,
+	// and the resolutions; "" means the user's cache directory/runbox/packages.
 	CacheDir string
 	// Out receives progress lines; nil discards them.
 	Out io.Writer

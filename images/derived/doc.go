@@ -7,8 +7,8 @@
 // package-lock whose integrity npm checks). The image is tagged by a hash
 // of the base image's recipe and the package list, and labelled with every
 // installed package's version and hash; nothing is built when that tag
-// exists on the current base. Resolutions are kept in the user's cache
-// directory, so a rebuild of the same list on the same base (an engine
+// exists on the current base. Resolutions, with the .debs and the npm
+// tarballs they name, are kept in the user's cache directory, so a rebuild of the same list on the same base (an engine
 // whose images were wiped) needs no network and gives the same files.
 //
 // spec.go is the tag, the plan and the labels; debian.go the Python side

@@ -104,8 +104,16 @@ func npmLayer(ctx context.Context, o Options, ps []manifest.Package, work, layer
 		return nil, err
 	}
 	lockFile := filepath.Join(lockDir, "package-lock.json")
+	// The tarballs are kept with the lock, as the .debs are with
+	// debian.json: a rebuild from the kept lock needs no network even on
+	// a machine whose own npm cache never held them.
+	// The lock names each tarball's URL whatever the machine's npmrc says
+	// (omit-lockfile-registry-resolved): without it `npm ci --offline`
+	// asks the registry for the package's metadata, and fails.
+	cache := filepath.Join(lockDir, "npm-cache")
 	npm := func(verb ...string) error {
-		cmd := exec.CommandContext(ctx, "npm", append(verb, "--ignore-scripts", "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error")...)
+		cmd := exec.CommandContext(ctx, "npm", append(verb, "--cache", cache, "--omit-lockfile-registry-resolved=false",
+			"--ignore-scripts", "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error")...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
 		if b, err := cmd.CombinedOutput(); err != nil {
@@ -120,8 +128,8 @@ func npmLayer(ctx context.Context, o Options, ps []manifest.Package, work, layer
 		if err := os.WriteFile(filepath.Join(dir, "package-lock.json"), b, 0o644); err != nil {
 			return nil, err
 		}
-		// The kept lock, from npm's cache without the network; else
-		// from the registry, still exactly the lock's tarballs.
+		// The kept lock, from the kept tarballs without the network;
+		// else from the registry, still exactly the lock's tarballs.
 		o.logf("javascript: npm ci with the package-lock of a previous build")
 		if err := npm("ci", "--offline"); err != nil {
 			o.logf("javascript: not all in npm's cache (%v); npm ci from the registry", firstLine(err.Error()))

@@ -69,13 +69,10 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	// channel): non-dumpable makes /proc/1/{fd,mem} root-only and refuses
 	// ptrace from the same uid.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	// As PID 1 a signal without a handler is dropped; ignoring the
-	// catchable ones keeps code in the box from killing us (SIGKILL from
-	// inside the namespace never reaches PID 1).
-	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
-		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP,
-		syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGVTALRM,
-		syscall.SIGPROF, syscall.SIGWINCH, syscall.SIGURG)
+	// Code in the box must not be able to end us with a signal.
+	if err := ignoreSignals(); err != nil {
+		fmt.Fprintln(os.Stderr, "runbox-init: ignoring signals:", err)
+	}
 
 	prewarmThreads(spareThreads)
 
@@ -150,6 +147,9 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 
 	inputs, err := unpack(job)
 	if err != nil {
+		if full := noSpace(job, err); full != nil {
+			return full, nil
+		}
 		return &initproto.Report{InitError: err.Error()}, nil
 	}
 	stopServices, err := startServices(ctx, opts, job)
@@ -293,6 +293,22 @@ func unpackWith(job *initproto.Job, exists int) (map[string]string, error) {
 		return nil, err
 	}
 	return inputs, nil
+}
+
+// noSpace is the report of a call whose code or files did not fit in the
+// workspace (a session's earlier cell may have filled it): the program's
+// disk limit, not runbox-init's failure; nil for any other error.
+func noSpace(job *initproto.Job, err error) *initproto.Report {
+	if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+		return nil
+	}
+	return &initproto.Report{
+		OOMKills: -1,
+		ExitCode: 1,
+		Stdout:   []byte{},
+		Stderr:   []byte("runbox-init: " + err.Error() + " (the workspace is full: free space in it, or in a new session)\n"),
+		DiskFull: job.Dir,
+	}
 }
 
 func sha256hex(b []byte) string {

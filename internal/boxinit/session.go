@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -55,6 +56,9 @@ const (
 	// interruptGrace is how long an interrupted cell may take to stop
 	// before the interpreter is killed (and the session lost).
 	interruptGrace = 3 * time.Second
+	// interruptResend is when an interrupt is sent again to a cell that
+	// has not stopped.
+	interruptResend = time.Second
 	// markerWait bounds the wait for a finished cell's markers on the
 	// stream whose end was not seen yet (a cell that closed its stdout).
 	markerWait = time.Second
@@ -119,6 +123,10 @@ func (s *session) run(job *initproto.Job, host *Host) (*initproto.Report, [][]by
 	}
 	_, err := unpackSession(job)
 	if err != nil {
+		if full := noSpace(job, err); full != nil {
+			full.Session = rep.Session
+			return full, nil
+		}
 		return &initproto.Report{InitError: err.Error(), Session: rep.Session}, nil
 	}
 	// The box services run for the cell, as for a one-off job, over the
@@ -133,11 +141,6 @@ func (s *session) run(job *initproto.Job, host *Host) (*initproto.Report, [][]by
 	}
 	defer stopServices()
 	before := snapshot(job.Dir)
-	stdin, err := writeStdin(job.Stdin)
-	if err != nil {
-		return &initproto.Report{InitError: err.Error(), Session: rep.Session}, nil
-	}
-	defer os.Remove(stdin)
 
 	cg := cgroupFiles(s.opts.CgroupRoot)
 	oomBefore, pidsBefore := cg.oomKills(), cg.pidsMaxEvents()
@@ -156,24 +159,28 @@ func (s *session) run(job *initproto.Job, host *Host) (*initproto.Report, [][]by
 	default:
 	}
 
-	var line string
-	if s.spec.Driver == "bash" {
-		line = stdin + " " + marker + " " + job.CodePath + "\n"
-	} else {
-		b, _ := json.Marshal(map[string]string{"path": job.CodePath, "stdin": stdin, "marker": marker})
-		line = string(b) + "\n"
-	}
+	// The cell's request and its stdin go on the interpreter's descriptor
+	// 4, a pipe: nothing of a cell is written to the box's writable space,
+	// which the program may have filled. Written aside, as a cell may not
+	// read it and a large stdin fills the pipe.
 	begun := time.Now()
-	if _, err := s.p.ctl.WriteString(line); err != nil {
-		s.lose("the interpreter stopped reading its cells")
-	}
+	ctlDone := make(chan error, 1)
+	go func() {
+		_, err := s.p.ctl.Write(cellRequest(s.spec.Driver, job, marker))
+		ctlDone <- err
+	}()
 	timer := time.NewTimer(time.Duration(job.TimeoutMs) * time.Millisecond)
 	defer timer.Stop()
-	var graceC <-chan time.Time
+	var graceC, resendC <-chan time.Time
 	finished := false
 wait:
 	for s.lost == "" {
 		select {
+		case err := <-ctlDone:
+			if err != nil {
+				s.lose("the interpreter stopped reading its cells")
+			}
+			ctlDone = nil
 		case <-errSeen:
 			finished = true
 			break wait
@@ -186,6 +193,11 @@ wait:
 			rep.Session.Interrupted = true
 			s.signalInterrupt()
 			graceC = time.After(interruptGrace)
+			// Once more: a SIGINT that came before the driver took the
+			// cell was dropped as a late one.
+			resendC = time.After(interruptResend)
+		case <-resendC:
+			s.signalInterrupt()
 		case <-graceC:
 			s.lose("the interrupted call did not stop and the interpreter was killed")
 		}
@@ -294,21 +306,41 @@ func rusageMs(u *syscall.Rusage) int64 {
 	return (u.Utime.Sec+u.Stime.Sec)*1000 + (u.Utime.Usec+u.Stime.Usec)/1000
 }
 
-// writeStdin puts a call's stdin in a file the cell reads it from.
-func writeStdin(data []byte) (string, error) {
-	f, err := os.CreateTemp("/tmp", ".runbox-stdin-*")
-	if err != nil {
-		return "", fmt.Errorf("writing stdin: %w", err)
+// cellRequest is what a session's driver reads on descriptor 4 for one
+// cell: a line naming the code and the marker, and the cell's stdin after
+// it. The Python driver reads a JSON line and that many raw bytes; the bash
+// driver reads "length marker path" and that many characters of printf %b
+// text (bash variables hold no NUL bytes); the Node driver gets no stdin.
+func cellRequest(driver string, job *initproto.Job, marker string) []byte {
+	switch driver {
+	case "bash":
+		in := printfEscape(job.Stdin)
+		return []byte(fmt.Sprintf("%d %s %s\n%s", len(in), marker, job.CodePath, in))
+	case "python":
+		b, _ := json.Marshal(map[string]any{"path": job.CodePath, "stdin": len(job.Stdin), "marker": marker})
+		return append(append(b, '\n'), job.Stdin...)
 	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	b, _ := json.Marshal(map[string]any{"path": job.CodePath, "stdin": 0, "marker": marker})
+	return append(b, '\n')
+}
+
+// printfEscape encodes data as ASCII that bash's printf %b turns back
+// into data: printable characters as they are, every other byte and the
+// backslash as \xHH.
+func printfEscape(data []byte) string {
+	const hexDigits = "0123456789abcdef"
+	var b strings.Builder
+	b.Grow(len(data))
+	for _, c := range data {
+		if c >= 0x20 && c < 0x7f && c != '\\' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteString(`\x`)
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&0xf])
 	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-		return "", fmt.Errorf("writing stdin: %w", err)
-	}
-	return f.Name(), nil
+	return b.String()
 }
 
 // unpackSession writes the input files and the code into the workspace,

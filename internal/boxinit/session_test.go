@@ -5,6 +5,7 @@ package boxinit
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
@@ -52,6 +53,10 @@ func TestCellOutSplitsAtTheMarker(t *testing.T) {
 	}
 }
 
+// cellTimeout is a cell's deadline in these tests: generous, as a first
+// Python cell takes seconds on a loaded machine.
+const cellTimeout = 60 * time.Second
+
 func newTestSession(t *testing.T, driver, interpreter string) (*session, func(code string, timeout time.Duration) *initproto.Report) {
 	t.Helper()
 	path, err := exec.LookPath(interpreter)
@@ -84,34 +89,42 @@ func newTestSession(t *testing.T, driver, interpreter string) (*session, func(co
 
 func TestPythonSessionKeepsState(t *testing.T) {
 	_, run := newTestSession(t, "python", "python3")
-	if rep := run("import json\nx = 41\ndata = [1, 2]\n", 5*time.Second); rep.ExitCode != 0 || len(rep.Stdout) != 0 || rep.Session.Lost != "" {
+	if rep := run("import json\nx = 41\ndata = [1, 2]\n", cellTimeout); rep.ExitCode != 0 || len(rep.Stdout) != 0 || rep.Session.Lost != "" {
 		t.Fatalf("first cell: %+v %q", rep, rep.Stderr)
 	}
-	rep := run("x += 1\nprint('x is', x)\njson.dumps(data)\n", 5*time.Second)
+	rep := run("x += 1\nprint('x is', x)\njson.dumps(data)\n", cellTimeout)
 	if rep.ExitCode != 0 || string(rep.Stdout) != "x is 42\n'[1, 2]'\n" || rep.Session.Calls != 2 {
 		t.Fatalf("second cell: exit %d, stdout %q, stderr %q, calls %d", rep.ExitCode, rep.Stdout, rep.Stderr, rep.Session.Calls)
 	}
-	rep = run("y = 1\n\n1 / 0\n", 5*time.Second)
+	rep = run("y = 1\n\n1 / 0\n", cellTimeout)
 	if rep.ExitCode != 1 || !strings.Contains(string(rep.Stderr), "line 3") || !strings.Contains(string(rep.Stderr), "ZeroDivisionError") || strings.Contains(string(rep.Stderr), "_rbx") {
 		t.Fatalf("an error: exit %d, stderr %q", rep.ExitCode, rep.Stderr)
 	}
-	if rep := run("print(x, y)\n", 5*time.Second); string(rep.Stdout) != "42 1\n" {
+	if rep := run("print(x, y)\n", cellTimeout); string(rep.Stdout) != "42 1\n" {
 		t.Fatalf("after an error the state stays: %q %q", rep.Stdout, rep.Stderr)
 	}
-	if rep := run("def f(:\n", 5*time.Second); rep.ExitCode != 1 || !strings.Contains(string(rep.Stderr), "SyntaxError") {
+	if rep := run("def f(:\n", cellTimeout); rep.ExitCode != 1 || !strings.Contains(string(rep.Stderr), "SyntaxError") {
 		t.Fatalf("a syntax error: %d %q", rep.ExitCode, rep.Stderr)
 	}
 }
 
 func TestPythonSessionInterruptKeepsState(t *testing.T) {
 	s, run := newTestSession(t, "python", "python3")
-	run("n = 7\n", 5*time.Second)
-	time.AfterFunc(500*time.Millisecond, s.interruptNow)
-	rep := run("import time\nwhile True:\n    time.sleep(0.01)\n", 10*time.Second)
+	run("n = 7\n", cellTimeout)
+	// Interrupted once it runs: before, the interrupt is dropped.
+	go func() {
+		for range time.Tick(20 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(s.spec.Dir, "started")); err == nil {
+				s.interruptNow()
+				return
+			}
+		}
+	}()
+	rep := run("import time\nopen('started', 'w').close()\nwhile True:\n    time.sleep(0.01)\n", cellTimeout)
 	if !rep.Session.Interrupted || rep.Session.Lost != "" || !strings.Contains(string(rep.Stderr), "KeyboardInterrupt") {
 		t.Fatalf("interrupted cell: %+v, stderr %q", rep.Session, rep.Stderr)
 	}
-	if rep := run("print(n)\n", 5*time.Second); string(rep.Stdout) != "7\n" {
+	if rep := run("print(n)\n", cellTimeout); string(rep.Stdout) != "7\n" {
 		t.Fatalf("after the interrupt: %q %q", rep.Stdout, rep.Stderr)
 	}
 }
@@ -120,36 +133,36 @@ func TestPythonSessionInterruptKeepsState(t *testing.T) {
 // dropped: the interpreter and its state live on.
 func TestPythonSessionLateInterruptIsDropped(t *testing.T) {
 	s, run := newTestSession(t, "python", "python3")
-	run("n = 7\n", 5*time.Second)
+	run("n = 7\n", cellTimeout)
 	s.signalInterrupt()
 	time.Sleep(200 * time.Millisecond)
-	if rep := run("print(n)\n", 5*time.Second); string(rep.Stdout) != "7\n" || rep.Session.Lost != "" {
+	if rep := run("print(n)\n", cellTimeout); string(rep.Stdout) != "7\n" || rep.Session.Lost != "" {
 		t.Fatalf("after a late interrupt: %q %q %+v", rep.Stdout, rep.Stderr, rep.Session)
 	}
 }
 
 func TestSessionTimeoutLosesTheSession(t *testing.T) {
 	_, run := newTestSession(t, "python", "python3")
-	run("n = 7\n", 5*time.Second)
+	run("n = 7\n", cellTimeout)
 	rep := run("import time\ntime.sleep(30)\n", 300*time.Millisecond)
 	if !rep.TimedOut || !strings.Contains(rep.Session.Lost, "timeout") {
 		t.Fatalf("timed out cell: %+v", rep.Session)
 	}
-	if rep := run("print(n)\n", 5*time.Second); rep.Session.Lost == "" || rep.Session.Calls != 3 {
+	if rep := run("print(n)\n", cellTimeout); rep.Session.Lost == "" || rep.Session.Calls != 3 {
 		t.Fatalf("the next call: %+v", rep.Session)
 	}
 }
 
 func TestNodeSessionKeepsDeclarationsAndAwaits(t *testing.T) {
 	_, run := newTestSession(t, "node", "node")
-	if rep := run("const a = 20\nlet b = await Promise.resolve(22)\nglobalThis.c = 1\n", 5*time.Second); rep.ExitCode != 0 {
+	if rep := run("const a = 20\nlet b = await Promise.resolve(22)\nglobalThis.c = 1\n", cellTimeout); rep.ExitCode != 0 {
 		t.Fatalf("first cell: %d %q", rep.ExitCode, rep.Stderr)
 	}
-	rep := run("console.log(a + b + c)\n", 5*time.Second)
+	rep := run("console.log(a + b + c)\n", cellTimeout)
 	if rep.ExitCode != 0 || string(rep.Stdout) != "43\n" {
 		t.Fatalf("second cell: %d %q %q", rep.ExitCode, rep.Stdout, rep.Stderr)
 	}
-	rep = run("\nnull.x\n", 5*time.Second)
+	rep = run("\nnull.x\n", cellTimeout)
 	if rep.ExitCode != 1 || !strings.Contains(string(rep.Stderr), "TypeError") || !strings.Contains(string(rep.Stderr), "main.js:2") {
 		t.Fatalf("an error: %d %q", rep.ExitCode, rep.Stderr)
 	}
@@ -157,15 +170,15 @@ func TestNodeSessionKeepsDeclarationsAndAwaits(t *testing.T) {
 
 func TestBashSessionKeepsVariablesFunctionsAndDir(t *testing.T) {
 	_, run := newTestSession(t, "bash", "bash")
-	run("X=5\ngreet() { echo \"hi $1\"; }\nmkdir -p sub && cd sub\n", 5*time.Second)
-	rep := run("greet $X\nbasename \"$PWD\"\n", 5*time.Second)
+	run("X=5\ngreet() { echo \"hi $1\"; }\nmkdir -p sub && cd sub\n", cellTimeout)
+	rep := run("greet $X\nbasename \"$PWD\"\n", cellTimeout)
 	if rep.ExitCode != 0 || string(rep.Stdout) != "hi 5\nsub\n" {
 		t.Fatalf("second cell: %d %q %q", rep.ExitCode, rep.Stdout, rep.Stderr)
 	}
-	if rep := run("if then\n", 5*time.Second); !rep.CheckFailed {
+	if rep := run("if then\n", cellTimeout); !rep.CheckFailed {
 		t.Fatalf("a syntax error: %+v %q", rep, rep.Stderr)
 	}
-	if rep := run("false\n", 5*time.Second); rep.ExitCode != 1 {
+	if rep := run("false\n", cellTimeout); rep.ExitCode != 1 {
 		t.Fatalf("status: %d", rep.ExitCode)
 	}
 }
@@ -315,4 +328,47 @@ func (p *probeService) seen() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return strings.Join(p.log, ",")
+}
+
+// A cell's stdin reaches it whole (NUL bytes, backslashes, more than a
+// pipe holds) through the interpreter's request pipe, never through a file
+// in the box's writable space; a cell that leaves its stdin unread leaves
+// nothing behind for the next one.
+func TestSessionStdinTakesNoFile(t *testing.T) {
+	data := make([]byte, 300<<10)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	copy(data, "\\x41\\c%s\\\n\x00")
+	want := fmt.Sprintf("%x\n", sha256.Sum256(data))
+	for _, tc := range []struct{ driver, interpreter, read, skip string }{
+		{"python", "python3", "import hashlib, sys\nprint(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())\n", "pass\n"},
+		{"bash", "bash", "sha256sum | cut -d' ' -f1\n", "true\n"},
+	} {
+		t.Run(tc.driver, func(t *testing.T) {
+			s, _ := newTestSession(t, tc.driver, tc.interpreter)
+			tmpBefore, _ := filepath.Glob("/tmp/.runbox-stdin-*")
+			call := func(code string, stdin []byte) *initproto.Report {
+				job := &initproto.Job{Dir: s.spec.Dir, CodePath: s.spec.CodePath, Code: []byte(code), Stdin: stdin,
+					TimeoutMs: cellTimeout.Milliseconds(), MaxOutputBytes: 1 << 16, MaxArtifacts: 10, MaxArtifactBytes: 1 << 20}
+				rep, _ := s.run(job, nil)
+				if rep.InitError != "" || rep.Session.Lost != "" {
+					t.Fatalf("init error %q, lost %q", rep.InitError, rep.Session.Lost)
+				}
+				return rep
+			}
+			if rep := call(tc.skip, data); rep.ExitCode != 0 {
+				t.Fatalf("a cell that reads no stdin: %d %q", rep.ExitCode, rep.Stderr)
+			}
+			if rep := call(tc.read, data); string(rep.Stdout) != want {
+				t.Fatalf("stdin's hash %q, want %q (stderr %q)", rep.Stdout, want, rep.Stderr)
+			}
+			if rep := call(tc.read, nil); string(rep.Stdout) != fmt.Sprintf("%x\n", sha256.Sum256(nil)) {
+				t.Fatalf("empty stdin's hash %q (stderr %q)", rep.Stdout, rep.Stderr)
+			}
+			if after, _ := filepath.Glob("/tmp/.runbox-stdin-*"); len(after) > len(tmpBefore) {
+				t.Fatalf("stdin went to files: %v", after)
+			}
+		})
+	}
 }

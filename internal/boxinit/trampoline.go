@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -56,6 +57,11 @@ func trampoline(args []string) int {
 	if err != nil {
 		return fail("%s: command not found in the box", argv[0])
 	}
+	// The thread that may hold the filter alone is the one that execs.
+	runtime.LockOSThread()
+	// Without the filter the program still runs: on Linux the signals
+	// runbox-init ignores, SIGKILL and SIGSTOP never reach it anyway.
+	_ = shieldPID1()
 	err = syscall.Exec(path, argv, os.Environ())
 	return fail("exec %s: %v", argv[0], err)
 }
