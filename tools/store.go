@@ -82,13 +82,9 @@ func (s *ArtifactStore) Put(res, shown contract.Result) {
 func (s *ArtifactStore) Get(runID, path string) (contract.Artifact, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.expire()
-	run, ok := s.runs[runID]
-	if !ok {
-		if why, ok := s.gone[runID]; ok {
-			return contract.Artifact{}, fmt.Errorf("run %s: %s", runID, why)
-		}
-		return contract.Artifact{}, fmt.Errorf("run %s is unknown to this server, or made no artifacts", runID)
+	run, err := s.run(runID, "made no artifacts")
+	if err != nil {
+		return contract.Artifact{}, err
 	}
 	a, ok := run.files[path]
 	if !ok {
@@ -102,19 +98,30 @@ func (s *ArtifactStore) Get(runID, path string) (contract.Artifact, error) {
 func (s *ArtifactStore) Stream(runID, stream string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.expire()
-	run, ok := s.runs[runID]
-	if !ok {
-		if why, ok := s.gone[runID]; ok {
-			return "", fmt.Errorf("run %s: %s", runID, why)
-		}
-		return "", fmt.Errorf("run %s is unknown to this server, or its answer showed all of its output", runID)
+	run, err := s.run(runID, "its answer showed all of its output")
+	if err != nil {
+		return "", err
 	}
 	text, ok := run.streams[stream]
 	if !ok {
 		return "", fmt.Errorf("run %s: its answer showed all of its %s", runID, stream)
 	}
 	return text, nil
+}
+
+// run finds a stored run, or says why it is not there: gone (expired,
+// evicted, too large), or never stored, for the reason unstored gives.
+// The caller holds s.mu.
+func (s *ArtifactStore) run(runID, unstored string) (*storedRun, error) {
+	s.expire()
+	run, ok := s.runs[runID]
+	if ok {
+		return run, nil
+	}
+	if why, ok := s.gone[runID]; ok {
+		return nil, fmt.Errorf("run %s: %s", runID, why)
+	}
+	return nil, fmt.Errorf("run %s is unknown to this server, or %s", runID, unstored)
 }
 
 func (s *ArtifactStore) expire() {
