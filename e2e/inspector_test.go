@@ -36,7 +36,9 @@ func TestInspectorCLI(t *testing.T) {
 	if r := inspect("--method", "resources/list")["resources"].([]any); len(r) != 1 {
 		t.Fatalf("resources: %v", r)
 	}
-	if r := inspect("--method", "resources/templates/list")["resourceTemplates"].([]any); len(r) != 1 || !strings.HasPrefix(r[0].(map[string]any)["uriTemplate"].(string), "runbox://runs/") {
+	// Each run's artifacts, and the streams an answer cut.
+	if r := inspect("--method", "resources/templates/list")["resourceTemplates"].([]any); len(r) != 2 ||
+		!strings.HasPrefix(r[0].(map[string]any)["uriTemplate"].(string), "runbox://runs/") || !strings.HasPrefix(r[1].(map[string]any)["uriTemplate"].(string), "runbox://runs/") {
 		t.Fatalf("resource templates: %v", r)
 	}
 	if p := inspect("--method", "prompts/list")["prompts"].([]any); len(p) != 2 {

@@ -197,7 +197,10 @@ print("42" in str(n), len(tools.fs.list_allowed_directories()) > 0)
 func TestToolCallsPooled(t *testing.T) {
 	s := dockerServer(t, toolServers(t, t.TempDir())+"pool:\n  size: 1\n")
 	var r contract.Result
+	// Paced as an agent calls: the pool fills only while no call has come
+	// for 200 ms (refills yield to running calls).
 	waitFor(t, 60*time.Second, func() bool {
+		time.Sleep(500 * time.Millisecond)
 		r = runTools(t, s, "python", "import runbox_tools as tools\nprint(tools.everything.echo(message='pooled'))\n")
 		return r.Metrics.Pooled
 	})

@@ -48,8 +48,11 @@ type Docker struct {
 
 	initDir string
 
-	mu         sync.Mutex
-	readyErr   error // nil once ready
+	mu       sync.Mutex
+	readyErr error // nil once ready
+	// readyTries counts the checks Ready made, for callers that waited
+	// on one.
+	readyTries atomic.Int64
 	initVolume string
 	digests    map[string]string
 	// podman: the engine is Podman (podman.go); read without the lock.
@@ -110,14 +113,19 @@ func (d *Docker) Close() error {
 func (d *Docker) Isolation() string { return d.m.Isolation }
 
 // Ready checks the engine and prepares what boxes need (the runbox-init
-// volume), once; after a failure it checks again on the next call.
+// volume), once; after a failure it checks again on the next call. A call
+// that waited for a check under way takes that check's answer rather
+// than trying again: a hung engine costs each caller one API deadline at
+// most, even when the server's start-up check (beside serving) holds it.
 func (d *Docker) Ready(ctx context.Context) error {
+	seen := d.readyTries.Load()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.readyErr == nil {
-		return nil
+	if d.readyErr == nil || d.readyTries.Load() != seen {
+		return d.readyErr
 	}
 	d.readyErr = d.prepare(ctx)
+	d.readyTries.Add(1)
 	return d.readyErr
 }
 

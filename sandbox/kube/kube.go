@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runbox-mcp/runbox/internal/initproto"
@@ -75,6 +76,8 @@ type Kube struct {
 
 	mu       sync.Mutex
 	readyErr error
+	// readyTries counts the checks Ready made, for callers that waited on one.
+	readyTries atomic.Int64
 	// imageIDs are the image IDs the kubelet reported, per image.
 	imageIDs map[string]string
 	// live are this server's pods not yet deleted; unremoved those
@@ -175,11 +178,15 @@ func (k *Kube) Close() error {
 // Ready checks that the namespace's pods can be listed, once; after a
 // failure it checks again on the next call.
 func (k *Kube) Ready(ctx context.Context) error {
+	// A caller that waited for a check under way takes its answer (see
+	// the Docker driver's Ready).
+	seen := k.readyTries.Load()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.readyErr == nil {
-		return nil
+	if k.readyErr == nil || k.readyTries.Load() != seen {
+		return k.readyErr
 	}
+	defer k.readyTries.Add(1)
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	if _, err := k.cs.CoreV1().Pods(k.ns).List(actx, metav1.ListOptions{Limit: 1}); err != nil {
