@@ -123,7 +123,7 @@ func parse(args []string) (config, error) {
 		fs.BoolVar(&cfg.imagesForce, "force", false, "build even when the image is current")
 		fs.BoolVar(&cfg.jsonOut, "json", false, "print what was built (or found current) as JSON")
 	case "config":
-		help = "Usage: runbox config CLIENT [--write] [--file FILE]\n\nPrints the MCP server entry that starts this runbox (by its absolute path) for CLIENT: claude-desktop,\nclaude-code or vscode. With --write, merges it into CLIENT's file for this platform (or FILE), keeping\nevery other server and setting; a file that is not valid JSON is an error and is left as it is.\n"
+		help = "Usage: runbox config CLIENT [--write] [--file FILE]\n\nPrints the MCP server entry that starts this runbox (by its absolute path) for CLIENT: claude-desktop,\nclaude-code or vscode. With --write, merges it into CLIENT's file for this platform (or FILE), keeping\nevery other server and setting; a file that is not valid JSON is an error and is left as it is.\nOn Windows, Claude Desktop's file is its MSIX package's (%LOCALAPPDATA%\\Packages\\Claude_*\\LocalCache\\Roaming\\Claude)\nwhen that package is installed. `runbox doctor` says which file each client reads.\n"
 		fs.BoolVar(&cfg.client.write, "write", false, "merge the entry into the client's configuration file")
 		fs.StringVar(&cfg.client.file, "file", "", "the configuration file to write (default: the client's, for this platform)")
 		fs.StringVar(&cfg.client.name, "name", "runbox", "the server's name in the file")
