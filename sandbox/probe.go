@@ -67,7 +67,7 @@ func Probe(ctx context.Context, r Runner, digest func(context.Context, string) (
 	}
 	cache := probeCache(id, lang, code)
 	if info, ok := readProbe(cache); ok {
-		writeProbe(probeCache("last\x00"+lang.Image, lang, code), info)
+		writeProbe(lastProbeCache(lang, code), info)
 		return info, nil
 	}
 	res := r.Run(ctx, contract.Job{RunID: "probe-" + lang.Name, Language: lang, Code: code, Timeout: timeout})
@@ -83,7 +83,7 @@ func Probe(ctx context.Context, r Runner, digest func(context.Context, string) (
 		return LanguageInfo{}, fmt.Errorf("probing %s: unreadable answer %q", lang.Name, res.Stdout)
 	}
 	writeProbe(cache, info)
-	writeProbe(probeCache("last\x00"+lang.Image, lang, code), info)
+	writeProbe(lastProbeCache(lang, code), info)
 	return info, nil
 }
 
@@ -95,7 +95,7 @@ func LastProbe(lang manifest.Language) (LanguageInfo, bool) {
 	if !ok {
 		return LanguageInfo{}, false
 	}
-	return readProbe(probeCache("last\x00"+lang.Image, lang, code))
+	return readProbe(lastProbeCache(lang, code))
 }
 
 // probeCache is the file of a probe's result for an image (its digest, or
@@ -107,6 +107,12 @@ func probeCache(image string, lang manifest.Language, code string) string {
 	}
 	key := sha256.Sum256([]byte(image + "\x00" + lang.Name + "\x00" + strings.Join(lang.Command, " ") + "\x00" + code))
 	return filepath.Join(dir, "runbox", "probes", hex.EncodeToString(key[:12])+".json")
+}
+
+// lastProbeCache is the file of the last probe of the language's image by
+// its name, whatever its digest.
+func lastProbeCache(lang manifest.Language, code string) string {
+	return probeCache("last\x00"+lang.Image, lang, code)
 }
 
 func readProbe(path string) (LanguageInfo, bool) {

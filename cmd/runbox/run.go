@@ -219,49 +219,59 @@ func prepareEngine(ctx context.Context, m *manifest.Manifest, runner *sandbox.Bo
 	logger.Debug("engine ready and images described", "took", time.Since(start).Round(time.Millisecond))
 }
 
-// describeFromImages returns the manifest with its declared versions and
-// packages replaced by what each image says, so the agent is told what is
-// really installed; a language whose image cannot say keeps the declared
-// ones. m itself is not changed: the server and the runner hold it.
+// describeFromImages returns the manifest as each image describes its
+// language, probed in a box (a language whose image cannot say keeps the
+// declared versions and packages), so the agent is told what is really
+// installed.
 func describeFromImages(ctx context.Context, m *manifest.Manifest, d *sandbox.BoxRunner, logger *slog.Logger) *manifest.Manifest {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	out := *m
-	out.Languages = slices.Clone(m.Languages)
+	infos := make([]*sandbox.LanguageInfo, len(m.Languages))
 	var wg sync.WaitGroup
-	for i := range out.Languages {
+	for i, lang := range m.Languages {
 		wg.Add(1)
-		go func(lang *manifest.Language) {
+		go func() {
 			defer wg.Done()
-			info, err := sandbox.Probe(ctx, d, d.ImageDigest, *lang, 30*time.Second)
+			info, err := sandbox.Probe(ctx, d, d.ImageDigest, lang, 30*time.Second)
 			if err != nil {
 				logger.Warn("could not read the image's packages; telling agents the manifest's", "language", lang.Name, "err", err)
 				return
 			}
-			lang.Version, lang.Packages = info.Version, info.Packages
-		}(&out.Languages[i])
+			infos[i] = &info
+		}()
 	}
 	wg.Wait()
-	return &out
+	return describe(m, infos)
 }
 
 // describeFromCache returns the manifest as the last probes of its images
-// described it (LastProbe), or m itself when none was cached.
+// described it (LastProbe).
 func describeFromCache(m *manifest.Manifest) *manifest.Manifest {
 	if m.Backend == manifest.BackendKubernetes {
 		return m
 	}
-	out := *m
-	out.Languages = slices.Clone(m.Languages)
-	found := false
-	for i := range out.Languages {
-		if info, ok := sandbox.LastProbe(out.Languages[i]); ok {
-			out.Languages[i].Version, out.Languages[i].Packages = info.Version, info.Packages
-			found = true
+	infos := make([]*sandbox.LanguageInfo, len(m.Languages))
+	for i, lang := range m.Languages {
+		if info, ok := sandbox.LastProbe(lang); ok {
+			infos[i] = &info
 		}
 	}
-	if !found {
+	return describe(m, infos)
+}
+
+// describe returns a copy of m whose languages have the versions and
+// packages infos give (nil: the declared ones stay), or m itself when
+// infos give none. m is not changed: the server and the runner hold it.
+func describe(m *manifest.Manifest, infos []*sandbox.LanguageInfo) *manifest.Manifest {
+	if !slices.ContainsFunc(infos, func(i *sandbox.LanguageInfo) bool { return i != nil }) {
 		return m
+	}
+	out := *m
+	out.Languages = slices.Clone(m.Languages)
+	for i, info := range infos {
+		if info != nil {
+			out.Languages[i].Version, out.Languages[i].Packages = info.Version, info.Packages
+		}
 	}
 	return &out
 }
