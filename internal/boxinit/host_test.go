@@ -38,6 +38,26 @@ func hostPair(t *testing.T) (*Host, *yamux.Session) {
 	return NewHost(box), server
 }
 
+// answerStreams serves the host's side of every stream the box opens, as
+// the server would: each stream's header and blobs in, answer's one blob
+// back.
+func answerStreams(server *yamux.Session, answer func(h initproto.Header, blobs [][]byte) []byte) {
+	go func() {
+		for {
+			st, err := server.AcceptStream()
+			if err != nil {
+				return
+			}
+			go func() {
+				var h initproto.Header
+				blobs, _ := initproto.Receive(st, &h, 1<<20)
+				_ = initproto.Send(st, struct{}{}, answer(h, blobs))
+				_ = st.Close()
+			}()
+		}
+	}()
+}
+
 func TestHost(t *testing.T) {
 	t.Run("a stream carries its kind, data and blobs, and the answer back", func(t *testing.T) {
 		host, server := hostPair(t)
@@ -170,20 +190,9 @@ func TestServices(t *testing.T) {
 
 func TestToolCallsService(t *testing.T) {
 	host, server := hostPair(t)
-	go func() {
-		for {
-			st, err := server.AcceptStream()
-			if err != nil {
-				return
-			}
-			go func() {
-				var h initproto.Header
-				blobs, _ := initproto.Receive(st, &h, 1<<20)
-				_ = initproto.Send(st, struct{}{}, append([]byte(h.Kind+":"), blobs[0]...))
-				_ = st.Close()
-			}()
-		}
-	}()
+	answerStreams(server, func(h initproto.Header, blobs [][]byte) []byte {
+		return append([]byte(h.Kind+":"), blobs[0]...)
+	})
 	sock := filepath.Join(t.TempDir(), "s", "tools.sock")
 	svc := toolCalls{socket: sock, lib: filepath.Join(t.TempDir(), "lib")}
 	stop, err := svc.Start(context.Background(), host, &initproto.Job{})

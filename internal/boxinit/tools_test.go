@@ -88,27 +88,16 @@ func TestToolCallsBudget(t *testing.T) {
 	host, server := hostPair(t)
 	var mu sync.Mutex
 	var seen []int
-	go func() {
-		for {
-			st, err := server.AcceptStream()
-			if err != nil {
-				return
-			}
-			go func() {
-				var h initproto.Header
-				blobs, _ := initproto.Receive(st, &h, 1<<20)
-				var note struct {
-					RefusedBytes int64 `json:"refused_bytes"`
-				}
-				_ = json.Unmarshal(h.Data, &note)
-				mu.Lock()
-				seen = append(seen, len(blobs[0]))
-				mu.Unlock()
-				_ = initproto.Send(st, struct{}{}, []byte(fmt.Sprintf("%d:%s", note.RefusedBytes, blobs[0])))
-				_ = st.Close()
-			}()
+	answerStreams(server, func(h initproto.Header, blobs [][]byte) []byte {
+		var note struct {
+			RefusedBytes int64 `json:"refused_bytes"`
 		}
-	}()
+		_ = json.Unmarshal(h.Data, &note)
+		mu.Lock()
+		seen = append(seen, len(blobs[0]))
+		mu.Unlock()
+		return []byte(fmt.Sprintf("%d:%s", note.RefusedBytes, blobs[0]))
+	})
 	sock := filepath.Join(t.TempDir(), "tools.sock")
 	svc := toolCalls{socket: sock, lib: filepath.Join(t.TempDir(), "lib")}
 	stop, err := svc.Start(context.Background(), host, &initproto.Job{Streams: []string{initproto.StreamTool},
