@@ -57,8 +57,8 @@ func ForModel(res Result, budget int) Result {
 	left := budget - aOut - aErr
 	aOut += min(left, nOut-aOut)
 	aErr += min(budget-aOut-aErr, nErr-aErr)
-	out.Stdout, out.StdoutCut = cutStream(res.RunID, StreamStdout, res.Stdout, nOut, aOut, res.StdoutBytes)
-	out.Stderr, out.StderrCut = cutStream(res.RunID, StreamStderr, res.Stderr, nErr, aErr, res.StderrBytes)
+	out.Stdout, out.StdoutCut = cutStream(res.RunID, StreamStdout, res.Stdout, nOut, aOut, res.StdoutTruncated, res.StdoutBytes)
+	out.Stderr, out.StderrCut = cutStream(res.RunID, StreamStderr, res.Stderr, nErr, aErr, res.StderrTruncated, res.StderrBytes)
 	out.StdoutTruncated = res.StdoutTruncated || out.StdoutCut != nil && out.StdoutCut.URI != ""
 	out.StderrTruncated = res.StderrTruncated || out.StderrCut != nil && out.StderrCut.URI != ""
 	return out
@@ -74,10 +74,11 @@ func keptCut(truncated bool, written int64, shown int) *Cut {
 }
 
 // cutStream keeps n of s's runes: its head and tail, cut at line breaks
-// where one is near, around a marker naming the stream's resource.
-func cutStream(runID, stream, s string, runes, n int, written int64) (string, *Cut) {
+// where one is near, around a marker naming the stream's resource. kept
+// says whether the box itself already cut s.
+func cutStream(runID, stream, s string, runes, n int, kept bool, written int64) (string, *Cut) {
 	if runes <= n {
-		return s, keptCut(written > int64(len(s)), written, runes)
+		return s, keptCut(kept, written, runes)
 	}
 	headRunes := int(float64(n) * headShare)
 	head := prefixRunes(s, headRunes)
