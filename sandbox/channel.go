@@ -44,7 +44,7 @@ type collected struct {
 
 // newChannel is the channel over conn; streams serve the streams the box
 // opens during its run (nil: none), with ctx until the run ends.
-func newChannel(ctx context.Context, conn Conn, l manifest.Limits, artifactWait time.Duration, streams *Streams) *channel {
+func newChannel(ctx context.Context, conn Conn, l manifest.Limits, artifactWait time.Duration, streams *initproto.Streams) *channel {
 	c := &channel{conn: conn, limits: l, artifactWait: artifactWait}
 	c.boxStreams = newBoxStreams(ctx, l, streams)
 	c.counted = &countingConn{Conn: conn, max: maxStream(l) + c.boxStreams.maxBytes()}

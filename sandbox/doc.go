@@ -6,7 +6,7 @@
 // result [Cache], image [Probe]s, and the labels and [Owner] that let a
 // restarted server reap what a crashed one left. Streams a box opens
 // during its run (the code's tool calls, proxied connections) are served
-// by the run's own [StreamHandler]s ([WithStreams]), which callers supply
+// by the run's own [initproto.StreamHandler]s ([WithStreams]), which callers supply
 // and this package only bounds and dispatches by kind.
 //
 // Boxes come from a [Driver]: sandbox/docker (Docker and Podman) and

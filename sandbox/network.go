@@ -82,23 +82,23 @@ func (r *BoxRunner) withProxy(ctx context.Context, job contract.Job) (context.Co
 	}
 	n := r.m.Network
 	px := egress.New(egress.Options{Network: n, Deadline: time.Now().Add(job.Timeout + r.grace), Approve: egress.ApproverFrom(ctx), Interception: r.icpt})
-	s := Streams{}
+	s := initproto.Streams{}
 	if prev := StreamsFrom(ctx); prev != nil {
 		s = *prev
 		if len(s.Handlers) > 0 && s.MaxBytes <= 0 {
-			s.MaxBytes = defaultMaxStreamBytes
+			s.MaxBytes = initproto.DefaultMaxStreamBytes
 		}
 	}
 	s.Handlers = maps.Clone(s.Handlers)
 	if s.Handlers == nil {
-		s.Handlers = map[string]StreamHandler{}
+		s.Handlers = map[string]initproto.StreamHandler{}
 	}
-	s.Handlers[initproto.StreamProxy] = StreamHandlerFunc(func(ctx context.Context, bs *BoxStream) { px.Serve(ctx, bs) })
+	s.Handlers[initproto.StreamProxy] = initproto.StreamHandlerFunc(func(ctx context.Context, bs *initproto.BoxStream) { px.Serve(ctx, bs) })
 	s.MaxOpen = initproto.MaxBoxStreams
 	// What the box may send: the bytes the proxy lets through, plus each
 	// connection's request headers, which it reads before deciding.
 	s.MaxBytes += int64(n.MaxBytes) + int64(n.MaxConnections+1)*egress.MaxRequestHeader + 1<<20
-	s.MaxTotal = max(s.MaxTotal, defaultMaxStreams)
+	s.MaxTotal = max(s.MaxTotal, initproto.DefaultMaxStreams)
 	return WithStreams(ctx, &s), px
 }
 

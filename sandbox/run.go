@@ -88,7 +88,7 @@ func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job) (o ou
 	ch := newChannel(ctx, conn, r.m.Limits, r.grace, StreamsFrom(ctx))
 	got := make(chan collected, 1)
 	ij := initJob(r.m, job, r.d.Isolation())
-	ij.Streams, ij.StreamBudgets = StreamsFrom(ctx).kinds(), StreamsFrom(ctx).budgets()
+	ij.Streams, ij.StreamBudgets = StreamsFrom(ctx).Kinds(), budgets(StreamsFrom(ctx))
 	o.program = kernelComm(ij.Argv)
 	ij.CA = r.caPEM()
 	go func() { got <- ch.run(ij) }()

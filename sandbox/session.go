@@ -613,7 +613,7 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 	ij := initJob(r.m, job, r.d.Isolation())
 	ij.CA = r.caPEM()
 	ij.Dir, ij.CodePath = manifest.Workspace, manifest.Workspace+"/"+job.Language.File
-	ij.Streams, ij.StreamBudgets, ij.Call = StreamsFrom(ctx).kinds(), StreamsFrom(ctx).budgets(), bs.call
+	ij.Streams, ij.StreamBudgets, ij.Call = StreamsFrom(ctx).Kinds(), budgets(StreamsFrom(ctx)), bs.call
 	go func() {
 		_ = initproto.SendJob(st, ij)
 		_ = st.Close()

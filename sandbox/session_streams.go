@@ -70,7 +70,7 @@ func (c *sessionChannel) accept() {
 }
 
 // begin makes a call's boxStreams the channel's: from now on the streams
-// the box opens are the call's, served with ctx's [Streams] under the
+// the box opens are the call's, served with ctx's [initproto.Streams] under the
 // call's bounds, until finish.
 func (c *sessionChannel) begin(ctx context.Context, l manifest.Limits) *boxStreams {
 	b := newBoxStreams(ctx, l, StreamsFrom(ctx))

@@ -93,7 +93,7 @@ func (b *fakeSessionBox) streams(sess *yamux.Session, st *yamux.Stream, job *ini
 // tagged serves tool streams with an answer naming the call (tag) and
 // counts them.
 func tagged(ctx context.Context, tag string, served *atomic.Int64) context.Context {
-	return WithStreams(ctx, &Streams{Handlers: map[string]StreamHandler{initproto.StreamTool: StreamHandlerFunc(func(ctx context.Context, s *BoxStream) {
+	return WithStreams(ctx, &initproto.Streams{Handlers: map[string]initproto.StreamHandler{initproto.StreamTool: initproto.StreamHandlerFunc(func(ctx context.Context, s *initproto.BoxStream) {
 		served.Add(1)
 		var data map[string]int
 		_ = json.Unmarshal(s.Header.Data, &data)
@@ -217,7 +217,7 @@ func TestSessionStreams(t *testing.T) {
 		var ended atomic.Bool
 		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
-		cctx = WithStreams(cctx, &Streams{Handlers: map[string]StreamHandler{initproto.StreamTool: StreamHandlerFunc(func(ctx context.Context, s *BoxStream) {
+		cctx = WithStreams(cctx, &initproto.Streams{Handlers: map[string]initproto.StreamHandler{initproto.StreamTool: initproto.StreamHandlerFunc(func(ctx context.Context, s *initproto.BoxStream) {
 			<-ctx.Done()
 			ended.Store(true)
 		})}})
