@@ -20,7 +20,7 @@ func networkEnv(m *manifest.Manifest, env map[string]string) {
 	if !m.Network.Enabled() {
 		return
 	}
-	for k, v := range egress.BoxEnv(initproto.ProxyAddr) {
+	for k, v := range initproto.ProxyEnv(initproto.ProxyAddr) {
 		env[k] = v
 	}
 	maps.Copy(env, m.Network.Index.Env())
@@ -28,7 +28,7 @@ func networkEnv(m *manifest.Manifest, env map[string]string) {
 		// The image's clients trust runbox's CA (with the image's own)
 		// for the entries whose TLS the proxy ends; each reads its own
 		// variable. Without such an entry nothing changes.
-		for _, k := range egress.TrustVars {
+		for _, k := range initproto.TrustVars {
 			env[k] = initproto.CABundle
 		}
 		for _, e := range m.Network.Allow {
@@ -40,9 +40,9 @@ func networkEnv(m *manifest.Manifest, env map[string]string) {
 		}
 	}
 	if opts := env["NODE_OPTIONS"]; opts != "" {
-		env["NODE_OPTIONS"] = opts + " " + egress.NodeOptions()
+		env["NODE_OPTIONS"] = opts + " " + initproto.NodeProxyOptions()
 	} else {
-		env["NODE_OPTIONS"] = egress.NodeOptions()
+		env["NODE_OPTIONS"] = initproto.NodeProxyOptions()
 	}
 }
 
