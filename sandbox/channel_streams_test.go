@@ -84,8 +84,8 @@ func TestBoxStreams(t *testing.T) {
 	t.Run("streams the box opens during its run reach the run's handler by kind", func(t *testing.T) {
 		d := &fakeDriver{behave: callHost("echo", 200, 64)}
 		r := newTestRunner(t, d, m)
-		ctx := WithStreams(context.Background(), &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"echo": echo}})
-		res := r.Run(ctx, testJob(t, m, 5*time.Second))
+		streams := &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"echo": echo}}
+		res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, 5*time.Second), Streams: streams})
 		if res.Status != contract.StatusOK {
 			t.Fatalf("result %+v", res.Error)
 		}
@@ -103,7 +103,7 @@ func TestBoxStreams(t *testing.T) {
 				reply(initproto.Report{})(sess, st, job)
 			}}
 			r := newTestRunner(t, d, m)
-			if res := r.Run(WithStreams(context.Background(), streams), testJob(t, m, 5*time.Second)); res.Status != contract.StatusOK {
+			if res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, 5*time.Second), Streams: streams}); res.Status != contract.StatusOK {
 				t.Fatalf("result %+v", res.Error)
 			}
 		}
@@ -121,8 +121,8 @@ func TestBoxStreams(t *testing.T) {
 			reply(initproto.Report{Artifacts: []initproto.Artifact{{Path: "a", Size: int64(len(art)), Sent: true}}}, art)(sess, st, job)
 		}}
 		r := newTestRunner(t, d, m)
-		ctx := WithStreams(context.Background(), &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"echo": echo}})
-		res := r.Run(ctx, testJob(t, m, 5*time.Second))
+		streams := &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"echo": echo}}
+		res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, 5*time.Second), Streams: streams})
 		if res.Status != contract.StatusOK || len(res.Artifacts) != 1 || !bytes.Equal(res.Artifacts[0].Data, art) {
 			t.Fatalf("result %+v", res)
 		}
@@ -145,8 +145,8 @@ func TestBoxStreams(t *testing.T) {
 			_ = st.Close()
 		}}
 		r := newTestRunner(t, d, m)
-		ctx := WithStreams(context.Background(), &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"hold": hold}})
-		if res := r.Run(ctx, testJob(t, m, 5*time.Second)); res.Status != contract.StatusOK {
+		streams := &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"hold": hold}}
+		if res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, 5*time.Second), Streams: streams}); res.Status != contract.StatusOK {
 			t.Fatalf("result %+v", res.Error)
 		}
 		select {
@@ -166,9 +166,9 @@ func TestBoxStreams(t *testing.T) {
 		mc.Cache.Enabled = true
 		r := newTestRunner(t, d, mc)
 		c := NewCache(r, mc, r.ImageDigest)
-		ctx := WithStreams(context.Background(), &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"echo": echo}})
+		streams := &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"echo": echo}}
 		for range 2 {
-			if res := c.Run(ctx, testJob(t, mc, 5*time.Second)); res.Status != contract.StatusOK {
+			if res := c.Run(context.Background(), RunRequest{Job: testJob(t, mc, 5*time.Second), Streams: streams}); res.Status != contract.StatusOK {
 				t.Fatalf("result %+v", res.Error)
 			}
 		}
@@ -201,8 +201,8 @@ func TestBoxStreams(t *testing.T) {
 			_ = st.Close()
 		}}
 		r := newTestRunner(t, d, m)
-		ctx := WithStreams(context.Background(), &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"tool": sizeOrRefuse{}}, MaxBytes: 1 << 20})
-		res := r.Run(ctx, testJob(t, m, 20*time.Second))
+		streams := &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"tool": sizeOrRefuse{}}, MaxBytes: 1 << 20}
+		res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, 20*time.Second), Streams: streams})
 		if res.Status != contract.StatusOK || res.Stdout != "refused,10,refused,20" || d.killed.Load() != 0 {
 			t.Fatalf("result %+v, stdout %q, killed %d", res.Error, res.Stdout, d.killed.Load())
 		}
@@ -257,7 +257,7 @@ func TestBoxStreams(t *testing.T) {
 			d := &fakeDriver{behave: c.behave}
 			r := newTestRunner(t, d, m)
 			start := time.Now()
-			res := r.Run(WithStreams(context.Background(), c.streams), testJob(t, m, 5*time.Second))
+			res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, 5*time.Second), Streams: c.streams})
 			if res.Error == nil || res.Error.Kind != contract.KindSandbox || !strings.Contains(res.Error.Message, c.want) {
 				t.Fatalf("result %+v", res.Error)
 			}

@@ -13,7 +13,8 @@ import (
 // Run runs one job in a fresh box, taken from the pool when one waits.
 // It always returns a result: failures of the platform are results of
 // kind sandbox, not errors.
-func (r *BoxRunner) Run(ctx context.Context, job contract.Job) contract.Result {
+func (r *BoxRunner) Run(ctx context.Context, req RunRequest) contract.Result {
+	job := req.Job
 	release, queueMs, refused := r.slots.take(ctx, job, r.m)
 	if refused != nil {
 		return *refused
@@ -21,13 +22,14 @@ func (r *BoxRunner) Run(ctx context.Context, job contract.Job) contract.Result {
 	r.active()
 	defer r.active()
 	defer release()
-	res := r.run(ctx, job)
+	res := r.run(ctx, req)
 	res.Metrics.QueueMs = queueMs
 	res.Isolation = r.d.Isolation()
 	return res
 }
 
-func (r *BoxRunner) run(ctx context.Context, job contract.Job) contract.Result {
+func (r *BoxRunner) run(ctx context.Context, req RunRequest) contract.Result {
+	job := req.Job
 	if err := r.d.Ready(ctx); err != nil {
 		return engineFail(job, err)
 	}
@@ -36,7 +38,7 @@ func (r *BoxRunner) run(ctx context.Context, job contract.Job) contract.Result {
 	}
 	t0 := time.Now()
 	var b Box
-	pooled := len(MountsFrom(ctx)) == 0
+	pooled := len(req.Mounts) == 0
 	if pooled {
 		b = r.pool.take(job.Language.Name)
 	}
@@ -45,7 +47,7 @@ func (r *BoxRunner) run(ctx context.Context, job contract.Job) contract.Result {
 	} else {
 		pooled = false
 		var err error
-		b, err = r.start(ctx, BoxSpec{Language: job.Language, Lifetime: job.Timeout + backstopGrace, Mounts: MountsFrom(ctx),
+		b, err = r.start(ctx, BoxSpec{Language: job.Language, Lifetime: job.Timeout + backstopGrace, Mounts: req.Mounts,
 			Labels: r.owner.Labels(map[string]string{LabelRunID: job.RunID, LabelLanguage: job.Language.Name})})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -58,8 +60,8 @@ func (r *BoxRunner) run(ctx context.Context, job contract.Job) contract.Result {
 	// The answer need not wait for the removal: the box is done.
 	defer r.remove(b)
 	startup := time.Since(t0).Milliseconds()
-	ctx, px := r.withProxy(ctx, job)
-	o := r.exchange(ctx, b, job)
+	streams, px := r.withProxy(req)
+	o := r.exchange(ctx, b, job, streams)
 	if o.cancelled {
 		return contract.Fail(job, contract.Cancelled())
 	}
@@ -74,10 +76,11 @@ func (r *BoxRunner) run(ctx context.Context, job contract.Job) contract.Result {
 	return res
 }
 
-// exchange gives a started box its job over its channel and collects the
-// outcome; past the deadline, on cancellation or when the box breaks the
-// protocol, the box is killed.
-func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job) (o outcome) {
+// exchange gives a started box its job over its channel, serving the
+// streams the box opens with streams, and collects the outcome; past the
+// deadline, on cancellation or when the box breaks the protocol, the box
+// is killed.
+func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job, streams *initproto.Streams) (o outcome) {
 	sent := time.Now()
 	conn, err := b.Exchange(ctx)
 	if err != nil {
@@ -85,10 +88,10 @@ func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job) (o ou
 		b.Kill()
 		return r.judge(ctx, b, o, sent)
 	}
-	ch := newChannel(ctx, conn, r.m.Limits, r.grace, StreamsFrom(ctx))
+	ch := newChannel(ctx, conn, r.m.Limits, r.grace, streams)
 	got := make(chan collected, 1)
 	ij := initJob(r.m, job, r.d.Isolation())
-	ij.Streams, ij.StreamBudgets = StreamsFrom(ctx).Kinds(), budgets(StreamsFrom(ctx))
+	ij.Streams, ij.StreamBudgets = streams.Kinds(), budgets(streams)
 	o.program = kernelComm(ij.Argv)
 	ij.CA = r.caPEM()
 	go func() { got <- ch.run(ij) }()

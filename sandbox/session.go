@@ -70,6 +70,9 @@ type SessionRequest struct {
 	IdleTTL, Lifetime time.Duration
 	// Limits are the box's limits (the manifest's session limits or less).
 	Limits manifest.Limits
+	// Mounts are host folders the box sees read-only besides the
+	// manifest's (a client's roots), for the session's life.
+	Mounts []HostMount
 }
 
 // SessionInfo describes an open session.
@@ -240,9 +243,9 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (Sessio
 	now := time.Now()
 	id := newSessionID()
 	ls := &liveSession{key: sessionKey(id), id: id, client: req.Client, lang: req.Language, limits: req.Limits,
-		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1), roots: Roots(MountsFrom(ctx))}
+		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1), roots: Roots(req.Mounts)}
 	lim := req.Limits
-	b, err := r.start(ctx, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim, Mounts: MountsFrom(ctx),
+	b, err := r.start(ctx, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim, Mounts: req.Mounts,
 		InitArgs: sessionArgs(r.m, req.Language, r.d.Isolation(), r.caPEM()),
 		Labels: r.owner.Labels(map[string]string{LabelLanguage: req.Language.Name, LabelSession: ls.key,
 			LabelSessionClient: clientKey(req.Client), LabelSessionExpires: strconv.FormatInt(ls.ends.Unix(), 10)})})
@@ -499,7 +502,8 @@ func (s *sessions) closeAll() {
 
 // RunInSession runs job in client's session id. It always returns a
 // result; a session that is not client's is session_not_found.
-func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, job contract.Job) contract.Result {
+func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, req RunRequest) contract.Result {
+	job := req.Job
 	s := r.sessionsOf()
 	ls, gone := s.find(ctx, id, client)
 	if ls == nil {
@@ -539,9 +543,9 @@ func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, job con
 	defer r.active()
 	defer release()
 	// The call's tool calls and proxied connections are served as in a
-	// one-off run: ctx's handlers, and a fresh proxy for this call.
-	ctx, px := r.withProxy(ctx, job)
-	res, lost := r.callSession(ctx, ls, job)
+	// one-off run: req's handlers, and a fresh proxy for this call.
+	streams, px := r.withProxy(req)
+	res, lost := r.callSession(ctx, ls, job, streams)
 	if px != nil {
 		withNetwork(&res, px.Records())
 	}
@@ -578,7 +582,7 @@ func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, job con
 
 // callSession runs one job over the session's channel, opening it (again)
 // when needed; lost says why the session's state is gone.
-func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contract.Job) (res contract.Result, lost string) {
+func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contract.Job, streams *initproto.Streams) (res contract.Result, lost string) {
 	if ls.ch != nil && ls.ch.mux.IsClosed() {
 		// Broken while idle (another server attached to the box and
 		// reset its channel): no job is lost, open it again.
@@ -601,7 +605,7 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 	// end with the call, not with its cancellation: a cancelled call
 	// interrupts the cell, which must meet the interrupt where it is (in
 	// a tool call, say), not a tool call failed under it a moment before.
-	bs := ch.begin(context.WithoutCancel(ctx), ls.limits)
+	bs := ch.begin(context.WithoutCancel(ctx), ls.limits, streams)
 	defer ch.finish(bs)
 	sent := time.Now()
 	st, err := ch.mux.OpenStream()
@@ -613,7 +617,7 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 	ij := initJob(r.m, job, r.d.Isolation())
 	ij.CA = r.caPEM()
 	ij.Dir, ij.CodePath = manifest.Workspace, manifest.Workspace+"/"+job.Language.File
-	ij.Streams, ij.StreamBudgets, ij.Call = StreamsFrom(ctx).Kinds(), budgets(StreamsFrom(ctx)), bs.call
+	ij.Streams, ij.StreamBudgets, ij.Call = streams.Kinds(), budgets(streams), bs.call
 	go func() {
 		_ = initproto.SendJob(st, ij)
 		_ = st.Close()
@@ -818,7 +822,7 @@ func (c sessionConn) Close() error                { return c.c.Close() }
 // SessionRunner is a Runner that keeps sessions.
 type SessionRunner interface {
 	OpenSession(ctx context.Context, req SessionRequest) (SessionInfo, *contract.ErrorInfo)
-	RunInSession(ctx context.Context, id, client string, job contract.Job) contract.Result
+	RunInSession(ctx context.Context, id, client string, req RunRequest) contract.Result
 	CloseSession(ctx context.Context, id, client string) *contract.ErrorInfo
 	Sessions(client string) []SessionInfo
 }

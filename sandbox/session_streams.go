@@ -70,10 +70,10 @@ func (c *sessionChannel) accept() {
 }
 
 // begin makes a call's boxStreams the channel's: from now on the streams
-// the box opens are the call's, served with ctx's [initproto.Streams] under the
-// call's bounds, until finish.
-func (c *sessionChannel) begin(ctx context.Context, l manifest.Limits) *boxStreams {
-	b := newBoxStreams(ctx, l, StreamsFrom(ctx))
+// the box opens are the call's, served with s under the call's bounds,
+// until finish.
+func (c *sessionChannel) begin(ctx context.Context, l manifest.Limits, s *initproto.Streams) *boxStreams {
+	b := newBoxStreams(ctx, l, s)
 	b.sess = c.mux
 	// A random Call names the job; the box's streams for it carry it, so
 	// one of an earlier call that arrives late is told apart.

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
-	"github.com/runbox-mcp/runbox/egress"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/audit"
+	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
 	"github.com/runbox-mcp/runbox/upstream"
@@ -83,7 +83,6 @@ func RunCode(d Deps) server.ServerTool {
 		if ask != nil {
 			return ask, nil
 		}
-		ctx = sandbox.WithMounts(ctx, roots)
 		if d.Budgets != nil {
 			if bad := d.Budgets.Admit(session); bad != nil {
 				res := contract.Fail(contract.Job{RunID: NewRunID()}, *bad)
@@ -97,8 +96,10 @@ func RunCode(d Deps) server.ServerTool {
 		}
 		call := DecodeCall(raw)
 		call.Client = PrincipalOf(ctx)
-		ctx, calls := d.withToolCalls(ctx)
-		res := call.Run(egress.WithApprover(ctx, approver), m, d.Runner)
+		call.Mounts, call.Approve = roots, approver
+		var calls func() ([]audit.ToolCall, int)
+		call.Streams, calls = d.toolCalls()
+		res := call.Run(ctx, m, d.Runner)
 		if call.Args.SessionID == "" {
 			res.Roots = sandbox.Roots(roots)
 		}
@@ -161,6 +162,18 @@ type Call struct {
 	Bad  *contract.ErrorInfo
 	// Client is who calls, for sessions (PrincipalOf).
 	Client string
+	// Mounts, Streams and Approve are what the call brings to its run
+	// besides its arguments (sandbox.RunRequest): the client's roots, the
+	// handlers of its code's tool calls, the approver of the manifest's
+	// approve: ask endpoints. Left empty, the run has none of them.
+	Mounts  []sandbox.HostMount
+	Streams *initproto.Streams
+	Approve sandbox.Approver
+}
+
+// request is the run of job for this call.
+func (c Call) request(job contract.Job) sandbox.RunRequest {
+	return sandbox.RunRequest{Job: job, Mounts: c.Mounts, Streams: c.Streams, Approve: c.Approve}
 }
 
 // DecodeCall reads a call's raw arguments, strictly (see DecodeArgs).
@@ -185,7 +198,7 @@ func (c Call) Run(ctx context.Context, m *manifest.Manifest, r sandbox.Runner) c
 			return res
 		}
 		if bad == nil {
-			res := r.Run(ctx, job)
+			res := r.Run(ctx, c.request(job))
 			if c.Args.SaveArtifacts {
 				saveArtifacts(m.Outputs, &res)
 			}

@@ -54,7 +54,7 @@ func runInSession(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, c
 	if client == "" {
 		client = PrincipalOf(ctx)
 	}
-	return sr.RunInSession(ctx, c.Args.SessionID, client, job)
+	return sr.RunInSession(ctx, c.Args.SessionID, client, c.request(job))
 }
 
 // SessionOpenArgs are session_open's arguments.
@@ -165,7 +165,8 @@ func SessionTools(d Deps) []server.ServerTool {
 			if ask != nil {
 				return ask, nil
 			}
-			info, fail := sr.OpenSession(sandbox.WithMounts(ctx, roots), sreq)
+			sreq.Mounts = roots
+			info, fail := sr.OpenSession(ctx, sreq)
 			if fail != nil {
 				return sessionAnswer(SessionResult{Error: fail}), nil
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 func TestValidateOpen(t *testing.T) {
@@ -64,7 +65,7 @@ func TestSessionIDWithoutSessions(t *testing.T) {
 
 type noRunner struct{}
 
-func (noRunner) Run(context.Context, contract.Job) contract.Result {
+func (noRunner) Run(context.Context, sandbox.RunRequest) contract.Result {
 	panic("a session call ran as a one-off run")
 }
 func (noRunner) Close() error { return nil }

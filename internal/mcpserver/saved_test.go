@@ -15,6 +15,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // echoRunner answers every job with its stdin as stdout.
@@ -23,7 +24,8 @@ type echoRunner struct {
 	jobs []contract.Job
 }
 
-func (r *echoRunner) Run(ctx context.Context, job contract.Job) contract.Result {
+func (r *echoRunner) Run(ctx context.Context, req sandbox.RunRequest) contract.Result {
+	job := req.Job
 	r.mu.Lock()
 	r.jobs = append(r.jobs, job)
 	r.mu.Unlock()
