@@ -43,20 +43,6 @@ func PrincipalOf(ctx context.Context) string {
 	return LocalPrincipal
 }
 
-func runInSession(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, c Call, job contract.Job) contract.Result {
-	sr, ok := sandbox.SessionsOf(r)
-	if !ok || !m.Sessions.Enabled {
-		res := contract.Fail(job, contract.Invalid("this server keeps no sessions: run the code without session_id"))
-		res.Isolation = m.Isolation
-		return res
-	}
-	client := c.Client
-	if client == "" {
-		client = PrincipalOf(ctx)
-	}
-	return sr.RunInSession(ctx, c.Args.SessionID, client, job)
-}
-
 // SessionOpenArgs are session_open's arguments.
 type SessionOpenArgs struct {
 	Language           string   `json:"language" jsonschema:"required,description=The session's language: every run_code call in it must use the same."`

@@ -131,9 +131,9 @@ func run(ctx context.Context, cfg config) (int, error) {
 	case "sessions":
 		return listSessions(ctx, cfg, runner)
 	case "run":
-		return runFile(ctx, cfg, m, runner)
+		return runFile(ctx, cfg, m, runner, logger)
 	case "replay":
-		return replay(ctx, cfg, m, runner)
+		return replay(ctx, cfg, m, runner, logger)
 	}
 	return 2, fmt.Errorf("unknown command %q", cfg.command)
 }
@@ -279,7 +279,7 @@ func describe(m *manifest.Manifest, infos []*sandbox.LanguageInfo) *manifest.Man
 // extensions maps file extensions to languages for `runbox run`.
 var extensions = map[string]string{".py": "python", ".js": "javascript", ".cjs": "javascript", ".sh": "bash", ".bash": "bash"}
 
-func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Runner) (int, error) {
+func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Runner, logger *slog.Logger) (int, error) {
 	lang := cfg.language
 	if lang == "" {
 		lang = extensions[strings.ToLower(filepath.Ext(cfg.file))]
@@ -307,10 +307,9 @@ func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Ru
 	if cfg.timeout > 0 {
 		args.TimeoutSeconds = &cfg.timeout
 	}
-	raw, _ := json.Marshal(args) // verbatim for the audit log's store_code
-	call := tools.Call{Raw: raw, Args: args}
-	res := call.Run(ctx, m, r)
-	recordCLI(m, "cli", call, res)
+	d, done := cliDeps(m, r, "cli", logger)
+	res := d.Run(ctx, cliCall(tools.Call{Args: args}))
+	done()
 
 	if cfg.outDir != "" {
 		if err := writeArtifacts(cfg.outDir, res.Artifacts); err != nil {
