@@ -69,20 +69,20 @@ func RunCode(d Deps) server.ServerTool {
 		if err != nil {
 			raw = nil
 		}
-		return d.callTool(ctx, req, DecodeCall(raw), sessionCall(req)), nil
+		return d.callTool(ctx, req, DecodeCall(raw)), nil
 	}}
 }
 
 // callTool answers an MCP call of run_code or of a saved tool: it settles
 // the call's input requests first (approvals of the network endpoints the
 // manifest asks about, and the client's roots for a call outside a
-// session), names who calls, reports progress to a client that asked for
-// it, runs the pipeline (Deps.Run) and renders the result for the
-// client's model.
-func (d Deps) callTool(ctx context.Context, req mcp.CallToolRequest, c Call, inSession bool) *mcp.CallToolResult {
+// session, whose box has the roots it was opened with), names who calls,
+// reports progress to a client that asked for it, runs the pipeline
+// (Deps.Run) and renders the result for the client's model.
+func (d Deps) callTool(ctx context.Context, req mcp.CallToolRequest, c Call) *mcp.CallToolResult {
 	m := d.Manifest
 	approver, ask := networkApproval(ctx, m, req)
-	if !inSession {
+	if c.Args.SessionID == "" {
 		var askRoots *mcp.CallToolResult
 		c.Roots, askRoots = clientRoots(ctx, m, req, d.Logger)
 		ask = withInputRequests(ask, askRoots)

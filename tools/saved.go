@@ -322,7 +322,7 @@ func savedTool(t SavedTool, d Deps) server.ServerTool {
 		}
 		call := Call{Args: RunCodeArgs{Language: t.Language, Code: t.Code, Stdin: string(args),
 			Files: []InputFile{{Path: "input.json", Content: string(args)}}}}
-		return d.callTool(ctx, req, call, false), nil
+		return d.callTool(ctx, req, call), nil
 	}}
 }
 
