@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -65,11 +64,7 @@ func RunCode(d Deps) server.ServerTool {
 		OpenWorldHint:   mcp.ToBoolPtr(m.Network.Enabled()),
 	}
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		raw, err := json.Marshal(req.GetRawArguments())
-		if err != nil {
-			raw = nil
-		}
-		return d.callTool(ctx, req, DecodeCall(raw)), nil
+		return d.callTool(ctx, req, DecodeCall(arguments(req))), nil
 	}}
 }
 

@@ -313,10 +313,7 @@ func savedTool(t SavedTool, d Deps) server.ServerTool {
 	tool.Annotations = mcp.ToolAnnotation{Title: t.Name, ReadOnlyHint: mcp.ToBoolPtr(false), DestructiveHint: mcp.ToBoolPtr(false),
 		IdempotentHint: mcp.ToBoolPtr(false), OpenWorldHint: mcp.ToBoolPtr(false)}
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := json.Marshal(req.GetRawArguments())
-		if err != nil || string(args) == "null" {
-			args = []byte("{}")
-		}
+		args := objectArguments(req)
 		if args[0] != '{' {
 			return mcp.NewToolResultError(`invalid_request: the arguments must be a JSON object (input_schema's type is "object")`), nil
 		}
@@ -381,10 +378,7 @@ func SavedTools(s *server.MCPServer, store *SavedStore, d Deps) ([]server.Server
 	out = append(out,
 		server.ServerTool{Tool: save, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var a SaveToolArgs
-			raw, _ := json.Marshal(req.GetRawArguments())
-			dec := json.NewDecoder(strings.NewReader(string(raw)))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&a); err != nil {
+			if err := decodeStrict(req, &a); err != nil {
 				return mcp.NewToolResultError("invalid arguments: " + err.Error()), nil
 			}
 			t, err := a.validate(m)

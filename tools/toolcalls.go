@@ -150,16 +150,13 @@ func SearchTools(set *upstream.Set) server.ServerTool {
 		DestructiveHint: mcp.ToBoolPtr(false), IdempotentHint: mcp.ToBoolPtr(true), OpenWorldHint: mcp.ToBoolPtr(false)}
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var args SearchToolsArgs
-		raw, _ := json.Marshal(req.GetRawArguments())
-		if err := json.Unmarshal(raw, &args); err != nil {
+		if err := json.Unmarshal(objectArguments(req), &args); err != nil {
 			return mcp.NewToolResultError("invalid arguments: " + err.Error()), nil
 		}
 		hits := set.Search(ctx, args.Query, args.Schemas)
 		if hits == nil {
 			hits = []upstream.Match{}
 		}
-		out := map[string]any{"tools": hits}
-		text, _ := json.Marshal(out)
-		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(string(text))}, StructuredContent: out}, nil
+		return structured(map[string]any{"tools": hits}), nil
 	}}
 }
