@@ -93,14 +93,19 @@ func sum(s string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// head is the first audit.HeadBytes of s, cut on a rune boundary.
+// head is the first audit.HeadBytes of s.
 func head(s string) string {
 	if len(s) <= audit.HeadBytes {
 		return s
 	}
-	s = s[:audit.HeadBytes]
+	return strings.TrimRight(cut(s, audit.HeadBytes), "\n") + "…"
+}
+
+// cut is the first n bytes of s, shortened to valid UTF-8.
+func cut(s string, n int) string {
+	s = s[:n]
 	for !utf8.ValidString(s) {
 		s = s[:len(s)-1]
 	}
-	return strings.TrimRight(s, "\n") + "…"
+	return s
 }

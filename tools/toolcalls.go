@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -39,11 +38,7 @@ func (d Deps) withToolCalls(ctx context.Context) (context.Context, func() ([]aud
 	observe := func(r upstream.Record) {
 		head := string(r.Args)
 		if len(head) > argsHeadBytes {
-			head = head[:argsHeadBytes]
-			for !utf8.ValidString(head) {
-				head = head[:len(head)-1]
-			}
-			head += "…"
+			head = cut(head, argsHeadBytes) + "…"
 		}
 		head, n := audit.Redact(head)
 		mu.Lock()

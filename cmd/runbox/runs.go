@@ -158,7 +158,7 @@ func compare(was, now audit.Entry) []string {
 		d = append(d, fmt.Sprintf("artifacts: was %s, now %s", wa, na))
 	}
 	if was.Image != now.Image {
-		d = append(d, fmt.Sprintf("note: the image changed (%s, now %s)", short(was.Image), short(now.Image)))
+		d = append(d, fmt.Sprintf("note: the image changed (%s, now %s)", shortID(was.Image), shortID(now.Image)))
 	}
 	return d
 }
@@ -166,16 +166,9 @@ func compare(was, now audit.Entry) []string {
 func artifactSet(e audit.Entry) []byte {
 	var b bytes.Buffer
 	for _, a := range e.Artifacts {
-		fmt.Fprintf(&b, "%s:%s ", a.Path, short(a.SHA256))
+		fmt.Fprintf(&b, "%s:%s ", a.Path, shortID(a.SHA256))
 	}
 	return bytes.TrimSpace(b.Bytes())
-}
-
-func short(s string) string {
-	if len(s) > 19 {
-		return s[:19]
-	}
-	return s
 }
 
 func clip(s string) string {
