@@ -18,11 +18,19 @@ import (
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
-// downEngine is a platform that answers but starts no box: every run
-// and every probe fails, as on an engine without the image.
-type downEngine struct{}
+// downEngine is a platform that answers, once ready is closed, but starts
+// no box: every run and every probe fails, as on an engine without the
+// image.
+type downEngine struct{ ready chan struct{} }
 
-func (downEngine) Ready(context.Context) error { return nil }
+func (e downEngine) Ready(ctx context.Context) error {
+	select {
+	case <-e.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 func (downEngine) ImageDigest(context.Context, string) (string, error) {
 	return "", errors.New("no such image")
 }
@@ -68,7 +76,10 @@ func TestServeLeavesTheManifestAsLoaded(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	logger := slog.New(slog.DiscardHandler)
-	runner := sandbox.New(downEngine{}, sandbox.Options{Manifest: m, Logger: logger})
+	// The engine is ready, and the images are described, once the client
+	// is there to hear it (tools/list_changed).
+	engine := downEngine{ready: make(chan struct{})}
+	runner := sandbox.New(engine, sandbox.Options{Manifest: m, Logger: logger})
 	defer runner.Close()
 	s, _, stop, err := serving(ctx, config{transport: "stdio"}, m, runner, imgs, logger)
 	if err != nil {
@@ -94,6 +105,7 @@ func TestServeLeavesTheManifestAsLoaded(t *testing.T) {
 	if _, err := c.Initialize(ctx, init); err != nil {
 		t.Fatal(err)
 	}
+	close(engine.ready)
 	call := func(name string, args map[string]any) *mcp.CallToolResult {
 		t.Helper()
 		req := mcp.CallToolRequest{}
