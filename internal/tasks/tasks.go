@@ -158,6 +158,13 @@ func (t *Tasks) Sweep() {
 	}
 }
 
+// Has reports whether task id exists, whoever owns it: for the layer
+// that routes a call's answer to its task, never for a client.
+func (t *Tasks) Has(id string) bool {
+	_, ok := t.store.Get(id)
+	return ok
+}
+
 // Running is how many tasks are working.
 func (t *Tasks) Running() int {
 	t.mu.Lock()
