@@ -53,6 +53,10 @@ type taskLayer struct {
 	// only run_code runs as a task.
 	builtins map[string]bool
 
+	// answered holds, by task id, a channel closed when the task's call
+	// answers (on stdio, where a cancel is said until then).
+	answered sync.Map
+
 	// base ends every task's call when the server stops.
 	base context.Context
 	stop context.CancelFunc
@@ -217,6 +221,9 @@ func (l *taskLayer) fromMCP(msg []byte, only string) bool {
 		return false
 	}
 	l.finish(id, m)
+	if ch, ok := l.answered.LoadAndDelete(id); ok {
+		close(ch.(chan struct{}))
+	}
 	return true
 }
 

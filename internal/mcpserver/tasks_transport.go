@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -58,13 +59,33 @@ func (l *taskLayer) stdioLine(owner string, line []byte, toMCP io.Writer) []byte
 	}
 	var once sync.Once
 	var id string
+	answered := make(chan struct{})
 	// The call is mcp-go's request on this connection: a cancelled
-	// notification for its id cancels its context.
+	// notification for its id cancels its context. mcp-go takes requests
+	// in workers and notifications at once, so a cancel may come before
+	// the request is in flight and miss it: it is said again until the
+	// call answers.
 	cancel := func() {
 		once.Do(func() {
 			note, _ := json.Marshal(map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "method": mcp.MethodNotificationCancelled,
 				"params": map[string]any{"requestId": taskIDPrefix + id, "reason": "tasks/cancel"}})
-			go func() { _, _ = toMCP.Write(append(note, '\n')) }()
+			go func() {
+				for {
+					select {
+					case <-answered:
+						return
+					default:
+					}
+					if _, err := toMCP.Write(append(note, '\n')); err != nil {
+						return
+					}
+					select {
+					case <-answered:
+						return
+					case <-time.After(cancelAgain):
+					}
+				}
+			}()
 		})
 	}
 	t := l.create(owner, p.Name, cancel)
@@ -72,14 +93,21 @@ func (l *taskLayer) stdioLine(owner string, line []byte, toMCP io.Writer) []byte
 		return nil
 	}
 	id = t.ID
+	l.answered.Store(t.ID, answered)
 	inner, err := innerCall(line, t.ID)
+	if err == nil {
+		_, err = toMCP.Write(append(inner, '\n'))
+	}
 	if err != nil {
-		l.failInternal(t.ID, errTaskCall.Error())
-	} else if _, err := toMCP.Write(append(inner, '\n')); err != nil {
+		l.answered.Delete(t.ID)
 		l.failInternal(t.ID, errTaskCall.Error())
 	}
 	return createdAnswer(req.ID, *t)
 }
+
+// cancelAgain is how often a task's cancel is said again to mcp-go on
+// stdio until its call answers.
+const cancelAgain = 100 * time.Millisecond
 
 // taskFilter passes mcp-go's messages to the client, keeping back those
 // about a task's call (its progress and answer), which go to the task.
