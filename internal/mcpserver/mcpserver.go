@@ -78,7 +78,9 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 		o.Upstream.OnToolsChanged(d.again)
 	}
 	s.AddTools(tools.SessionTools(deps)...)
-	builtins := map[string]bool{}
+	// The tools whose calls never run as tasks: every built-in but
+	// run_code (tasks.go).
+	builtins := map[string]bool{tools.SaveToolName: true, tools.DeleteToolName: true}
 	for name := range s.ListTools() {
 		builtins[name] = true
 	}

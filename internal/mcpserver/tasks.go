@@ -15,6 +15,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/internal/tasks"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/tools"
 )
 
 // The Tasks extension (io.modelcontextprotocol/tasks, SEP-2663, protocol
@@ -121,7 +122,7 @@ func (p requestMeta) modern() bool { return mcp.IsModernProtocol(p.Meta.Protocol
 // eligible reports whether a tool's calls run as tasks: run_code and the
 // saved tools, whose calls run code in a box.
 func (l *taskLayer) eligible(name string) bool {
-	if name == "run_code" {
+	if name == tools.RunCodeName {
 		return true
 	}
 	if l.builtins[name] {

@@ -70,8 +70,11 @@ func (a rpcAnswer) str(key string) string {
 
 // httpTasks serves New's server over streamable HTTP with two tokens.
 func httpTasks(t *testing.T, r *gateRunner) func(token string, id int, method string, params map[string]any, tasks bool) rpcAnswer {
+	return httpTasksOf(t, r, manifest.Default())
+}
+
+func httpTasksOf(t *testing.T, r *gateRunner, m *manifest.Manifest) func(token string, id int, method string, params map[string]any, tasks bool) rpcAnswer {
 	t.Helper()
-	m := manifest.Default()
 	h, shutdown := Handler(New(m, r, Options{Version: "test", Transport: TransportHTTP}),
 		HTTPConfig{Transport: TransportHTTP, Addr: "127.0.0.1:0", Tokens: map[string]string{"alice": "alice-token-0123456789", "bob": "bob-token-0123456789abc"}})
 	srv := httptest.NewServer(h)
@@ -220,11 +223,35 @@ func TestTaskCancelOverHTTP(t *testing.T) {
 	}, "cancelled")
 }
 
-func TestNoTaskForOtherToolsOrOlderProtocols(t *testing.T) {
+// run_code and saved tools run as tasks; the other built-ins answer as
+// before, the extension declared or not.
+func TestWhichToolsRunAsTasks(t *testing.T) {
 	r := &gateRunner{gate: make(chan struct{})}
-	do := httpTasks(t, r)
-	if a := do("alice-token-0123456789", 1, "tools/call", map[string]any{"name": "session_list", "arguments": map[string]any{}}, true); a.str("resultType") == "task" {
-		t.Fatalf("session_list ran as a task: %s", a.Result)
+	m := manifest.Default()
+	m.SavedTools = manifest.SavedTools{Enabled: true, Dir: t.TempDir()}
+	do := httpTasksOf(t, r, m)
+	const alice = "alice-token-0123456789"
+	if a := do(alice, 1, "tools/call", map[string]any{"name": "delete_tool", "arguments": map[string]any{"name": "nosuch"}}, true); a.Error != nil || a.str("resultType") == "task" {
+		t.Fatalf("delete_tool ran as a task: %+v %s", a.Error, a.Result)
+	}
+	save := map[string]any{"name": "double", "description": "Doubles n.", "language": "python", "code": "print(2)"}
+	if a := do(alice, 2, "tools/call", map[string]any{"name": "save_tool", "arguments": save}, true); a.Error != nil || a.str("resultType") == "task" {
+		t.Fatalf("save_tool ran as a task: %+v %s", a.Error, a.Result)
+	}
+	a := do(alice, 3, "tools/call", map[string]any{"name": "double", "arguments": map[string]any{}}, true)
+	if a.Error != nil || a.str("resultType") != "task" {
+		t.Fatalf("a saved tool did not run as a task: %+v %s", a.Error, a.Result)
+	}
+	r.gate <- struct{}{}
+	done := waitStatus(t, func() rpcAnswer {
+		return do(alice, 4, "tasks/get", map[string]any{"taskId": a.str("taskId")}, true)
+	}, "completed")
+	if !bytes.Contains(done.Result["result"], []byte("out:print(2)")) {
+		t.Fatalf("saved tool's result: %s", done.Result["result"])
+	}
+	// An unknown tool is mcp-go's to refuse, not a task.
+	if a := do(alice, 5, "tools/call", map[string]any{"name": "nosuch", "arguments": map[string]any{}}, true); a.str("resultType") == "task" {
+		t.Fatalf("an unknown tool ran as a task: %s", a.Result)
 	}
 }
 

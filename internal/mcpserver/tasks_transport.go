@@ -147,7 +147,9 @@ func (l *taskLayer) http(next http.Handler) http.Handler {
 			return
 		}
 		req, p, ok := l.classify(body)
-		if !ok {
+		// The header must name the body's version (mcp-go refuses a
+		// request whose two disagree).
+		if !ok || r.Header.Get(mcp.HeaderProtocolVersion) != p.Meta.ProtocolVersion {
 			next.ServeHTTP(w, r)
 			return
 		}
