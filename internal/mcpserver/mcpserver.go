@@ -87,7 +87,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	// Last: every tool registered before the saved ones is a built-in,
 	// which no saved tool may shadow or delete.
 	addSaved(s, m, deps, o)
-	newTaskLayer(s, m, builtins)
+	newTaskLayer(s, m, builtins, logger)
 	mr := tools.ManifestResource(d.current)
 	s.AddResource(mr.Resource, mr.Handler)
 	at := tools.ArtifactTemplate(store, m)

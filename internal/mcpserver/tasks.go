@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,8 @@ type taskLayer struct {
 	// answers (on stdio, where a cancel is said until then).
 	answered sync.Map
 
+	logger *slog.Logger
+
 	// base ends every task's call when the server stops.
 	base context.Context
 	stop context.CancelFunc
@@ -66,7 +69,11 @@ type taskLayer struct {
 // layers finds the task layer of a server New returned.
 var layers sync.Map // *server.MCPServer → *taskLayer
 
-func newTaskLayer(s *server.MCPServer, m *manifest.Manifest, builtins map[string]bool) *taskLayer {
+// sweepEvery is how often expired tasks are dropped (and a task whose
+// run outlived its TTL cancelled) when no new task does it.
+const sweepEvery = time.Minute
+
+func newTaskLayer(s *server.MCPServer, m *manifest.Manifest, builtins map[string]bool, logger *slog.Logger) *taskLayer {
 	// A task lives as long as the longest run may, then as long as its
 	// run's files are kept.
 	ttl := m.Limits.MaxTimeout() + m.Artifacts.TTL()
@@ -74,8 +81,23 @@ func newTaskLayer(s *server.MCPServer, m *manifest.Manifest, builtins map[string
 		ttl = time.Hour
 	}
 	base, stop := context.WithCancel(context.Background())
-	l := &taskLayer{s: s, tasks: tasks.New(tasks.NewMemory(maxTasks, maxTaskBytes), ttl), builtins: builtins, base: base, stop: stop}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	l := &taskLayer{s: s, tasks: tasks.New(tasks.NewMemory(maxTasks, maxTaskBytes), ttl), builtins: builtins, base: base, stop: stop, logger: logger}
 	layers.Store(s, l)
+	go func() {
+		t := time.NewTicker(sweepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-base.Done():
+				return
+			case <-t.C:
+				l.tasks.Sweep()
+			}
+		}
+	}()
 	return l
 }
 
@@ -222,6 +244,9 @@ func (l *taskLayer) fromMCP(msg []byte, only string) bool {
 		return false
 	}
 	l.finish(id, m)
+	if t, ok := l.tasks.Peek(id); ok {
+		l.logger.Info("task", "task", logID(id), "tool", t.Tool, "status", t.Status, "ms", time.Since(t.Created).Milliseconds())
+	}
 	if ch, ok := l.answered.LoadAndDelete(id); ok {
 		close(ch.(chan struct{}))
 	}
@@ -255,8 +280,10 @@ func (l *taskLayer) failInternal(id, message string) {
 func (l *taskLayer) create(owner, tool string, cancel context.CancelFunc) *tasks.Task {
 	t, err := l.tasks.Create(owner, tool, cancel)
 	if err != nil {
+		l.logger.Warn("task refused: the call runs as a plain call", "tool", tool, "err", err)
 		return nil
 	}
+	l.logger.Info("task", "task", logID(t.ID), "tool", tool, "status", t.Status)
 	return &t
 }
 
@@ -341,6 +368,10 @@ func rpcError(id json.RawMessage, code int, message string, data any) []byte {
 	b, _ := json.Marshal(map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "id": id, "error": e})
 	return b
 }
+
+// logID is the head of a task id, enough to follow a task in the log and
+// too little to use it (a task id is its owner's handle).
+func logID(id string) string { return id[:min(len(id), 6)] }
 
 // errTaskCall is a task's call that never reached mcp-go.
 var errTaskCall = errors.New("the task's call could not be started")

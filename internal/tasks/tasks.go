@@ -165,6 +165,10 @@ func (t *Tasks) Has(id string) bool {
 	return ok
 }
 
+// Peek returns task id whoever owns it: for the server's own log, never
+// for a client.
+func (t *Tasks) Peek(id string) (Task, bool) { return t.store.Get(id) }
+
 // Running is how many tasks are working.
 func (t *Tasks) Running() int {
 	t.mu.Lock()
