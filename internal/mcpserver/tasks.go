@@ -58,6 +58,9 @@ type taskLayer struct {
 	// answered holds, by task id, a channel closed when the task's call
 	// answers (on stdio, where a cancel is said until then).
 	answered sync.Map
+	// calls holds, by task id, the task's call (taskCall) while it may
+	// be made again.
+	calls sync.Map
 
 	logger *slog.Logger
 
@@ -95,6 +98,12 @@ func newTaskLayer(s *server.MCPServer, m *manifest.Manifest, builtins map[string
 				return
 			case <-t.C:
 				l.tasks.Sweep()
+				l.calls.Range(func(id, _ any) bool {
+					if !l.tasks.Has(id.(string)) {
+						l.calls.Delete(id)
+					}
+					return true
+				})
 			}
 		}
 	}()
@@ -177,8 +186,10 @@ func (l *taskLayer) classify(msg []byte) (req rpcMessage, p requestMeta, ok bool
 
 // innerCall rewrites a task's tools/call for mcp-go: its id, and its
 // progress token (so the run's progress updates the task), become the
-// layer's own; everything else is the client's request as sent.
-func innerCall(msg []byte, taskID string) ([]byte, error) {
+// layer's own; everything else is the client's request as sent. The
+// call made again after tasks/update also carries the client's answers
+// and the call's request state (a multi round-trip request's retry).
+func innerCall(msg []byte, taskID string, inputResponses, requestState json.RawMessage) ([]byte, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(msg, &m); err != nil {
 		return nil, err
@@ -196,6 +207,12 @@ func innerCall(msg []byte, taskID string) ([]byte, error) {
 	inner, _ := json.Marshal(taskIDPrefix + taskID)
 	meta["progressToken"] = inner
 	params["_meta"], _ = json.Marshal(meta)
+	if len(inputResponses) > 0 {
+		params["inputResponses"] = inputResponses
+	}
+	if len(requestState) > 0 {
+		params["requestState"] = requestState
+	}
 	m["params"], _ = json.Marshal(params)
 	m["id"] = inner
 	return json.Marshal(m)
@@ -218,11 +235,12 @@ func taskOfInner(raw json.RawMessage) string {
 // fromMCP takes one message mcp-go sent about a task's call: its
 // progress (the task's status message) or its answer (the task's end).
 // It reports whether the message was the layer's, which the client must
-// not see. only, when set, is the one task whose messages are expected.
-func (l *taskLayer) fromMCP(msg []byte, only string) bool {
+// not see, and whether it was the call's answer. only, when set, is the
+// one task whose messages are expected.
+func (l *taskLayer) fromMCP(msg []byte, only string) (ours, answer bool) {
 	var m rpcMessage
 	if len(msg) == 0 || !bytes.Contains(msg, []byte(taskIDPrefix)) || json.Unmarshal(msg, &m) != nil {
-		return false
+		return false, false
 	}
 	if m.Method == string(mcp.MethodNotificationProgress) {
 		var p struct {
@@ -230,27 +248,30 @@ func (l *taskLayer) fromMCP(msg []byte, only string) bool {
 			Message string          `json:"message"`
 		}
 		if json.Unmarshal(m.Params, &p) != nil {
-			return false
+			return false, false
 		}
 		id := taskOfInner(p.Token)
 		if id == "" || (only != "" && id != only) || !l.tasks.Has(id) {
-			return false
+			return false, false
 		}
 		l.tasks.Progress(id, p.Message)
-		return true
+		return true, false
 	}
 	id := taskOfInner(m.ID)
 	if id == "" || m.Method != "" || (only != "" && id != only) || !l.tasks.Has(id) {
-		return false
-	}
-	l.finish(id, m)
-	if t, ok := l.tasks.Peek(id); ok {
-		l.logger.Info("task", "task", logID(id), "tool", t.Tool, "status", t.Status, "ms", time.Since(t.Created).Milliseconds())
+		return false, false
 	}
 	if ch, ok := l.answered.LoadAndDelete(id); ok {
 		close(ch.(chan struct{}))
 	}
-	return true
+	l.finish(id, m)
+	if t, ok := l.tasks.Peek(id); ok {
+		l.logger.Info("task", "task", logID(id), "tool", t.Tool, "status", t.Status, "ms", time.Since(t.Created).Milliseconds())
+		if t.Status.Terminal() {
+			l.calls.Delete(id)
+		}
+	}
+	return true, true
 }
 
 // finish ends a task with its call's answer.
@@ -267,6 +288,18 @@ func (l *taskLayer) finish(id string, m rpcMessage) {
 		l.failInternal(id, "the call ended without an answer")
 		return
 	}
+	// A call that asks the client first (an approval) answers with input
+	// requests: the task waits for them (tasks/get shows them, tasks/update
+	// answers them and the call is made again).
+	var r struct {
+		ResultType    string          `json:"resultType"`
+		InputRequests json.RawMessage `json:"inputRequests"`
+		RequestState  json.RawMessage `json:"requestState"`
+	}
+	if json.Unmarshal(m.Result, &r) == nil && r.ResultType == string(mcp.ResultTypeInputRequired) {
+		l.tasks.NeedInput(id, r.InputRequests, r.RequestState)
+		return
+	}
 	l.tasks.Complete(id, m.Result)
 }
 
@@ -275,16 +308,50 @@ func (l *taskLayer) failInternal(id, message string) {
 	l.tasks.Fail(id, e, message)
 }
 
-// create makes the task of a call; nil when the store is full (the call
-// is then answered as a plain call: the server decides).
-func (l *taskLayer) create(owner, tool string, cancel context.CancelFunc) *tasks.Task {
-	t, err := l.tasks.Create(owner, tool, cancel)
+// sendFunc hands a task's call (as innerCall wrote it) to mcp-go on the
+// transport the task came by, and returns the call's cancel.
+type sendFunc func(taskID string, inner []byte) (context.CancelFunc, error)
+
+// taskCall is what it takes to make a task's call again: the client's
+// request and the way to mcp-go.
+type taskCall struct {
+	msg  []byte
+	send sendFunc
+}
+
+// start makes the task of a client's tools/call msg and hands the call
+// to mcp-go; nil when the store is full (the call is then answered as a
+// plain call: the server decides).
+func (l *taskLayer) start(owner, tool string, msg []byte, send sendFunc) *tasks.Task {
+	t, err := l.tasks.Create(owner, tool, nil)
 	if err != nil {
 		l.logger.Warn("task refused: the call runs as a plain call", "tool", tool, "err", err)
 		return nil
 	}
 	l.logger.Info("task", "task", logID(t.ID), "tool", tool, "status", t.Status)
+	l.calls.Store(t.ID, taskCall{msg: msg, send: send})
+	l.call(t.ID, nil, nil)
 	return &t
+}
+
+// call makes task id's call, with the client's answers on a retry.
+func (l *taskLayer) call(id string, inputResponses, requestState json.RawMessage) {
+	c, ok := l.calls.Load(id)
+	if !ok {
+		l.failInternal(id, errTaskCall.Error())
+		return
+	}
+	tc := c.(taskCall)
+	inner, err := innerCall(tc.msg, id, inputResponses, requestState)
+	var cancel context.CancelFunc
+	if err == nil {
+		cancel, err = tc.send(id, inner)
+	}
+	if err != nil {
+		l.failInternal(id, errTaskCall.Error())
+		return
+	}
+	l.tasks.SetCancel(id, cancel)
 }
 
 // taskWire is a Task as the extension shows it.
@@ -309,6 +376,8 @@ func taskWire(t tasks.Task, resultType string, detailed bool) map[string]any {
 			w["result"] = t.Result
 		case tasks.Failed:
 			w["error"] = t.Error
+		case tasks.InputRequired:
+			w["inputRequests"] = t.InputRequests
 		}
 	}
 	return w
@@ -343,10 +412,20 @@ func (l *taskLayer) answer(owner string, req rpcMessage, p requestMeta) ([]byte,
 		if err := l.tasks.Cancel(owner, p.TaskID); err != nil {
 			return notFound("cancel")
 		}
+		l.calls.Delete(p.TaskID)
 		return rpcResult(req.ID, map[string]any{"resultType": "complete"}), 0
-	default: // tasks/update: no run asks for input, so nothing is outstanding
-		if _, err := l.tasks.Get(owner, p.TaskID); err != nil {
+	default: // tasks/update
+		var up struct {
+			InputResponses json.RawMessage `json:"inputResponses"`
+		}
+		_ = json.Unmarshal(req.Params, &up)
+		was, resumed, err := l.tasks.Resume(owner, p.TaskID)
+		if err != nil {
 			return notFound("update")
+		}
+		// Answers to a task not waiting for any are ignored.
+		if resumed {
+			l.call(p.TaskID, up.InputResponses, was.RequestState)
 		}
 		return rpcResult(req.ID, map[string]any{"resultType": "complete"}), 0
 	}

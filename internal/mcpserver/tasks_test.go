@@ -41,7 +41,7 @@ func (r *gateRunner) Close() error { return nil }
 // modernCall is a JSON-RPC request of protocol 2026-07-28; tasks says
 // whether it declares the Tasks extension.
 func modernCall(id int, method string, params map[string]any, tasks bool) []byte {
-	caps := map[string]any{}
+	caps := map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}
 	if tasks {
 		caps["extensions"] = map[string]any{ExtensionTasks: map[string]any{}}
 	}
@@ -372,5 +372,47 @@ func TestTaskDeclaration(t *testing.T) {
 	}
 	if _, _, ok := l.classify([]byte(`{"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"x"}}`)); ok {
 		t.Error("the layer took a notification")
+	}
+}
+
+// A call that asks the client first (an approve: ask endpoint) waits in
+// input_required with the question; tasks/update answers it and the call
+// goes on to its result.
+func TestTaskInputRequired(t *testing.T) {
+	r := &gateRunner{gate: make(chan struct{})}
+	m := manifest.Default()
+	m.Network.Allow = []manifest.Endpoint{{Host: "api.example.com", Approve: manifest.ApproveAsk}}
+	do := httpTasksOf(t, r, m)
+	const alice = "alice-token-0123456789"
+	created := do(alice, 1, "tools/call", runArgs("print(3)"), true)
+	id := created.str("taskId")
+	if created.Error != nil || id == "" {
+		t.Fatalf("created: %+v %s", created.Error, created.Result)
+	}
+	get := func() rpcAnswer { return do(alice, 2, "tasks/get", map[string]any{"taskId": id}, true) }
+	asked := waitStatus(t, get, "input_required")
+	var inputs map[string]json.RawMessage
+	if err := json.Unmarshal(asked.Result["inputRequests"], &inputs); err != nil || len(inputs) != 1 {
+		t.Fatalf("inputRequests: %s %v", asked.Result["inputRequests"], err)
+	}
+	var key string
+	for k := range inputs {
+		key = k
+	}
+	if !bytes.Contains(inputs[key], []byte("elicitation/create")) || !bytes.Contains(inputs[key], []byte("api.example.com")) {
+		t.Fatalf("the question: %s", inputs[key])
+	}
+	if a := do("bob-token-0123456789abc", 3, "tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{}}, true); a.Error == nil || a.Error.Code != mcp.INVALID_PARAMS {
+		t.Fatalf("bob answered alice's task: %+v", a)
+	}
+	up := do(alice, 4, "tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{
+		key: map[string]any{"action": "accept", "content": map[string]any{"allow": true}}}}, true)
+	if up.Error != nil || up.str("resultType") != "complete" {
+		t.Fatalf("update: %+v %s", up.Error, up.Result)
+	}
+	r.gate <- struct{}{}
+	done := waitStatus(t, get, "completed")
+	if !bytes.Contains(done.Result["result"], []byte("out:print(3)")) {
+		t.Fatalf("result: %s", done.Result["result"])
 	}
 }

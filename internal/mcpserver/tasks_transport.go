@@ -57,50 +57,46 @@ func (l *taskLayer) stdioLine(owner string, line []byte, toMCP io.Writer) []byte
 		resp, _ := l.answer(owner, req, p)
 		return resp
 	}
-	var once sync.Once
-	var id string
-	answered := make(chan struct{})
-	// The call is mcp-go's request on this connection: a cancelled
-	// notification for its id cancels its context. mcp-go takes requests
-	// in workers and notifications at once, so a cancel may come before
-	// the request is in flight and miss it: it is said again until the
-	// call answers.
-	cancel := func() {
-		once.Do(func() {
-			note, _ := json.Marshal(map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "method": mcp.MethodNotificationCancelled,
-				"params": map[string]any{"requestId": taskIDPrefix + id, "reason": "tasks/cancel"}})
-			go func() {
-				for {
-					select {
-					case <-answered:
-						return
-					default:
+	send := func(id string, inner []byte) (context.CancelFunc, error) {
+		answered := make(chan struct{})
+		l.answered.Store(id, answered)
+		if _, err := toMCP.Write(append(inner, '\n')); err != nil {
+			l.answered.Delete(id)
+			return nil, err
+		}
+		// The call is mcp-go's request on this connection: a cancelled
+		// notification for its id cancels its context. mcp-go takes
+		// requests in workers and notifications at once, so a cancel may
+		// come before the request is in flight and miss it: it is said
+		// again until the call answers.
+		var once sync.Once
+		return func() {
+			once.Do(func() {
+				note, _ := json.Marshal(map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "method": mcp.MethodNotificationCancelled,
+					"params": map[string]any{"requestId": taskIDPrefix + id, "reason": "tasks/cancel"}})
+				go func() {
+					for {
+						select {
+						case <-answered:
+							return
+						default:
+						}
+						if _, err := toMCP.Write(append(note, '\n')); err != nil {
+							return
+						}
+						select {
+						case <-answered:
+							return
+						case <-time.After(cancelAgain):
+						}
 					}
-					if _, err := toMCP.Write(append(note, '\n')); err != nil {
-						return
-					}
-					select {
-					case <-answered:
-						return
-					case <-time.After(cancelAgain):
-					}
-				}
-			}()
-		})
+				}()
+			})
+		}, nil
 	}
-	t := l.create(owner, p.Name, cancel)
+	t := l.start(owner, p.Name, line, send)
 	if t == nil {
 		return nil
-	}
-	id = t.ID
-	l.answered.Store(t.ID, answered)
-	inner, err := innerCall(line, t.ID)
-	if err == nil {
-		_, err = toMCP.Write(append(inner, '\n'))
-	}
-	if err != nil {
-		l.answered.Delete(t.ID)
-		l.failInternal(t.ID, errTaskCall.Error())
 	}
 	return createdAnswer(req.ID, *t)
 }
@@ -117,7 +113,7 @@ type taskFilter struct {
 }
 
 func (f taskFilter) Write(p []byte) (int, error) {
-	if f.l.fromMCP(bytes.TrimSpace(p), "") {
+	if ours, _ := f.l.fromMCP(bytes.TrimSpace(p), ""); ours {
 		return len(p), nil
 	}
 	return f.w.Write(p)
@@ -159,34 +155,32 @@ func (l *taskLayer) http(next http.Handler) http.Handler {
 			writeRPC(w, code, resp)
 			return
 		}
-		ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-		unhook := context.AfterFunc(l.base, cancel)
-		t := l.create(owner, p.Name, cancel)
+		// The call's request as the client sent it, headers and all,
+		// kept past this POST for each time the call is made.
+		orig := r.Clone(context.WithoutCancel(r.Context()))
+		send := func(id string, inner []byte) (context.CancelFunc, error) {
+			ctx, cancel := context.WithCancel(orig.Context())
+			unhook := context.AfterFunc(l.base, cancel)
+			ir := orig.Clone(ctx)
+			ir.Body = io.NopCloser(bytes.NewReader(inner))
+			ir.ContentLength = int64(len(inner))
+			go func() {
+				defer cancel()
+				defer unhook()
+				rec := &taskRecorder{l: l, task: id, header: http.Header{}}
+				next.ServeHTTP(rec, ir)
+				rec.flushLines(true)
+				if !rec.answered {
+					l.failInternal(id, "the call ended without an answer (HTTP "+http.StatusText(rec.statusCode())+")")
+				}
+			}()
+			return cancel, nil
+		}
+		t := l.start(owner, p.Name, body, send)
 		if t == nil {
-			unhook()
-			cancel()
 			next.ServeHTTP(w, r)
 			return
 		}
-		inner, err := innerCall(body, t.ID)
-		if err != nil {
-			l.failInternal(t.ID, errTaskCall.Error())
-			writeRPC(w, 0, createdAnswer(req.ID, *t))
-			return
-		}
-		ir := r.Clone(ctx)
-		ir.Body = io.NopCloser(bytes.NewReader(inner))
-		ir.ContentLength = int64(len(inner))
-		go func() {
-			defer cancel()
-			defer unhook()
-			rec := &taskRecorder{l: l, task: t.ID, header: http.Header{}}
-			next.ServeHTTP(rec, ir)
-			rec.flushLines(true)
-			if got, err := l.tasks.Get(owner, t.ID); err == nil && !got.Status.Terminal() {
-				l.failInternal(t.ID, "the call ended without an answer (HTTP "+http.StatusText(rec.statusCode())+")")
-			}
-		}()
 		writeRPC(w, 0, createdAnswer(req.ID, *t))
 	})
 }
@@ -216,6 +210,8 @@ type taskRecorder struct {
 	status int
 	buf    []byte
 	seen   int64
+	// answered: the call's answer came.
+	answered bool
 }
 
 func (r *taskRecorder) Header() http.Header { return r.header }
@@ -264,6 +260,8 @@ func (r *taskRecorder) line(b []byte) {
 	s := strings.TrimSpace(string(b))
 	s = strings.TrimSpace(strings.TrimPrefix(s, "data:"))
 	if strings.HasPrefix(s, "{") {
-		r.l.fromMCP([]byte(s), r.task)
+		if _, answer := r.l.fromMCP([]byte(s), r.task); answer {
+			r.answered = true
+		}
 	}
 }

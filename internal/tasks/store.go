@@ -40,12 +40,19 @@ type Task struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	// Error is the call's JSON-RPC error object, verbatim, once Failed.
 	Error json.RawMessage `json:"error,omitempty"`
+	// InputRequests are the call's outstanding input requests while
+	// InputRequired; RequestState is the state the call asked to be
+	// given back with the answers (multi round-trip requests).
+	InputRequests json.RawMessage `json:"input_requests,omitempty"`
+	RequestState  json.RawMessage `json:"request_state,omitempty"`
 }
 
 // Expired reports whether the task's time to live has passed at now.
 func (t Task) Expired(now time.Time) bool { return !now.Before(t.Created.Add(t.TTL)) }
 
-func (t Task) size() int64 { return int64(len(t.Result) + len(t.Error) + len(t.Message) + 256) }
+func (t Task) size() int64 {
+	return int64(len(t.Result) + len(t.Error) + len(t.Message) + len(t.InputRequests) + len(t.RequestState) + 256)
+}
 
 // ErrFull is a store that cannot take a task without dropping one still
 // running.

@@ -76,6 +76,54 @@ func (t *Tasks) Cancel(owner, id string) error {
 	return nil
 }
 
+// SetCancel sets the cancel of a task's call, once the call is under way;
+// a task already finished has it called at once.
+func (t *Tasks) SetCancel(id string, cancel context.CancelFunc) {
+	t.mu.Lock()
+	task, ok := t.store.Get(id)
+	if ok && !task.Status.Terminal() {
+		t.cancels[id] = cancel
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Unlock()
+	cancel()
+}
+
+// NeedInput moves a working task to InputRequired: its call answered
+// with input requests (and a state to give back) instead of a result.
+func (t *Tasks) NeedInput(id string, inputRequests, requestState json.RawMessage) {
+	t.update(id, func(task *Task) bool {
+		if task.Status != Working {
+			return false
+		}
+		task.Status, task.Message = InputRequired, "waiting for the client's answer"
+		task.InputRequests, task.RequestState = inputRequests, requestState
+		return true
+	})
+}
+
+// Resume moves owner's task id from InputRequired back to Working, and
+// returns it as it was (its input requests and request state) for the
+// call to be made again with the answers. ok is false for a task that
+// was not waiting for input.
+func (t *Tasks) Resume(owner, id string) (Task, bool, error) {
+	if _, err := t.Get(owner, id); err != nil {
+		return Task{}, false, err
+	}
+	var was Task
+	resumed := t.update(id, func(task *Task) bool {
+		if task.Status != InputRequired {
+			return false
+		}
+		was = *task
+		task.Status, task.Message = Working, ""
+		task.InputRequests, task.RequestState = nil, nil
+		return true
+	})
+	return was, resumed, nil
+}
+
 // Progress sets a working task's status message.
 func (t *Tasks) Progress(id, message string) {
 	t.update(id, func(task *Task) bool {

@@ -197,3 +197,39 @@ func TestOversizedResultFailsTheTask(t *testing.T) {
 		t.Fatalf("%+v %v", got, err)
 	}
 }
+
+func TestInputRequired(t *testing.T) {
+	ts, _ := newTasks(time.Hour)
+	task, _ := ts.Create("alice", "run_code", nil)
+	ts.SetCancel(task.ID, func() {})
+	ts.NeedInput(task.ID, json.RawMessage(`{"q":{"method":"elicitation/create"}}`), json.RawMessage(`"st"`))
+	got, _ := ts.Get("alice", task.ID)
+	if got.Status != InputRequired || string(got.InputRequests) != `{"q":{"method":"elicitation/create"}}` {
+		t.Fatalf("%+v", got)
+	}
+	if _, _, err := ts.Resume("bob", task.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("bob resumed alice's task: %v", err)
+	}
+	was, ok, err := ts.Resume("alice", task.ID)
+	if err != nil || !ok || string(was.RequestState) != `"st"` {
+		t.Fatalf("resume: %+v %v %v", was, ok, err)
+	}
+	if got, _ = ts.Get("alice", task.ID); got.Status != Working || got.InputRequests != nil {
+		t.Fatalf("resumed: %+v", got)
+	}
+	if _, ok, _ := ts.Resume("alice", task.ID); ok {
+		t.Fatal("a working task resumed")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ts.SetCancel(task.ID, cancel)
+	ts.Complete(task.ID, json.RawMessage(`{}`))
+	if ctx.Err() == nil {
+		t.Fatal("the resumed call's cancel was not released")
+	}
+	// A cancel set after the end is called at once.
+	late, lateCancel := context.WithCancel(context.Background())
+	ts.SetCancel(task.ID, lateCancel)
+	if late.Err() == nil || ts.Running() != 0 {
+		t.Fatal("a finished task kept a cancel")
+	}
+}
