@@ -1,6 +1,7 @@
 // Package tasks keeps the tasks of the MCP Tasks extension
 // (io.modelcontextprotocol/tasks, SEP-2663): each task's state machine
-// (working, then completed, failed or cancelled, never back), its owner,
+// (working, input_required and back while the call asks the client, then
+// completed, failed or cancelled, never again), its owner,
 // its time to live, and the cancel of the call it stands for.
 //
 // It owns no wire format and knows no MCP transport: internal/mcpserver
