@@ -178,6 +178,20 @@ func (l *taskLayer) classify(msg []byte) (req rpcMessage, p requestMeta, ok bool
 		if json.Unmarshal(req.Params, &p) != nil || !p.modern() {
 			return req, p, false
 		}
+	case string(mcp.MethodSubscriptionsListen):
+		// Task status notifications are asked for by task id; a client
+		// that asks without declaring the extension is refused (-32021).
+		// runbox sends none (the extension makes them optional), so any
+		// other listen is mcp-go's, which acknowledges no task ids.
+		var listen struct {
+			Notifications struct {
+				TaskIDs []string `json:"taskIds"`
+			} `json:"notifications"`
+		}
+		if json.Unmarshal(req.Params, &p) != nil || json.Unmarshal(req.Params, &listen) != nil ||
+			!p.modern() || p.declares() || len(listen.Notifications.TaskIDs) == 0 {
+			return req, p, false
+		}
 	default:
 		return req, p, false
 	}

@@ -166,9 +166,14 @@ func TestTasksOverHTTP(t *testing.T) {
 	if a := do("bob-token-0123456789abc", 4, "tasks/cancel", map[string]any{"taskId": id}, true); a.Error == nil || a.Error.Code != mcp.INVALID_PARAMS {
 		t.Fatalf("bob cancels alice's task: %+v", a)
 	}
-	// Without the extension declared: -32021.
+	// Without the extension declared: -32021, for tasks/get and for task
+	// notifications asked of subscriptions/listen.
 	if a := do("alice-token-0123456789", 5, "tasks/get", map[string]any{"taskId": id}, false); a.Error == nil || a.Error.Code != mcp.MISSING_REQUIRED_CLIENT_CAPABILITY {
 		t.Fatalf("tasks/get without the extension: %+v", a)
+	}
+	listen := map[string]any{"notifications": map[string]any{"taskIds": []string{id}}}
+	if a := do("alice-token-0123456789", 8, "subscriptions/listen", listen, false); a.Error == nil || a.Error.Code != mcp.MISSING_REQUIRED_CLIENT_CAPABILITY {
+		t.Fatalf("task notifications without the extension: %+v", a)
 	}
 
 	r.gate <- struct{}{}
