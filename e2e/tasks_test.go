@@ -220,3 +220,91 @@ func shape(m map[string]json.RawMessage) string {
 	}
 	return fmt.Sprint(ks)
 }
+
+// Over stdio, a cancelled task's box is gone too: the layer cancels the
+// call inside mcp-go's own connection.
+func TestTaskCancelOverStdio(t *testing.T) {
+	cmd := exec.Command(runboxBin, "serve", "--manifest", writeManifest(t, "audit:\n  enabled: false\n"))
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = in.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	})
+	answers := make(chan rawAnswer, 8)
+	go func() {
+		dec := json.NewDecoder(out)
+		for {
+			var m struct {
+				rawAnswer
+				Method string `json:"method"`
+			}
+			if dec.Decode(&m) != nil {
+				close(answers)
+				return
+			}
+			if m.Method == "" {
+				answers <- m.rawAnswer
+			}
+		}
+	}()
+	n := 0
+	send := func(method string, params map[string]any) rawAnswer {
+		t.Helper()
+		n++
+		params["_meta"] = map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+		}
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": n, "method": method, "params": params})
+		if _, err := in.Write(append(b, '\n')); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case a, ok := <-answers:
+			if !ok {
+				t.Fatalf("the server closed its output\n%s", stderr)
+			}
+			return a
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("no answer to %s\n%s", method, stderr)
+		}
+		return rawAnswer{}
+	}
+	ofServer := "label=" + sandbox.LabelOwnerPID + "=" + strconv.Itoa(cmd.Process.Pid)
+	created := send("tools/call", map[string]any{"name": "run_code", "arguments": map[string]any{"language": "python", "code": "import time\nprint('up', flush=True)\ntime.sleep(120)", "timeout_seconds": 150}})
+	id := created.str("taskId")
+	if created.str("resultType") != "task" || id == "" {
+		t.Fatalf("created: %+v %s", created.Error, created.Result)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(boxes(ofServer, "status=running")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no box started\n%s", stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	start := time.Now()
+	if a := send("tasks/cancel", map[string]any{"taskId": id}); a.Error != nil {
+		t.Fatalf("cancel: %+v", a.Error)
+	}
+	if left := waitNoBoxes(30*time.Second, ofServer); len(left) > 0 {
+		t.Fatalf("boxes of the cancelled task left: %v", left)
+	}
+	t.Logf("a cancelled task's box was gone %v after tasks/cancel", time.Since(start).Round(time.Millisecond))
+	if a := send("tasks/get", map[string]any{"taskId": id}); a.str("status") != "cancelled" {
+		t.Fatalf("after cancel: %s", a.Result)
+	}
+}
