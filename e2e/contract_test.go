@@ -183,7 +183,7 @@ func (c contractCase) run(t *testing.T, s *server, b backend, sessions *cells, s
 	})
 	wg.Wait()
 	if one != nil && cell != nil && c.inSession == nil {
-		t.Run("same", func(t *testing.T) { sameAnswer(t, c, *one, *cell) })
+		t.Run("same", func(t *testing.T) { sameAnswer(t, c, want, *one, *cell) })
 	}
 }
 
