@@ -75,7 +75,9 @@ func (p *cells) take(t *testing.T, c contractCase) *cell {
 // (nil when the call itself failed): a session that is lost, or that the
 // program leaves in a state no reset undoes, is closed; any other is
 // reset (the workspace, /tmp and the working directory as a new box's) and
-// kept for the next case.
+// kept for the next case. The reset is the session's next cell, which
+// must run whatever the program did (filled the disk, say) and answer
+// nothing of it (a late error, output or timer of the program's).
 func (p *cells) give(t *testing.T, s *cell, c contractCase, r *contract.Result) {
 	t.Helper()
 	for n := range declared(c) {
@@ -84,8 +86,8 @@ func (p *cells) give(t *testing.T, s *cell, c contractCase, r *contract.Result) 
 	keep := r != nil && r.Session != nil && r.Session.State == contract.SessionAlive && !c.alone
 	if keep {
 		reset, _ := p.s.call(t, map[string]any{"language": s.lang, "code": resetCode[s.lang], "session_id": s.id})
-		if reset.Status != contract.StatusOK || reset.Stdout != "" {
-			t.Logf("resetting session %s after %s failed, closing it: %+v %q %q", s.id, c.name, reset.Error, reset.Stdout, reset.Stderr)
+		if reset.Status != contract.StatusOK || reset.Stdout != "" || reset.Stderr != "" {
+			t.Errorf("the session's next cell (a reset) after the program: %+v\nstdout: %.500q\nstderr: %.500q", reset.Error, reset.Stdout, reset.Stderr)
 			keep = false
 		}
 	}
