@@ -168,6 +168,40 @@ func TestNodeSessionKeepsDeclarationsAndAwaits(t *testing.T) {
 	}
 }
 
+// A Node cell ends where `node main.js` would exit: process.exit and an
+// uncaught error end the cell, not the session, and stop what it left
+// running (a timer that would keep the next cell from ending); the
+// declarations stay.
+func TestNodeSessionCellEndsAsTheProcessWould(t *testing.T) {
+	s, run := newTestSession(t, "node", "node")
+	run("const kept = 42\n", cellTimeout)
+	if rep := run("setInterval(() => console.log('tick'), 10)\nsetTimeout(() => { throw new Error('late') }, 100)\n", cellTimeout); rep.ExitCode != 1 || !strings.Contains(string(rep.Stderr), "Error: late") {
+		t.Fatalf("a late error: %d %q", rep.ExitCode, rep.Stderr)
+	}
+	if rep := run("console.log(kept)\n", cellTimeout); rep.ExitCode != 0 || string(rep.Stdout) != "42\n" || rep.Session.Lost != "" {
+		t.Fatalf("after the error, the interval is gone and the state stays: %d %.100q %.100q %+v", rep.ExitCode, rep.Stdout, rep.Stderr, rep.Session)
+	}
+	if rep := run("process.exit(7)\n", cellTimeout); rep.ExitCode != 7 || rep.Session.Lost != "" {
+		t.Fatalf("process.exit: %d %+v", rep.ExitCode, rep.Session)
+	}
+	// An interrupt ends a cell waiting on the event loop.
+	go func() {
+		for range time.Tick(20 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(s.spec.Dir, "started")); err == nil {
+				s.interruptNow()
+				return
+			}
+		}
+	}()
+	rep := run("require('fs').writeFileSync('started', '')\nsetInterval(() => {}, 1000)\n", cellTimeout)
+	if rep.ExitCode != 130 || !rep.Session.Interrupted || rep.Session.Lost != "" {
+		t.Fatalf("an interrupted cell: %d %+v %q", rep.ExitCode, rep.Session, rep.Stderr)
+	}
+	if rep := run("console.log(kept + 1)\n", cellTimeout); string(rep.Stdout) != "43\n" {
+		t.Fatalf("after the interrupt: %q %q", rep.Stdout, rep.Stderr)
+	}
+}
+
 func TestBashSessionKeepsVariablesFunctionsAndDir(t *testing.T) {
 	_, run := newTestSession(t, "bash", "bash")
 	run("X=5\ngreet() { echo \"hi $1\"; }\nmkdir -p sub && cd sub\n", cellTimeout)
