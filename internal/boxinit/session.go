@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/internal/pymain"
 )
 
 // The persistent interpreters' drivers, one per error format.
@@ -40,7 +41,7 @@ func driverArgv(s initproto.Session) ([]string, error) {
 	}
 	switch s.Driver {
 	case "python":
-		return []string{s.Interpreter, "-c", pythonDriver}, nil
+		return []string{s.Interpreter, "-c", pymain.Source + pythonDriver}, nil
 	case "node":
 		// --expose-internals: the REPL's own rewrite of top-level await.
 		return []string{s.Interpreter, "--expose-internals", "-e", nodeDriver}, nil
