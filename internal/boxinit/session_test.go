@@ -108,18 +108,22 @@ func TestPythonSessionKeepsState(t *testing.T) {
 	}
 }
 
+// interruptOnceStarted interrupts s's running cell once the cell has
+// written the file "started".
+func interruptOnceStarted(s *session) {
+	for range time.Tick(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(s.spec.Dir, "started")); err == nil {
+			s.interruptNow()
+			return
+		}
+	}
+}
+
 func TestPythonSessionInterruptKeepsState(t *testing.T) {
 	s, run := newTestSession(t, "python", "python3")
 	run("n = 7\n", cellTimeout)
 	// Interrupted once it runs: before, the interrupt is dropped.
-	go func() {
-		for range time.Tick(20 * time.Millisecond) {
-			if _, err := os.Stat(filepath.Join(s.spec.Dir, "started")); err == nil {
-				s.interruptNow()
-				return
-			}
-		}
-	}()
+	go interruptOnceStarted(s)
 	rep := run("import time\nopen('started', 'w').close()\nwhile True:\n    time.sleep(0.01)\n", cellTimeout)
 	if !rep.Session.Interrupted || rep.Session.Lost != "" || !strings.Contains(string(rep.Stderr), "KeyboardInterrupt") {
 		t.Fatalf("interrupted cell: %+v, stderr %q", rep.Session, rep.Stderr)
@@ -185,14 +189,7 @@ func TestNodeSessionCellEndsAsTheProcessWould(t *testing.T) {
 		t.Fatalf("process.exit: %d %+v", rep.ExitCode, rep.Session)
 	}
 	// An interrupt ends a cell waiting on the event loop.
-	go func() {
-		for range time.Tick(20 * time.Millisecond) {
-			if _, err := os.Stat(filepath.Join(s.spec.Dir, "started")); err == nil {
-				s.interruptNow()
-				return
-			}
-		}
-	}()
+	go interruptOnceStarted(s)
 	rep := run("require('fs').writeFileSync('started', '')\nsetInterval(() => {}, 1000)\n", cellTimeout)
 	if rep.ExitCode != 130 || !rep.Session.Interrupted || rep.Session.Lost != "" {
 		t.Fatalf("an interrupted cell: %d %+v %q", rep.ExitCode, rep.Session, rep.Stderr)
