@@ -14,8 +14,8 @@ class _rbx:
 def _rbx_new_main():
     # A fresh __main__, in place of the one running the runner.
     main = _rbx.module("__main__")
-    main.__builtins__ = builtins
     main.__annotations__ = {}
+    main.__builtins__ = builtins
     sys.modules["__main__"] = main
     return main
 
@@ -24,9 +24,9 @@ def _rbx_enter(main, path):
     # __main__, argv and sys.path name path, as `python3 path` does: its
     # directory first on the path, where -c put "" (the first file), or
     # before what the last one left.
+    main.__loader__ = _rbx.loader("__main__", path)
     main.__file__ = path
     main.__cached__ = None
-    main.__loader__ = _rbx.loader("__main__", path)
     try:
         _rbx.sys.argv[:] = [path]
         d = _rbx.dirname(path)

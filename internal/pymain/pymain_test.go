@@ -39,7 +39,7 @@ _rbx_enter(_main, _path)
 sys.exit(_rbx_run(_path, _main.__dict__, False))
 `
 	for name, code := range map[string]string{
-		"names":       "import sys, helper\nprint(__name__, __file__, sys.argv, sys.path[:2], helper.X)\nprint(sorted(k for k in globals() if not k.startswith('__')))\n",
+		"names":       "import sys, helper\nprint(__name__, __file__, sys.argv, sys.path[:2], helper.X)\nprint(list(globals()))\n",
 		"error":       "x = 1\n\ndef f():\n    return 1 / 0\nf()\n",
 		"syntax":      "def f(:\n",
 		"late syntax": "x = 1\nreturn x\n",
