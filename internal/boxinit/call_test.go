@@ -132,3 +132,21 @@ cat > /dev/null
 		t.Fatalf("artifacts %s (big.bin sent: %v)", got, cell.Artifacts[0].Sent)
 	}
 }
+
+// A cell's CPU time is its own, not the interpreter's earlier cells',
+// whether the interpreter lives on or exits in the cell.
+func TestCellCPUTimeIsItsOwn(t *testing.T) {
+	_, run := newTestSession(t, "python", "python3")
+	burn := "import time\nt0 = time.process_time()\nwhile time.process_time() - t0 < %s:\n    pass\n"
+	first := run(fmt.Sprintf(burn, "0.6"), cellTimeout)
+	if first.CPUMs < 550 {
+		t.Fatalf("a cell that burned 600 ms of CPU: %d ms", first.CPUMs)
+	}
+	if rep := run("x = 1\n", cellTimeout); rep.CPUMs >= 300 {
+		t.Fatalf("an idle cell after a busy one: %d ms", rep.CPUMs)
+	}
+	last := run(fmt.Sprintf(burn, "0.4")+"import os\nos._exit(3)\n", cellTimeout)
+	if last.Session.Lost == "" || last.ExitCode != 3 || last.CPUMs < 350 || last.CPUMs >= 900 {
+		t.Fatalf("a cell that burned 400 ms and ended the interpreter: %d ms, exit %d, lost %q", last.CPUMs, last.ExitCode, last.Session.Lost)
+	}
+}
