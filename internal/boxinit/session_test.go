@@ -199,6 +199,19 @@ func TestNodeSessionCellEndsAsTheProcessWould(t *testing.T) {
 	}
 }
 
+// A server a cell unref()s outlives the cell, as it would not keep
+// `node main.js` from exiting: the next cell reaches it.
+func TestNodeSessionKeepsAnUnrefdServer(t *testing.T) {
+	_, run := newTestSession(t, "node", "node")
+	if rep := run("globalThis.srv = require('http').createServer((q, r) => r.end('hi')).listen(0, '127.0.0.1')\nsrv.unref()\n", cellTimeout); rep.ExitCode != 0 {
+		t.Fatalf("first cell: %d %q", rep.ExitCode, rep.Stderr)
+	}
+	rep := run("const r = await fetch('http://127.0.0.1:' + srv.address().port)\nconsole.log(await r.text())\n", cellTimeout)
+	if rep.ExitCode != 0 || string(rep.Stdout) != "hi\n" {
+		t.Fatalf("second cell: %d %q %q", rep.ExitCode, rep.Stdout, rep.Stderr)
+	}
+}
+
 func TestBashSessionKeepsVariablesFunctionsAndDir(t *testing.T) {
 	_, run := newTestSession(t, "bash", "bash")
 	run("X=5\ngreet() { echo \"hi $1\"; }\nmkdir -p sub && cd sub\n", cellTimeout)
