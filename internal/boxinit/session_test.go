@@ -170,6 +170,15 @@ func TestNodeSessionKeepsDeclarationsAndAwaits(t *testing.T) {
 	if rep.ExitCode != 1 || !strings.Contains(string(rep.Stderr), "TypeError") || !strings.Contains(string(rep.Stderr), "main.js:2") {
 		t.Fatalf("an error: %d %q", rep.ExitCode, rep.Stderr)
 	}
+	// A server a cell unref()s outlives the cell, as it would not keep
+	// `node main.js` from exiting: the next cell reaches it.
+	if rep := run("globalThis.srv = require('http').createServer((q, r) => r.end('hi')).listen(0, '127.0.0.1')\nsrv.unref()\n", cellTimeout); rep.ExitCode != 0 {
+		t.Fatalf("a cell that starts a server: %d %q", rep.ExitCode, rep.Stderr)
+	}
+	rep = run("const r = await fetch('http://127.0.0.1:' + srv.address().port)\nconsole.log(await r.text())\n", cellTimeout)
+	if rep.ExitCode != 0 || string(rep.Stdout) != "hi\n" {
+		t.Fatalf("the next cell: %d %q %q", rep.ExitCode, rep.Stdout, rep.Stderr)
+	}
 }
 
 // A Node cell ends where `node main.js` would exit: process.exit and an
@@ -196,19 +205,6 @@ func TestNodeSessionCellEndsAsTheProcessWould(t *testing.T) {
 	}
 	if rep := run("console.log(kept + 1)\n", cellTimeout); string(rep.Stdout) != "43\n" {
 		t.Fatalf("after the interrupt: %q %q", rep.Stdout, rep.Stderr)
-	}
-}
-
-// A server a cell unref()s outlives the cell, as it would not keep
-// `node main.js` from exiting: the next cell reaches it.
-func TestNodeSessionKeepsAnUnrefdServer(t *testing.T) {
-	_, run := newTestSession(t, "node", "node")
-	if rep := run("globalThis.srv = require('http').createServer((q, r) => r.end('hi')).listen(0, '127.0.0.1')\nsrv.unref()\n", cellTimeout); rep.ExitCode != 0 {
-		t.Fatalf("first cell: %d %q", rep.ExitCode, rep.Stderr)
-	}
-	rep := run("const r = await fetch('http://127.0.0.1:' + srv.address().port)\nconsole.log(await r.text())\n", cellTimeout)
-	if rep.ExitCode != 0 || string(rep.Stdout) != "hi\n" {
-		t.Fatalf("second cell: %d %q %q", rep.ExitCode, rep.Stdout, rep.Stderr)
 	}
 }
 
