@@ -105,6 +105,30 @@ func TestCellAnswersAsOneOff(t *testing.T) {
 	}
 }
 
+// A cell reads its stdin as a one-off program does, whichever way it reads
+// it, and the next cell reads its own.
+func TestCellStdinAsOneOff(t *testing.T) {
+	for _, tc := range []struct{ name, driver, interpreter, code string }{
+		{"node process.stdin", "node", "node", "let d = ''\nprocess.stdin.setEncoding('utf8')\nprocess.stdin.on('data', c => d += c).on('end', () => console.log(d.toUpperCase()))\n"},
+		{"node readline", "node", "node", "const rl = require('readline').createInterface({ input: process.stdin })\nconst got = []\nrl.on('line', l => got.push(l)).on('close', () => console.log(got.join('|')))\n"},
+		{"node async iteration", "node", "node", "(async () => {\n  let n = 0\n  for await (const c of process.stdin) n += c.length\n  console.log(n)\n})()\n"},
+		{"node readFileSync(0)", "node", "node", "console.log(require('fs').readFileSync(0, 'utf8').split('\\n').length)\n"},
+		{"node readFileSync('/dev/stdin')", "node", "node", "console.log(require('fs').readFileSync('/dev/stdin').length)\n"},
+		{"python", "python", "python3", "import sys\nprint(sys.stdin.read().upper())\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oneOff, cell, _, _, oneOffPath, cellPath := bothWays(t, tc.driver, tc.interpreter, tc.code, cellTimeout, nil, []byte("hello\nstdin\n"))
+			a, b := answer(tc.driver, oneOff, oneOffPath, tc.code), answer(tc.driver, cell, cellPath, tc.code)
+			if oneOff.ExitCode != 0 || len(oneOff.Stdout) == 0 {
+				t.Fatalf("one-off: %s; stderr %q", a, oneOff.Stderr)
+			}
+			if a != b {
+				t.Fatalf("one-off and cell differ:\none-off %s\ncell    %s\ncell stderr %q", a, b, cell.Stderr)
+			}
+		})
+	}
+}
+
 // Artifacts past the caps, links and FIFOs, inputs left as they were given
 // and the code give the same report both ways.
 func TestCellArtifactsAsOneOff(t *testing.T) {

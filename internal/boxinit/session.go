@@ -257,18 +257,15 @@ func (s *session) interruptNow() {
 // cell: a line naming the code and the marker, and the cell's stdin after
 // it. The Python driver reads a JSON line and that many raw bytes; the bash
 // driver reads "length marker path" and that many characters of printf %b
-// text (bash variables hold no NUL bytes); the Node driver gets no stdin.
+// text (bash variables hold no NUL bytes); the Python and Node drivers
+// read a JSON line and that many raw bytes.
 func cellRequest(driver string, job *initproto.Job, marker string) []byte {
-	switch driver {
-	case "bash":
+	if driver == "bash" {
 		in := printfEscape(job.Stdin)
 		return []byte(fmt.Sprintf("%d %s %s\n%s", len(in), marker, job.CodePath, in))
-	case "python":
-		b, _ := json.Marshal(map[string]any{"path": job.CodePath, "stdin": len(job.Stdin), "marker": marker})
-		return append(append(b, '\n'), job.Stdin...)
 	}
-	b, _ := json.Marshal(map[string]any{"path": job.CodePath, "stdin": 0, "marker": marker})
-	return append(b, '\n')
+	b, _ := json.Marshal(map[string]any{"path": job.CodePath, "stdin": len(job.Stdin), "marker": marker})
+	return append(append(b, '\n'), job.Stdin...)
 }
 
 // printfEscape encodes data as ASCII that bash's printf %b turns back

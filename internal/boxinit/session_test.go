@@ -384,6 +384,7 @@ func TestSessionStdinTakesNoFile(t *testing.T) {
 	for _, tc := range []struct{ driver, interpreter, read, skip string }{
 		{"python", "python3", "import hashlib, sys\nprint(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())\n", "pass\n"},
 		{"bash", "bash", "sha256sum | cut -d' ' -f1\n", "true\n"},
+		{"node", "node", "{\n  const h = require('crypto').createHash('sha256')\n  process.stdin.on('data', c => h.update(c)).on('end', () => console.log(h.digest('hex')))\n}\n", "0\n"},
 	} {
 		t.Run(tc.driver, func(t *testing.T) {
 			s, _ := newTestSession(t, tc.driver, tc.interpreter)

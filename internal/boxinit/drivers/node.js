@@ -2,9 +2,13 @@
 // scripts of its main context, so top-level declarations and globals
 // persist; a cell with top-level await is rewritten the way Node's REPL
 // does it. runbox-init writes a JSON line per cell on descriptor 4
-// ({"path", "stdin", "marker"}; "stdin" is 0: a cell reads no stdin); the
-// cell ends with the marker on stdout, and on stderr the marker, the
-// status and "\x1e".
+// ({"path", "stdin", "marker"}) and then the cell's stdin, "stdin" bytes of
+// it; the cell ends with the marker on stdout, and on stderr the marker,
+// the status and "\x1e".
+//
+// A cell's stdin is its own: process.stdin is a stream of those bytes, and
+// fs.readFileSync of descriptor 0 or /dev/stdin reads them (Node cannot
+// replace its descriptor 0, which stays the driver's).
 //
 // A cell ends where `node main.js` would exit, with the status it would
 // exit with: once the event loop has no more work for it (the request
@@ -24,6 +28,7 @@
   const net = require('net');
   const util = require('util');
   const timers = require('timers');
+  const { Readable } = require('stream');
   // The driver's own references: a cell may replace what it can reach
   // (JSON.parse = null, fs.writeSync = null), and the session must still
   // take the next cell.
@@ -34,7 +39,7 @@
   const { setTimeout, setInterval, setImmediate, clearTimeout, clearInterval, clearImmediate } = timers;
   const activeHandles = process._getActiveHandles.bind(process);
   const driverExit = process.exit.bind(process);
-  const stdio = [process.stdin, process.stdout, process.stderr];
+  const stdio = [process.stdout, process.stderr];
   let processTopLevelAwait = null;
   try { ({ processTopLevelAwait } = require('internal/repl/await')); } catch (e) { /* without --expose-internals */ }
 
@@ -123,7 +128,42 @@
     setImmediate(next);
   }
 
-  function start(req) {
+  // cellStdin gives the cell its stdin: a fresh process.stdin over data,
+  // and data for a read of descriptor 0 or /dev/stdin as a whole.
+  let stdinData = Buffer.alloc(0);
+  let stdinStream = null;
+  Object.defineProperty(process, 'stdin', {
+    configurable: true,
+    enumerable: true,
+    get() {
+      if (!stdinStream) {
+        stdinStream = new Readable({ read() {} });
+        stdinStream.fd = 0;
+        stdinStream.isTTY = false;
+        stdinStream.push(stdinData);
+        stdinStream.push(null);
+      }
+      return stdinStream;
+    },
+  });
+  function isStdin(f) {
+    return f === 0 || f === '/dev/stdin' || f === '/proc/self/fd/0';
+  }
+  fs.readFileSync = function (file, options) {
+    if (current && isStdin(file)) {
+      const enc = typeof options === 'string' ? options : options && options.encoding;
+      return enc ? stdinData.toString(enc) : Buffer.from(stdinData);
+    }
+    return readFileSync.apply(fs, arguments);
+  };
+  function cellStdin(data) {
+    if (stdinStream) stdinStream.destroy();
+    stdinStream = null;
+    stdinData = data;
+  }
+
+  function start(req, data) {
+    cellStdin(data);
     current = { marker: req.marker, timers: [], awaited: null, interrupt: null };
     process.argv[1] = req.path;
     process.exitCode = undefined;
@@ -178,15 +218,26 @@
     }
   }
 
-  const lines = [];
-  let buffered = '';
-  ctl.setEncoding('utf8');
+  // The request pipe carries a JSON line per cell, then its stdin bytes.
+  const requests = [];
+  let buffered = Buffer.alloc(0);
+  let want = null;
   ctl.on('data', (chunk) => {
-    buffered += chunk;
-    let i;
-    while ((i = buffered.indexOf('\n')) >= 0) {
-      lines.push(buffered.slice(0, i));
-      buffered = buffered.slice(i + 1);
+    buffered = Buffer.concat([buffered, chunk]);
+    for (;;) {
+      if (want === null) {
+        const i = buffered.indexOf(10);
+        if (i < 0) break;
+        const line = buffered.subarray(0, i).toString('utf8');
+        buffered = buffered.subarray(i + 1);
+        if (line.trim() === '') continue;
+        try { want = parse(line); } catch (e) { continue; }
+        if (!(want.stdin > 0)) want.stdin = 0;
+      }
+      if (buffered.length < want.stdin) break;
+      requests.push([want, Buffer.from(buffered.subarray(0, want.stdin))]);
+      buffered = buffered.subarray(want.stdin);
+      want = null;
     }
     next();
   });
@@ -194,11 +245,8 @@
   ctl.on('error', () => driverExit(0));
 
   function next() {
-    if (current || lines.length === 0) return;
-    const line = lines.shift();
-    if (line.trim() === '') return next();
-    let req;
-    try { req = parse(line); } catch (e) { return next(); }
-    start(req);
+    if (current || requests.length === 0) return;
+    const [req, data] = requests.shift();
+    start(req, data);
   }
 })();
