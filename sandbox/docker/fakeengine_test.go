@@ -47,6 +47,7 @@ type fakeEngine struct {
 	events  []events.Message  // oom events the engine saw
 	next    int
 	podman  bool
+	runsc   bool // the engine has gVisor's runtime
 	// fail answers a request key ("create", "start", "remove",
 	// "inspect", "attach", "update") with a status and a message, for its
 	// next n requests (n < 0: always).
@@ -392,6 +393,14 @@ func (e *fakeEngine) info() system.Info {
 	info := system.Info{ID: "fake", ServerVersion: "20.10.24", Architecture: "x86_64", OSType: "linux",
 		OperatingSystem: "Debian GNU/Linux 12 (bookworm)", KernelVersion: "6.1.0", CgroupVersion: "2", CgroupDriver: "systemd",
 		DefaultRuntime: "runc", Runtimes: runtimes, RuncCommit: system.Commit{ID: "v1.1.5"}}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.podman {
+		info.RuncCommit = system.Commit{} // Podman names its runtime's build in /version
+	}
+	if e.runsc {
+		info.Runtimes["runsc"] = system.RuntimeWithStatus{Runtime: system.Runtime{Path: "/usr/local/bin/runsc"}}
+	}
 	return info
 }
 
@@ -696,4 +705,8 @@ func (e *fakeEngine) removeImage(ref string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.images, ref)
+}
+
+func volumeWithLabels(name string, labels map[string]string) volume.Volume {
+	return volume.Volume{Name: name, Driver: "local", Labels: labels, Scope: "local", CreatedAt: time.Now().Format(time.RFC3339)}
 }
