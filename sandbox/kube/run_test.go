@@ -347,9 +347,22 @@ func TestKubeStartDeadline(t *testing.T) {
 		p.Status.Phase = corev1.PodPending
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes are available"}}
 	}))
-	// The API server ends a watch when its request's context ends.
+	// The API server ends a watch when its request's context ends: this
+	// one, and any the driver opens from then on.
 	<-ctx.Done()
 	pw.w.Stop()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case pw := <-fc.watches:
+				pw.w.Stop()
+			case <-done:
+				return
+			}
+		}
+	}()
 	r := result(t, ch)
 	var ee *sandbox.EngineError
 	if !errors.As(r.err, &ee) || !strings.Contains(ee.Msg, "did not start") || !strings.Contains(ee.Msg, "Unschedulable: 0/3 nodes are available") {
