@@ -276,10 +276,10 @@ func TestSessions(t *testing.T) {
 		if res := r.RunInSession(ctx, "s_nonsense", "alice", job); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
 			t.Fatalf("an unknown id: %+v", res.Error)
 		}
-		if got := r.Sessions("alice"); len(got) != 1 || got[0].Calls != 2 {
+		if got := r.ListSessions("alice"); len(got) != 1 || got[0].Calls != 2 {
 			t.Fatalf("list %+v", got)
 		}
-		if got := r.Sessions("mallory"); len(got) != 0 {
+		if got := r.ListSessions("mallory"); len(got) != 0 {
 			t.Fatalf("mallory sees %+v", got)
 		}
 		if fail := r.CloseSession(ctx, info.ID, "mallory"); fail == nil || fail.Kind != contract.KindSessionNotFound {
@@ -373,8 +373,8 @@ func TestSessions(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		if opened != 2 || len(r.Sessions("x")) != 2 {
-			t.Fatalf("%d opened, %d listed", opened, len(r.Sessions("x")))
+		if opened != 2 || len(r.ListSessions("x")) != 2 {
+			t.Fatalf("%d opened, %d listed", opened, len(r.ListSessions("x")))
 		}
 	})
 

@@ -44,8 +44,8 @@ func PrincipalOf(ctx context.Context) string {
 }
 
 func runInSession(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, c Call, job contract.Job) contract.Result {
-	sr, ok := sandbox.SessionsOf(r)
-	if !ok || !m.Sessions.Enabled {
+	sr := r.Sessions()
+	if sr == nil || !m.Sessions.Enabled {
 		res := contract.Fail(job, contract.Invalid("this server keeps no sessions: run the code without session_id"))
 		res.Isolation = m.Isolation
 		return res
@@ -76,11 +76,11 @@ type SessionListArgs struct{}
 
 // SessionResult is the structured answer of the session tools.
 type SessionResult struct {
-	Status   contract.Status       `json:"status" jsonschema:"enum=ok,enum=error"`
-	Session  *sandbox.SessionInfo  `json:"session,omitempty" jsonschema:"description=The session opened."`
-	Sessions []sandbox.SessionInfo `json:"sessions,omitempty" jsonschema:"description=The caller's open sessions."`
-	Closed   bool                  `json:"closed,omitempty"`
-	Error    *contract.ErrorInfo   `json:"error,omitempty"`
+	Status   contract.Status        `json:"status" jsonschema:"enum=ok,enum=error"`
+	Session  *contract.SessionInfo  `json:"session,omitempty" jsonschema:"description=The session opened."`
+	Sessions []contract.SessionInfo `json:"sessions,omitempty" jsonschema:"description=The caller's open sessions."`
+	Closed   bool                   `json:"closed,omitempty"`
+	Error    *contract.ErrorInfo    `json:"error,omitempty"`
 }
 
 func sessionAnswer(res SessionResult) *mcp.CallToolResult {
@@ -136,8 +136,8 @@ func sessionTool(name, title, desc string, args any, readOnly, destructive bool)
 // manifest enables sessions and the runner keeps them.
 func SessionTools(d Deps) []server.ServerTool {
 	m := d.Manifest
-	sr, ok := sandbox.SessionsOf(d.Runner)
-	if !m.Sessions.Enabled || !ok {
+	sr := d.Runner.Sessions()
+	if !m.Sessions.Enabled || sr == nil {
 		return nil
 	}
 	s, sl := m.Sessions, m.SessionLimits()
@@ -186,7 +186,7 @@ func SessionTools(d Deps) []server.ServerTool {
 			if bad := decodeStrict(req, &a); bad != nil {
 				return sessionAnswer(SessionResult{Error: bad}), nil
 			}
-			return sessionAnswer(SessionResult{Sessions: sr.Sessions(PrincipalOf(ctx))}), nil
+			return sessionAnswer(SessionResult{Sessions: sr.ListSessions(PrincipalOf(ctx))}), nil
 		}},
 	}
 }
