@@ -101,14 +101,14 @@ wait:
 	}
 	switch {
 	case o.report != nil:
-		o.session = o.report.Session
+		o.session = sessionState(session, o.report)
 		if d := ch.conn.Diag(); d != "" {
 			r.log.Debug("runbox-init stderr", "run_id", job.RunID, "stderr", d)
 		}
 	case c.unsent != nil:
 		// The report came, its artifacts did not: not the call's answer,
 		// though what it says of a session's state holds.
-		o.session = c.unsent.Session
+		o.session = sessionState(session, c.unsent)
 		o.lost = "the box's report came without the artifacts it names: " + c.err.Error()
 		r.log.Warn("box sent a report without its artifacts", "run_id", job.RunID, "box", b.ID(), "err", c.err)
 	default:
@@ -127,6 +127,18 @@ wait:
 		return o
 	}
 	return r.judge(ctx, b, o, sent)
+}
+
+// sessionState is what a session box's report says of its state: a box
+// that answered lives on, unless it says its state is lost.
+func sessionState(session bool, rep *initproto.Report) *initproto.SessionState {
+	switch {
+	case !session:
+		return nil
+	case rep.Session == nil:
+		return &initproto.SessionState{}
+	}
+	return rep.Session
 }
 
 // result is the call's answer: its outcome classified, and the image's

@@ -24,8 +24,8 @@ type outcome struct {
 	interrupted bool
 	// violation: the box broke the channel protocol and was killed.
 	violation bool
-	// session is what the box's report said of a session's state (nil
-	// for a one-off box, or when no report came).
+	// session is what a session box's report said of its state (nil for
+	// a one-off box, or when no report came).
 	session *initproto.SessionState
 	// lost explains why no report arrived (platform error, stream cut).
 	lost string
