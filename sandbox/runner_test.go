@@ -336,6 +336,13 @@ func occupy(t *testing.T, r *BoxRunner, m *manifest.Manifest) (release func()) {
 	return func() { cancel(); <-done }
 }
 
+// startsUnderWay reports how many boxes the pool is starting.
+func (p *pool) startsUnderWay() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starting
+}
+
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
