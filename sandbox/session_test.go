@@ -243,18 +243,7 @@ func sessionRunner(t *testing.T, edit func(*manifest.Manifest)) (*fakeSessionDri
 	t.Helper()
 	d := &fakeSessionDriver{}
 	m := testManifest(t, edit)
-	r := New(d, Options{Manifest: m})
-	r.grace = 300 * time.Millisecond
-	t.Cleanup(func() {
-		_ = r.Close()
-		if s, rm := d.started.Load(), d.removed.Load(); s != rm {
-			t.Errorf("%d boxes started, %d removed", s, rm)
-		}
-		if a := r.alive.Load(); a != 0 {
-			t.Errorf("%d boxes still counted alive", a)
-		}
-	})
-	return d, r, m
+	return d, newTestRunnerOf(t, d, &d.fakeDriver, m), m
 }
 
 func TestSessions(t *testing.T) {
