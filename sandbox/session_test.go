@@ -397,4 +397,25 @@ func TestSessions(t *testing.T) {
 			t.Fatalf("after the idle TTL: %+v", res.Error)
 		}
 	})
+
+	t.Run("a call that comes as the idle TTL ends finds the session closed or open, never lost", func(t *testing.T) {
+		_, r, m := sessionRunner(t, func(m *manifest.Manifest) { m.Sessions.MaxPerClient, m.Sessions.MaxOpen = 64, 64 })
+		old := sessionTick
+		sessionTick = time.Millisecond
+		defer func() { sessionTick = old }()
+		lang, _ := m.Language("python")
+		job := testJob(t, m, 5*time.Second)
+		for i := range 200 {
+			info, fail := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "a", Limits: m.SessionLimits(), IdleTTL: 20 * time.Millisecond})
+			if fail != nil {
+				t.Fatal(fail)
+			}
+			time.Sleep(time.Duration(15+i%10) * time.Millisecond)
+			res := r.RunInSession(ctx, info.ID, "a", job)
+			if res.Error != nil && res.Error.Kind != contract.KindSessionNotFound {
+				t.Fatalf("call %d: %+v", i, res.Error)
+			}
+			_ = r.CloseSession(ctx, info.ID, "a")
+		}
+	})
 }

@@ -292,20 +292,32 @@ func (s *sessions) adopt(ctx context.Context, id, client string) *liveSession {
 // (lost says why its state went) until it would have expired.
 func (s *sessions) end(ls *liveSession, lost string, isLost bool) {
 	s.mu.Lock()
+	b := s.unlink(ls, lost, isLost)
+	s.mu.Unlock()
+	s.drop(b)
+}
+
+// unlink takes ls out of the live sessions and returns its box (nil when
+// it was not live); under s.mu.
+func (s *sessions) unlink(ls *liveSession, lost string, isLost bool) Box {
 	if s.live[ls.key] != ls {
-		s.mu.Unlock()
-		return
+		return nil
 	}
 	delete(s.live, ls.key)
 	if isLost {
 		s.lost++
 		s.gone[ls.key] = tomb{why: lost, client: ls.client, until: ls.ends}
 	}
-	b := ls.box
-	s.mu.Unlock()
-	// The channel belongs to whoever holds the turn; closing the box ends it.
-	b.Kill()
-	s.r.remove(b)
+	return ls.box
+}
+
+// drop kills and removes an ended session's box. The channel belongs to
+// whoever holds the turn; closing the box ends it.
+func (s *sessions) drop(b Box) {
+	if b != nil {
+		b.Kill()
+		s.r.remove(b)
+	}
 }
 
 // setBox replaces the box a session is reached through (a new attach).
@@ -341,11 +353,15 @@ func (s *sessions) janitor(tick time.Duration) {
 		case <-t.C:
 		}
 		now := time.Now()
-		var ended []*liveSession
+		var ended []Box
+		// An idle session is taken out where it is found idle, under the
+		// lock a call takes it under: a call that began since is never
+		// ended under it.
 		s.mu.Lock()
 		for _, ls := range s.live {
 			if !ls.busy && (now.After(ls.lastUsed.Add(ls.idle)) || now.After(ls.ends)) {
-				ended = append(ended, ls)
+				s.r.log.Info("session expired", "idle", ls.idle)
+				ended = append(ended, s.unlink(ls, "", false))
 			}
 		}
 		for k, t := range s.gone {
@@ -354,9 +370,8 @@ func (s *sessions) janitor(tick time.Duration) {
 			}
 		}
 		s.mu.Unlock()
-		for _, ls := range ended {
-			s.r.log.Info("session expired", "idle", ls.idle)
-			s.end(ls, "", false)
+		for _, b := range ended {
+			s.drop(b)
 		}
 	}
 }
