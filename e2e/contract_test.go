@@ -22,11 +22,19 @@ import (
 )
 
 // The run_code contract, as one table run against every backend: each
-// case is a call and the outcome the contract promises for it. Where a
+// case is a program and the outcome the contract promises for it. Where a
 // backend truly differs, the case says so in on, with the reason; no case
 // is skipped on any backend.
+//
+// Each case runs both ways: as a one-off run, and as a cell of a session
+// (contract_cells_test.go), and both must answer the same in everything an
+// agent acts on. A session differs by design only in the state it keeps,
+// the value of a Python cell's last expression it shows, and the session
+// in its result (docs/design.md); a timeout or running out of memory loses
+// the session's state. Where a case differs for one of those, it says so
+// in inSession.
 
-// contractCase is one call and what it must answer.
+// contractCase is one program and what it must answer.
 type contractCase struct {
 	name, lang, code string
 	// args are further run_code arguments (stdin, timeout_seconds, files).
@@ -34,6 +42,26 @@ type contractCase struct {
 	want outcome
 	// on replaces want on the backends it names; each entry says why.
 	on map[string]outcome
+	// inSession, when set, is what the program answers as a session's
+	// cell instead, by a difference of a session's own (its why); the two
+	// ways are then not compared.
+	inSession *sessionWay
+	// exits: the program ends its interpreter (bash's exit,
+	// process.exit), and with it the session's state.
+	exits bool
+	// alone: the program leaves in its session what no reset undoes and
+	// a later cell would meet (processes, open files): its session is
+	// closed after it.
+	alone bool
+	// varies: the program's output differs from run to run, so the two
+	// ways' stdout are not compared.
+	varies bool
+}
+
+// sessionWay is a case's answer as a session's cell, where it differs.
+type sessionWay struct {
+	why  string
+	want outcome
 }
 
 // outcome is what a result must be.
@@ -76,51 +104,128 @@ func backends() []backend {
 		{"podman", "runc", podmanServer},
 		{"kubernetes", "runc", func(t *testing.T, manifest string) *server {
 			// Requests equal limits and the test node has 2 CPUs to give:
-			// four boxes of 1 CPU would leave two pods Pending.
-			return kubeServer(t, manifest+"limits:\n  cpus: 0.5\n")
+			// four one-off pods and the four session pods beside them
+			// (cells) of 0.5 CPU would leave pods Pending.
+			return kubeServer(t, manifest+"limits:\n  cpus: 0.25\n")
 		}},
 	}
 }
 
+// contractManifest is the servers' manifest in TestContract: a session per
+// slot and language may be open at once.
+var contractManifest = "concurrency: " + strconv.Itoa(contractConcurrency) + "\nsessions:\n  max_open: 16\n  max_per_client: 16\n"
+
 // TestContract runs every contract case on every backend, one server per
-// backend, the cases in parallel up to the server's concurrency.
+// backend; each case as a one-off run and as a session's cell, the runs in
+// parallel up to the server's concurrency.
 func TestContract(t *testing.T) {
 	cases := contractCases()
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
-			s := b.start(t, "concurrency: "+strconv.Itoa(contractConcurrency)+"\n")
+			s := b.start(t, contractManifest)
+			sessions := newCells(s, contractConcurrency)
 			t0 := time.Now()
 			slots := make(chan struct{}, contractConcurrency)
 			var wg sync.WaitGroup
 			for _, c := range cases {
-				slots <- struct{}{}
 				wg.Add(1)
 				go func() {
-					defer func() { <-slots; wg.Done() }()
-					t.Run(c.name, func(t *testing.T) { c.run(t, s, b) })
+					defer wg.Done()
+					t.Run(c.name, func(t *testing.T) { c.run(t, s, b, sessions, slots) })
 				}()
 			}
 			wg.Wait()
+			sessions.closeAll(t)
 			t.Logf("the table on %s took %s", b.name, time.Since(t0).Round(time.Millisecond))
 		})
 	}
 }
 
-func (c contractCase) run(t *testing.T, s *server, b backend) {
+// run runs c both ways at once, each when it gets one of slots: as a
+// one-off run and as a cell of a session; then it compares the two
+// answers.
+func (c contractCase) run(t *testing.T, s *server, b backend, sessions *cells, slots chan struct{}) {
+	want := c.want
+	if o, ok := c.on[b.name]; ok {
+		want = o
+	}
+	var one, cell *contract.Result
+	var wg sync.WaitGroup
+	way := func(name string, f func(*testing.T)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			t.Run(name, f)
+		}()
+	}
+	way("one-off", func(t *testing.T) {
+		r, res := c.call(t, s, "")
+		one = &r
+		if r.Session != nil {
+			t.Errorf("a one-off run answered a session: %+v", r.Session)
+		}
+		c.check(t, b, want, r, res)
+	})
+	way("session", func(t *testing.T) {
+		sc := sessions.take(t, c)
+		var got *contract.Result
+		defer func() { sessions.give(t, sc, c, got) }()
+		r, res := c.call(t, s, sc.id)
+		got, cell = &r, &r
+		c.checkSession(t, sc, r)
+		w := want
+		if c.inSession != nil {
+			w = c.inSession.want
+		}
+		c.check(t, b, w, r, res)
+	})
+	wg.Wait()
+	if one != nil && cell != nil && c.inSession == nil {
+		t.Run("same", func(t *testing.T) { sameAnswer(t, c, want, *one, *cell) })
+	}
+}
+
+// call runs c's program, in session id when not "".
+func (c contractCase) call(t *testing.T, s *server, id string) (contract.Result, *mcp.CallToolResult) {
 	args := map[string]any{"language": c.lang, "code": c.code}
 	for k, v := range c.args {
 		args[k] = v
 	}
-	r, res := s.call(t, args)
+	if id != "" {
+		args["session_id"] = id
+	}
+	return s.call(t, args)
+}
+
+// checkSession checks the session a cell's result names: its own, and
+// alive unless the call timed out or ran out of memory (which lose the
+// state, as documented) or the program ended its interpreter.
+func (c contractCase) checkSession(t *testing.T, sc *cell, r contract.Result) {
+	t.Helper()
+	ref := r.Session
+	if ref == nil || ref.ID != sc.id || ref.Call < 1 {
+		t.Errorf("the cell's result names session %+v, want %s", ref, sc.id)
+		return
+	}
+	losing := r.Error != nil && (r.Error.Kind == contract.KindTimeout || r.Error.Kind == contract.KindOOM)
+	switch {
+	case losing && ref.State != contract.SessionLost:
+		t.Errorf("a %s keeps the session: %+v", r.Error.Kind, ref)
+	case !losing && !c.exits && ref.State != contract.SessionAlive:
+		t.Errorf("the session was lost: %s", ref.LostReason)
+	}
+}
+
+// check fails unless r is the outcome w on backend b.
+func (c contractCase) check(t *testing.T, b backend, w outcome, r contract.Result, res *mcp.CallToolResult) {
+	t.Helper()
 	if raw, _ := json.Marshal(res); strings.Contains(string(raw), fakeSecret) {
 		t.Errorf("the server's secret reached the result")
 	}
 	if r.Isolation != b.isolation || r.Language != c.lang {
 		t.Errorf("isolation %q language %q, want %q %q", r.Isolation, r.Language, b.isolation, c.lang)
-	}
-	w := c.want
-	if o, ok := c.on[b.name]; ok {
-		w = o
 	}
 	if w.or != nil && r.Error != nil && r.Error.Kind == w.or.kind && r.Error.Limit == w.or.limit {
 		w = *w.or
@@ -128,8 +233,10 @@ func (c contractCase) run(t *testing.T, s *server, b backend) {
 	if w.kind == "" {
 		mustOK(t, r)
 		m := r.Metrics
-		if r.ExitCode == nil || *r.ExitCode != 0 || m.WallMs <= 0 || m.PeakMemoryBytes <= 0 || m.QueueMs < 0 || !strings.HasPrefix(r.Image, "sha256:") || !strings.HasPrefix(r.RunID, "r_") {
-			t.Errorf("exit code %v, metrics %+v, image %q, run %q", r.ExitCode, m, r.Image, r.RunID)
+		// A session's cell starts no process: it may take less than 1 ms.
+		wall := m.WallMs > 0 || r.Session != nil && m.WallMs == 0
+		if r.ExitCode == nil || *r.ExitCode != 0 || !wall || m.PeakMemoryBytes <= 0 || m.QueueMs < 0 || !strings.HasPrefix(r.Image, "sha256:") || !strings.HasPrefix(r.RunID, "r_") {
+			t.Errorf("exit code %s, metrics %+v, image %q, run %q", exitCode(r), m, r.Image, r.RunID)
 		}
 	} else {
 		e := wantError(t, r, w.kind, w.limit)
@@ -143,6 +250,14 @@ func (c contractCase) run(t *testing.T, s *server, b backend) {
 	if w.check != nil {
 		w.check(t, r, res)
 	}
+}
+
+// exitCode is a result's exit code as text.
+func exitCode(r contract.Result) string {
+	if r.ExitCode == nil {
+		return "null"
+	}
+	return strconv.Itoa(*r.ExitCode)
 }
 
 // The checks the table's outcomes share.
@@ -235,7 +350,7 @@ func contractCases() []contractCase {
 			want: runtimeError("TypeError", "late", 2)},
 		{name: "runtime/bash", lang: "bash", code: "echo before\nno_such_command --flag\n",
 			want: runtimeError("", "no_such_command: command not found", 2)},
-		{name: "runtime/exit-status", lang: "bash", code: "echo partial; exit 7", want: outcome{kind: contract.KindRuntime, stdout: "partial\n",
+		{name: "runtime/exit-status", lang: "bash", code: "echo partial; exit 7", exits: true, want: outcome{kind: contract.KindRuntime, stdout: "partial\n",
 			check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
 				if r.ExitCode == nil || *r.ExitCode != 7 || !strings.Contains(r.Error.Message, "status 7") {
 					t.Errorf("exit code %v, error %+v", r.ExitCode, r.Error)
@@ -261,8 +376,10 @@ func contractCases() []contractCase {
 
 		// bash retries a failed fork for about 15 s: its children outlive
 		// that, so no retry succeeds because earlier ones have ended.
-		{name: "pids/bash", lang: "bash", args: long, want: limited(contract.LimitPids), code: "for i in $(seq 1 400); do sleep 60 & done; wait"},
-		{name: "pids/python", lang: "python", args: long, want: limited(contract.LimitPids),
+		// bash exits when a fork fails for good: in a session, its
+		// interpreter.
+		{name: "pids/bash", lang: "bash", args: long, alone: true, exits: true, want: limited(contract.LimitPids), code: "for i in $(seq 1 400); do sleep 60 & done; wait"},
+		{name: "pids/python", lang: "python", args: long, alone: true, want: limited(contract.LimitPids),
 			code: "import os, time\nkids = []\nfor i in range(400):\n    pid = os.fork()\n    if pid == 0:\n        time.sleep(5); os._exit(0)\n    kids.append(pid)\n",
 			on: map[string]outcome{
 				// Each process is an address space of gVisor's on the
@@ -270,7 +387,7 @@ func contractCases() []contractCase {
 				// process limit (docs/security.md).
 				"gvisor": {kind: contract.KindResourceLimit, limit: contract.LimitPids, or: &outcome{kind: contract.KindOOM, limit: contract.LimitMemory}},
 			}},
-		{name: "pids/javascript", lang: "javascript", args: long, want: limited(contract.LimitPids),
+		{name: "pids/javascript", lang: "javascript", args: long, alone: true, want: limited(contract.LimitPids),
 			code: "const { spawn } = require('child_process');\nfor (let i = 0; i < 400; i++) spawn('sleep', ['5']);\n"},
 
 		{name: "disk/python", lang: "python", args: long, want: limited(contract.LimitDisk),
@@ -280,7 +397,7 @@ func contractCases() []contractCase {
 		{name: "disk/tmp", lang: "bash", args: long, want: limited(contract.LimitDisk), code: "head -c 200000000 /dev/zero > /tmp/fill"},
 		// A sparse file past the fsize limit, which no tmpfs size catches.
 		{name: "disk/file-size", lang: "python", args: long, want: limited(contract.LimitDisk), code: "with open('/tmp/big', 'wb') as f:\n    f.truncate(1 << 40)\n"},
-		{name: "disk/inodes", lang: "bash", args: long, want: limited(contract.LimitDisk),
+		{name: "disk/inodes", lang: "bash", args: long, exits: true, want: limited(contract.LimitDisk),
 			code: "mkdir many && cd many && for i in $(seq 1 20000); do : > f$i || exit 1; done",
 			on: map[string]outcome{
 				// runsc ignores nr_inodes on tmpfs (docs/security.md).
@@ -292,22 +409,23 @@ func contractCases() []contractCase {
 				"kubernetes": {},
 			}},
 
-		{name: "open_files/python", lang: "python", args: long, want: limited(contract.LimitOpenFiles), code: "fs = [open('/dev/null') for _ in range(5000)]\n"},
-		{name: "open_files/javascript", lang: "javascript", args: long, want: limited(contract.LimitOpenFiles),
+		{name: "open_files/python", lang: "python", args: long, alone: true, want: limited(contract.LimitOpenFiles), code: "fs = [open('/dev/null') for _ in range(5000)]\n"},
+		{name: "open_files/javascript", lang: "javascript", args: long, alone: true, want: limited(contract.LimitOpenFiles),
 			code: "const fs = require('fs');\nconst fds = [];\nfor (let i = 0; i < 5000; i++) fds.push(fs.openSync('/dev/null', 'r'));\n"},
-		{name: "open_files/bash", lang: "bash", args: long, want: limited(contract.LimitOpenFiles), code: "for i in $(seq 1 5000); do exec {fd}</dev/null || exit 1; done"},
+		{name: "open_files/bash", lang: "bash", args: long, alone: true, exits: true, want: limited(contract.LimitOpenFiles), code: "for i in $(seq 1 5000); do exec {fd}</dev/null || exit 1; done"},
 
-		{name: "output/python", lang: "python", want: truncated, code: "import sys\nsys.stdout.write('head\\n' + 'x' * 3000000 + '\\ntail\\n')\n"},
+		{name: "output/python", lang: "python", want: truncated, code: "print('head\\n' + 'x' * 3000000 + '\\ntail')\n"},
 		{name: "output/javascript", lang: "javascript", want: truncated, code: "process.stdout.write('head\\n' + 'x'.repeat(3000000) + '\\ntail\\n');\n"},
 		{name: "output/bash", lang: "bash", want: truncated, code: "echo head; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo tail"},
-		{name: "output/binary", lang: "bash", code: "head -c 100000 /dev/urandom", want: outcome{check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
+		{name: "output/binary", lang: "bash", code: "head -c 100000 /dev/urandom", varies: true, want: outcome{check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
 			if !strings.Contains(r.Stdout, "\uFFFD") {
 				t.Errorf("binary output is not turned into valid text")
 			}
 		}}},
 
 		// Killed at the call by runbox's seccomp profile.
-		{name: "forbidden_syscall/python", lang: "python", code: pySyscall(101),
+		// The kill ends the interpreter of a session.
+		{name: "forbidden_syscall/python", lang: "python", code: pySyscall(101), exits: true,
 			want: outcome{kind: contract.KindForbiddenSyscall, syscall: "ptrace", stdout: "calling\n"},
 			on: map[string]outcome{
 				// runsc traps the call in its own kernel: no kernel log
@@ -377,6 +495,99 @@ os.symlink("/proc/self/environ", "env")
 					t.Errorf("byte cap: %+v", r.Artifacts)
 				}
 			}}},
+		// Three files past the byte budget together: the content of those
+		// that fit, the last one's metadata only.
+		{name: "artifacts/byte-budget", lang: "bash", code: "for i in 1 2 3; do head -c 12000000 /dev/zero > f$i.bin; done",
+			want: outcome{check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
+				a := r.Artifacts
+				if len(a) != 3 || a[0].ContentOmitted || a[1].ContentOmitted || !a[2].ContentOmitted || a[2].Path != "f3.bin" || a[2].SizeBytes != 12000000 {
+					t.Errorf("byte budget: %+v", a)
+				}
+			}}},
+		// Links are never followed nor returned: to a file of the
+		// workspace, to the root, to the workspace itself.
+		{name: "artifacts/links", lang: "bash", code: "mkdir out\necho a > out/a.txt\nln -s a.txt out/b.txt\nln -s / out/root\nln -s /workspace loop\nln -s /etc/passwd passwd\n",
+			want: outcome{check: artifactsAre("out/a.txt")}},
+		// A FIFO is not read (which would block): it is no artifact.
+		{name: "artifacts/fifo", lang: "bash", code: "mkfifo pipe\nmkdir out && mkfifo out/pipe\necho ok > out/real.txt\n",
+			want: outcome{check: artifactsAre("out/real.txt")}},
+
+		// Output past its cap on stderr.
+		{name: "output/stderr", lang: "bash", code: "echo head >&2; head -c 3000000 /dev/zero | tr '\\0' x >&2; echo >&2; echo tail >&2",
+			want: outcome{kind: contract.KindOutputLimit, check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
+				if !r.StderrTruncated || r.StdoutTruncated || !strings.HasPrefix(r.Stderr, "head\n") || !strings.HasSuffix(r.Stderr, "\ntail\n") {
+					t.Errorf("stderr truncated %v (stdout %v), %d bytes kept", r.StderrTruncated, r.StdoutTruncated, len(r.Stderr))
+				}
+			}}},
+
+		// stdin as bytes, and read line by line.
+		{name: "stdin/python-bytes", lang: "python", args: map[string]any{"stdin": "héllo wörld\n"},
+			code: "import sys\ndata = sys.stdin.buffer.read()\nprint(len(data), data.decode().upper(), end='')\n",
+			want: outcome{stdout: "14 HÉLLO WÖRLD\n"}},
+		{name: "stdin/bash-lines", lang: "bash", args: map[string]any{"stdin": "one\ntwo  three\n"},
+			code: "n=0\nwhile read -r line; do n=$((n+1)); echo \"$n:$line\"; done\necho \"lines $n\"\n",
+			want: outcome{stdout: "1:one\n2:two  three\nlines 2\n"}},
+		{name: "stdin/javascript-none", lang: "javascript",
+			code: "let got = '';\nprocess.stdin.on('data', c => got += c).on('end', () => console.log('stdin', JSON.stringify(got)));\n",
+			want: outcome{stdout: "stdin \"\"\n"}},
+
+		// Input files, nested and binary; the one the code changes comes
+		// back as an artifact, the others do not.
+		{name: "files/bash", lang: "bash", code: "cat data/a.txt deep/er/b.txt\nwc -c < bin.dat\necho more >> data/a.txt\n",
+			args: map[string]any{"files": []any{
+				map[string]any{"path": "data/a.txt", "content": "alpha\n"},
+				map[string]any{"path": "deep/er/b.txt", "content": "beta\n"},
+				map[string]any{"path": "bin.dat", "content": pixel, "encoding": "base64"},
+			}},
+			want: outcome{stdout: "alpha\nbeta\n70\n", check: artifactsAre("data/a.txt")}},
+
+		// The JavaScript programs of issue 21, which answered otherwise in
+		// a session: an exception after an await, an exit, a JSON.parse
+		// error's line, a timer that never ends.
+		{name: "runtime/javascript-after-await", lang: "javascript",
+			code: "async function main() {\n  await null;\n  throw new TypeError('bad shape');\n}\nmain();\n",
+			want: runtimeError("TypeError", "bad shape", 3)},
+		{name: "runtime/javascript-exit", lang: "javascript", code: "console.log('x'); process.exit(4)", exits: true,
+			want: outcome{kind: contract.KindRuntime, stdout: "x\n", check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
+				if r.ExitCode == nil || *r.ExitCode != 4 {
+					t.Errorf("exit code %v, error %+v", r.ExitCode, r.Error)
+				}
+			}}},
+		{name: "runtime/javascript-json", lang: "javascript", code: "const text = '{\"a\": 1,}';\nconst data = JSON.parse(text);\nconsole.log(data);\n",
+			want: runtimeError("SyntaxError", "JSON", 2)},
+		// alone: a session that kept the timer (it must not) would tick
+		// into later cells.
+		{name: "timeout/javascript-interval", lang: "javascript", args: map[string]any{"timeout_seconds": 2}, varies: true, alone: true,
+			code: "setInterval(() => console.log('tick'), 200);\n",
+			want: outcome{kind: contract.KindTimeout, limit: contract.LimitWallTime, check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
+				if !strings.HasPrefix(r.Stdout, "tick\n") {
+					t.Errorf("output before the timeout is lost: %q", r.Stdout)
+				}
+			}}},
+
+		// A session's own: the value of a Python cell's last expression
+		// is shown (as a notebook shows it); a one-off run shows nothing.
+		{name: "session/last-expression", lang: "python", code: "x = 41\nx + 1\n",
+			want: outcome{check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
+				if r.Stdout != "" {
+					t.Errorf("a one-off run showed a value: %q", r.Stdout)
+				}
+			}},
+			inSession: &sessionWay{why: "a session shows a Python cell's last expression (docs/design.md)", want: outcome{stdout: "42\n"}}},
+	}
+}
+
+// artifactsAre: the run's artifacts are those files, in that order.
+func artifactsAre(paths ...string) func(*testing.T, contract.Result, *mcp.CallToolResult) {
+	return func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
+		t.Helper()
+		var got []string
+		for _, a := range r.Artifacts {
+			got = append(got, a.Path)
+		}
+		if strings.Join(got, ",") != strings.Join(paths, ",") || r.ArtifactsOmitted != 0 {
+			t.Errorf("artifacts %v (%d left out), want %v", got, r.ArtifactsOmitted, paths)
+		}
 	}
 }
 

@@ -3,8 +3,10 @@
 // running code in real containers on a real Docker engine.
 //
 // The run_code contract is one table (contract_test.go) that TestContract
-// runs on every backend: Docker, gVisor, Podman and Kubernetes. The other
-// tests are of one backend's own behaviour, or of the server itself.
+// runs on every backend: Docker, gVisor, Podman and Kubernetes, each case
+// both as a one-off run and as a session's cell, which must answer the
+// same (contract_cells_test.go). The other tests are of one backend's own
+// behaviour, or of the server itself.
 //
 // They run with `make e2e` (build tag e2e). In CI a missing engine or
 // backend fails them loudly; on a developer machine without one they skip,

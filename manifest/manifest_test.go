@@ -41,6 +41,7 @@ func TestValidateNamesFieldValueAndRange(t *testing.T) {
 		}, "http.allowed_origins[1] = https://runbox.example.com/: an origin"},
 		{"origin without scheme", func(m *Manifest) { m.HTTP.AllowedOrigins = []string{"runbox.example.com"} }, "http.allowed_origins[0] = runbox.example.com"},
 		{"origin wildcard", func(m *Manifest) { m.HTTP.AllowedOrigins = []string{"*"} }, "http.allowed_origins[0] = *"},
+		{"folder named roots", func(m *Manifest) { m.Mounts = []Mount{{Name: "roots", Path: "/srv/data"}} }, "mounts[0].name = roots: a name other than roots"},
 		{"origin bad port", func(m *Manifest) { m.HTTP.AllowedOrigins = []string{"http://localhost:99999"} }, "http.allowed_origins[0]"},
 	}
 	for _, tc := range cases {

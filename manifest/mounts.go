@@ -11,7 +11,7 @@ const MountRoot = "/mnt"
 
 // Mount is a host folder every box sees read-only at /mnt/<name>.
 type Mount struct {
-	Name string `json:"name" jsonschema_description:"The folder's name in the box: /mnt/<name>."`
+	Name string `json:"name" jsonschema_description:"The folder's name in the box: /mnt/<name>; not roots, where a client's MCP roots go."`
 	Path string `json:"path" jsonschema_description:"The host folder (absolute), mounted read-only; links inside it never reach outside it."`
 }
 
@@ -26,6 +26,8 @@ func (m *Manifest) validateMounts(bad func(field string, value any, allowed stri
 		f := fmt.Sprintf("mounts[%d]", i)
 		if !mountNameRe.MatchString(mt.Name) || seen[mt.Name] {
 			bad(f+".name", mt.Name, "a unique name of lower-case letters, digits, _ and -, at most 32")
+		} else if MountRoot+"/"+mt.Name == RootsDir {
+			bad(f+".name", mt.Name, "a name other than roots (a client's MCP roots are mounted at "+RootsDir+")")
 		}
 		seen[mt.Name] = true
 		if !filepath.IsAbs(mt.Path) || filepath.Clean(mt.Path) != mt.Path || mt.Path == "/" {

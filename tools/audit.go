@@ -34,16 +34,20 @@ func ClientOf(ctx context.Context) audit.Client {
 	return c
 }
 
-// AuditEntry is the audit line of one call: its arguments and result.
-func AuditEntry(m *manifest.Manifest, transport string, client audit.Client, call Call, res contract.Result) audit.Entry {
+// AuditEntry is the audit line of one call: who made it, its arguments
+// and its result.
+func AuditEntry(m *manifest.Manifest, transport string, call Call, res contract.Result) audit.Entry {
 	args, raw := call.Args, call.Raw
+	if raw == nil && call.Bad == nil && m.Audit.StoreCode {
+		raw, _ = json.Marshal(args)
+	}
 	code := sha256.Sum256([]byte(args.Code))
 	timeout := m.Limits.TimeoutSeconds
 	if args.TimeoutSeconds != nil {
 		timeout = *args.TimeoutSeconds
 	}
 	e := audit.Entry{
-		RunID: res.RunID, Time: time.Now().UTC(), Client: client, Transport: transport,
+		RunID: res.RunID, Time: time.Now().UTC(), Client: call.App, Transport: transport,
 		Language: res.Language, CodeSHA256: hex.EncodeToString(code[:]),
 		Image: res.Image, Isolation: res.Isolation,
 		Limits: audit.Limits{TimeoutSeconds: timeout, MemoryBytes: int64(m.Limits.Memory), CPUs: m.Limits.CPUs,
@@ -89,14 +93,19 @@ func sum(s string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// head is the first audit.HeadBytes of s, cut on a rune boundary.
+// head is the first audit.HeadBytes of s.
 func head(s string) string {
 	if len(s) <= audit.HeadBytes {
 		return s
 	}
-	s = s[:audit.HeadBytes]
+	return strings.TrimRight(cut(s, audit.HeadBytes), "\n") + "…"
+}
+
+// cut is the first n bytes of s, shortened to valid UTF-8.
+func cut(s string, n int) string {
+	s = s[:n]
 	for !utf8.ValidString(s) {
 		s = s[:len(s)-1]
 	}
-	return strings.TrimRight(s, "\n") + "…"
+	return s
 }

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
 )
@@ -15,7 +14,7 @@ func TestAuditEntryNetwork(t *testing.T) {
 		{Host: "api.example", Port: 443, Method: "CONNECT", Allowed: true, Rule: "network.allow[0] (api.example:443)", BytesOut: 10, BytesIn: 20},
 		{Host: "evil.example", Port: 80, Method: "GET", Reason: "not declared; token=ghp_abcdefghijklmnopqrstuvwxyz0123456789"},
 	}}
-	e := AuditEntry(manifest.Default(), "stdio", audit.Client{}, Call{}, res)
+	e := AuditEntry(manifest.Default(), "stdio", Call{}, res)
 	if len(e.Network) != 2 || e.Network[0].Rule != res.Network[0].Rule || e.Network[1].Allowed || e.Network[0].BytesIn != 20 {
 		t.Fatalf("network: %+v", e.Network)
 	}

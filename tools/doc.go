@@ -2,9 +2,16 @@
 // its definition (schemas reflected from Go types, description rendered from
 // the manifest, explicit annotations) and its handler.
 //
-// Handlers validate arguments against the manifest and turn a
-// contract.Result into a CallToolResult. Every failure an agent can fix,
-// bad arguments included, is a result with isError and a typed error.kind,
-// never a protocol error. The package knows nothing of Docker or Kubernetes:
-// it runs calls through a sandbox.Runner.
+// The run_code pipeline is one function, Deps.Run, over a typed Call (the
+// decoded arguments, and who calls: the client, its application, its roots
+// and approvals): it admits the call against the client's budget,
+// validates it against the manifest, runs it in a fresh box or its
+// session, and counts and audits it. The run_code handler and every saved
+// tool call it after settling the call's input requests, and turn its
+// contract.Result into a CallToolResult; `runbox run`, `runbox replay` and
+// doctor call it too. Every failure an agent can fix, bad arguments
+// included, is a result with isError and a typed error.kind, never a
+// protocol error. The package knows nothing of Docker or Kubernetes: it
+// runs calls through a sandbox.Runner, and treats the manifest as
+// read-only.
 package tools

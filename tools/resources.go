@@ -54,6 +54,27 @@ func ArtifactTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerR
 	}}
 }
 
+// StreamTemplate serves the stdout and stderr of recent runs whose answer
+// showed only part of them.
+func StreamTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerResourceTemplate {
+	tmpl := mcp.NewResourceTemplate(contract.StreamURITemplate, "run output",
+		mcp.WithTemplateDescription(fmt.Sprintf("All that runbox kept of a run's stdout or stderr (up to the first and last %s) when its answer showed only part of it; readable for %s after the run.",
+			m.Limits.OutputBytes/2, m.Artifacts.TTL())),
+		mcp.WithTemplateMIMEType("text/plain"))
+	return server.ServerResourceTemplate{Template: tmpl, Handler: func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		uri := req.Params.URI
+		runID, stream, ok := contract.ParseStreamURI(uri)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s is not runbox://runs/{run_id}/stdout or /stderr", server.ErrResourceNotFound, uri)
+		}
+		text, err := store.Stream(runID, stream)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s", server.ErrResourceNotFound, err)
+		}
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: "text/plain", Text: text}}, nil
+	}}
+}
+
 func isText(mime string) bool {
 	return strings.HasPrefix(mime, "text/") || mime == "application/json" || mime == "application/xml" || mime == "application/yaml" || mime == "image/svg+xml"
 }

@@ -133,13 +133,6 @@ func rootName(name, dir string) string {
 	return s
 }
 
-// sessionCall says whether a run_code call runs in a session, whose box
-// has the roots it was opened with.
-func sessionCall(req mcp.CallToolRequest) bool {
-	id, _ := req.GetArguments()["session_id"].(string)
-	return id != ""
-}
-
 // withInputRequests merges two calls' input requests into one answer, so
 // a client answers them in one round trip.
 func withInputRequests(a, b *mcp.CallToolResult) *mcp.CallToolResult {

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -65,60 +64,34 @@ func RunCode(d Deps) server.ServerTool {
 		OpenWorldHint:   mcp.ToBoolPtr(m.Network.Enabled()),
 	}
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		raw, err := json.Marshal(req.GetRawArguments())
-		if err != nil {
-			raw = nil
-		}
-		session := ""
-		if cs := server.ClientSessionFromContext(ctx); cs != nil {
-			session = cs.SessionID()
-		}
-		approver, ask := networkApproval(ctx, m, req)
-		var roots []sandbox.HostMount
-		if !sessionCall(req) {
-			var askRoots *mcp.CallToolResult
-			roots, askRoots = clientRoots(ctx, m, req, d.Logger)
-			ask = withInputRequests(ask, askRoots)
-		}
-		if ask != nil {
-			return ask, nil
-		}
-		ctx = sandbox.WithMounts(ctx, roots)
-		if d.Budgets != nil {
-			if bad := d.Budgets.Admit(session); bad != nil {
-				res := contract.Fail(contract.Job{RunID: NewRunID()}, *bad)
-				res.Isolation = m.Isolation
-				return answer(ctx, m, nil, res), nil
-			}
-		}
-		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
-			stop := reportProgress(ctx, req.Params.Meta.ProgressToken)
-			defer stop()
-		}
-		call := DecodeCall(raw)
-		call.Client = PrincipalOf(ctx)
-		ctx, calls := d.withToolCalls(ctx)
-		res := call.Run(egress.WithApprover(ctx, approver), m, d.Runner)
-		if call.Args.SessionID == "" {
-			res.Roots = sandbox.Roots(roots)
-		}
-		if d.Budgets != nil {
-			d.Budgets.Charge(session, time.Duration(res.Metrics.WallMs)*time.Millisecond)
-		}
-		if d.Metrics != nil {
-			d.Metrics.Observe(res)
-		}
-		if d.Audit != nil {
-			e := AuditEntry(m, d.Transport, ClientOf(ctx), call, res)
-			var n int
-			e.ToolCalls, n = calls()
-			e.Redacted += n
-			if err := d.Audit.Record(e); err != nil && d.Logger != nil {
-				d.Logger.Warn("audit log", "run_id", res.RunID, "err", err)
-			}
-		}
-		return answer(ctx, m, d.Store, res), nil
+		return d.callTool(ctx, req, DecodeCall(arguments(req))), nil
 	}}
+}
+
+// callTool answers an MCP call of run_code or of a saved tool: it settles
+// the call's input requests first (approvals of the network endpoints the
+// manifest asks about, and the client's roots for a call outside a
+// session, whose box has the roots it was opened with), names who calls,
+// reports progress to a client that asked for it, runs the pipeline
+// (Deps.Run) and renders the result for the client's model.
+func (d Deps) callTool(ctx context.Context, req mcp.CallToolRequest, c Call) *mcp.CallToolResult {
+	m := d.Manifest
+	approver, ask := networkApproval(ctx, m, req)
+	if c.Args.SessionID == "" {
+		var askRoots *mcp.CallToolResult
+		c.Roots, askRoots = clientRoots(ctx, m, req, d.Logger)
+		ask = withInputRequests(ask, askRoots)
+	}
+	if ask != nil {
+		return ask
+	}
+	c.Approver = approver
+	c.Client, c.App = PrincipalOf(ctx), ClientOf(ctx)
+	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+		stop := reportProgress(ctx, req.Params.Meta.ProgressToken)
+		defer stop()
+	}
+	return answer(ctx, m, d.Store, d.Run(ctx, c))
 }
 
 // reportProgress sends notifications/progress until stopped, so a client
@@ -152,15 +125,29 @@ func reportProgress(ctx context.Context, token mcp.ProgressToken) (stop func()) 
 	return func() { close(done) }
 }
 
-// Call is one run_code call, decoded once: the arguments as they came
-// (kept verbatim by the audit log's store_code) and as read, or why they
-// could not be read.
+// Call is one run_code call, decoded once, and who makes it: the
+// arguments as they came (kept verbatim by the audit log's store_code) and
+// as read, or why they could not be read; the client, and what it settled
+// for this call (its roots, its approvals).
 type Call struct {
+	// Raw are the arguments as they came; nil: Args, marshalled when the
+	// audit log keeps them.
 	Raw  []byte
 	Args RunCodeArgs
-	Bad  *contract.ErrorInfo
-	// Client is who calls, for sessions (PrincipalOf).
+	// Bad says why Raw could not be read; the call answers it.
+	Bad *contract.ErrorInfo
+	// Client is who calls, for sessions (PrincipalOf); empty: the one in
+	// the run's context.
 	Client string
+	// App is the calling application as the audit log names it (ClientOf);
+	// its Session is what the client's budgets bound.
+	App audit.Client
+	// Roots are the client's roots mounted for a run outside a session (a
+	// session's box has those it was opened with).
+	Roots []sandbox.HostMount
+	// Approver answers for the network endpoints the manifest asks about;
+	// nil refuses them.
+	Approver egress.Approver
 }
 
 // DecodeCall reads a call's raw arguments, strictly (see DecodeArgs).
@@ -169,41 +156,76 @@ func DecodeCall(raw []byte) Call {
 	return Call{Raw: raw, Args: args, Bad: bad}
 }
 
-// Run validates and runs the call: the path shared by the MCP handler,
-// `runbox run`, `runbox replay` and doctor.
-func (c Call) Run(ctx context.Context, m *manifest.Manifest, r sandbox.Runner) contract.Result {
-	runID := NewRunID()
-	bad := c.Bad
-	if bad == nil {
-		var job contract.Job
-		job, bad = Validate(m, c.Args, runID)
-		if bad == nil && c.Args.SessionID != "" {
-			res := runInSession(ctx, m, r, c, job)
-			if c.Args.SaveArtifacts {
-				saveArtifacts(m.Outputs, &res)
-			}
-			return res
-		}
-		if bad == nil {
-			res := r.Run(ctx, job)
-			if c.Args.SaveArtifacts {
-				saveArtifacts(m.Outputs, &res)
-			}
+// Run is the run_code pipeline, once for every caller (the MCP handler,
+// saved tools, `runbox run`, `runbox replay` and doctor): admit the call
+// against its client's budget, validate it against the manifest, run it
+// (in a fresh box or its session), then charge the budget, count it and
+// audit it. What a Deps leaves nil is skipped. The answer is the caller's
+// to render.
+func (d Deps) Run(ctx context.Context, c Call) contract.Result {
+	m := d.Manifest
+	if d.Budgets != nil {
+		if bad := d.Budgets.Admit(c.App.Session); bad != nil {
+			res := contract.Fail(contract.Job{RunID: NewRunID()}, *bad)
+			res.Isolation = m.Isolation
 			return res
 		}
 	}
-	res := contract.Fail(contract.Job{RunID: runID}, *bad)
-	res.Language = c.Args.Language
-	res.Isolation = m.Isolation
+	ctx = sandbox.WithMounts(ctx, c.Roots)
+	ctx, calls := d.withToolCalls(ctx)
+	res := d.run(egress.WithApprover(ctx, c.Approver), c)
+	if c.Args.SessionID == "" {
+		res.Roots = sandbox.Roots(c.Roots)
+	}
+	if d.Budgets != nil {
+		d.Budgets.Charge(c.App.Session, time.Duration(res.Metrics.WallMs)*time.Millisecond)
+	}
+	if d.Metrics != nil {
+		d.Metrics.Observe(res)
+	}
+	if d.Audit != nil {
+		e := AuditEntry(m, d.Transport, c, res)
+		var n int
+		e.ToolCalls, n = calls()
+		e.Redacted += n
+		if err := d.Audit.Record(e); err != nil && d.Logger != nil {
+			d.Logger.Warn("audit log", "run_id", res.RunID, "err", err)
+		}
+	}
 	return res
 }
 
-// Execute decodes, validates and runs one call from its raw arguments.
-func Execute(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, raw []byte) contract.Result {
-	return DecodeCall(raw).Run(ctx, m, r)
-}
-
-// ExecuteArgs validates and runs arguments already held as a struct.
-func ExecuteArgs(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, args RunCodeArgs) contract.Result {
-	return Call{Args: args}.Run(ctx, m, r)
+// run validates the call and runs its job: the one place the pipeline
+// calls the runner.
+func (d Deps) run(ctx context.Context, c Call) contract.Result {
+	m := d.Manifest
+	runID := NewRunID()
+	var job contract.Job
+	bad := c.Bad
+	if bad == nil {
+		job, bad = Validate(m, c.Args, runID)
+	}
+	if bad != nil {
+		res := contract.Fail(contract.Job{RunID: runID}, *bad)
+		res.Language = c.Args.Language
+		res.Isolation = m.Isolation
+		return res
+	}
+	var res contract.Result
+	if c.Args.SessionID == "" {
+		res = d.Runner.Run(ctx, job)
+	} else if sr := d.Runner.Sessions(); sr != nil && m.Sessions.Enabled {
+		client := c.Client
+		if client == "" {
+			client = PrincipalOf(ctx)
+		}
+		res = sr.RunInSession(ctx, c.Args.SessionID, client, job)
+	} else {
+		res = contract.Fail(job, contract.Invalid("this server keeps no sessions: run the code without session_id"))
+		res.Isolation = m.Isolation
+	}
+	if c.Args.SaveArtifacts {
+		saveArtifacts(m.Outputs, &res)
+	}
+	return res
 }

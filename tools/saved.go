@@ -307,24 +307,19 @@ func plainText(s string) bool {
 // savedTool is a saved tool as clients call it: its snippet runs in a
 // fresh box with the call's arguments as JSON on stdin and in
 // /workspace/input.json, and answers run_code's structured result.
-func savedTool(t SavedTool, run server.ToolHandlerFunc) server.ServerTool {
+func savedTool(t SavedTool, d Deps) server.ServerTool {
 	tool := mcp.NewToolWithRawSchema(t.Name, fmt.Sprintf("%s\n\n(Saved with save_tool by client %q, version %d: %s code run in a fresh runbox sandbox with the arguments as JSON on stdin and in input.json, with the caller's folders and roots; answers run_code's result.)", t.Description, t.owner(), t.Version, t.Language), t.InputSchema)
 	tool.RawOutputSchema = OutputSchema()
 	tool.Annotations = mcp.ToolAnnotation{Title: t.Name, ReadOnlyHint: mcp.ToBoolPtr(false), DestructiveHint: mcp.ToBoolPtr(false),
 		IdempotentHint: mcp.ToBoolPtr(false), OpenWorldHint: mcp.ToBoolPtr(false)}
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := json.Marshal(req.GetRawArguments())
-		if err != nil || string(args) == "null" {
-			args = []byte("{}")
-		}
+		args := objectArguments(req)
 		if args[0] != '{' {
 			return mcp.NewToolResultError(`invalid_request: the arguments must be a JSON object (input_schema's type is "object")`), nil
 		}
-		rc := mcp.CallToolRequest{}
-		rc.Params.Name = RunCodeName
-		rc.Params.Arguments = map[string]any{"language": t.Language, "code": t.Code, "stdin": string(args),
-			"files": []map[string]any{{"path": "input.json", "content": string(args)}}}
-		return run(ctx, rc)
+		call := Call{Args: RunCodeArgs{Language: t.Language, Code: t.Code, Stdin: string(args),
+			Files: []InputFile{{Path: "input.json", Content: string(args)}}}}
+		return d.callTool(ctx, req, call), nil
 	}}
 }
 
@@ -337,7 +332,6 @@ func savedTool(t SavedTool, run server.ToolHandlerFunc) server.ServerTool {
 // (PrincipalOf) saves its next version or deletes it.
 func SavedTools(s *server.MCPServer, store *SavedStore, d Deps) ([]server.ServerTool, error) {
 	m := d.Manifest
-	run := RunCode(d).Handler
 	saved, err := store.List()
 	if err != nil {
 		return nil, err
@@ -359,7 +353,7 @@ func SavedTools(s *server.MCPServer, store *SavedStore, d Deps) ([]server.Server
 			continue
 		}
 		reg.served[t.Name] = true
-		out = append(out, savedTool(t, run))
+		out = append(out, savedTool(t, d))
 	}
 	saveSchema, _ := json.Marshal(map[string]any{
 		"type":     "object",
@@ -384,10 +378,7 @@ func SavedTools(s *server.MCPServer, store *SavedStore, d Deps) ([]server.Server
 	out = append(out,
 		server.ServerTool{Tool: save, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var a SaveToolArgs
-			raw, _ := json.Marshal(req.GetRawArguments())
-			dec := json.NewDecoder(strings.NewReader(string(raw)))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&a); err != nil {
+			if err := decodeStrict(req, &a); err != nil {
 				return mcp.NewToolResultError("invalid arguments: " + err.Error()), nil
 			}
 			t, err := a.validate(m)
@@ -419,7 +410,7 @@ func SavedTools(s *server.MCPServer, store *SavedStore, d Deps) ([]server.Server
 				return mcp.NewToolResultError("saving failed: " + err.Error()), nil
 			}
 			reg.served[t.Name] = true
-			s.AddTools(savedTool(t, run))
+			s.AddTools(savedTool(t, d))
 			return structured(map[string]any{"name": t.Name, "version": t.Version, "saved_at": t.SavedAt}), nil
 		}},
 		server.ServerTool{Tool: del, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

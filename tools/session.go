@@ -43,20 +43,6 @@ func PrincipalOf(ctx context.Context) string {
 	return LocalPrincipal
 }
 
-func runInSession(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, c Call, job contract.Job) contract.Result {
-	sr := r.Sessions()
-	if sr == nil || !m.Sessions.Enabled {
-		res := contract.Fail(job, contract.Invalid("this server keeps no sessions: run the code without session_id"))
-		res.Isolation = m.Isolation
-		return res
-	}
-	client := c.Client
-	if client == "" {
-		client = PrincipalOf(ctx)
-	}
-	return sr.RunInSession(ctx, c.Args.SessionID, client, job)
-}
-
 // SessionOpenArgs are session_open's arguments.
 type SessionOpenArgs struct {
 	Language           string   `json:"language" jsonschema:"required,description=The session's language: every run_code call in it must use the same."`
@@ -110,17 +96,29 @@ func sessionAnswer(res SessionResult) *mcp.CallToolResult {
 	return &mcp.CallToolResult{StructuredContent: res, IsError: res.Error != nil, Content: []mcp.Content{mcp.NewTextContent(text)}}
 }
 
-func decodeStrict(req mcp.CallToolRequest, v any) *contract.ErrorInfo {
+// arguments are a call's arguments as JSON; nil when they cannot be.
+func arguments(req mcp.CallToolRequest) []byte {
 	raw, err := json.Marshal(req.GetRawArguments())
-	if err != nil || string(raw) == "null" {
-		raw = []byte("{}")
+	if err != nil {
+		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	return raw
+}
+
+// objectArguments are a call's arguments as JSON, {} when there are none.
+func objectArguments(req mcp.CallToolRequest) []byte {
+	raw := arguments(req)
+	if raw == nil || string(raw) == "null" {
+		return []byte("{}")
+	}
+	return raw
+}
+
+// decodeStrict reads a call's arguments into v: unknown fields are errors.
+func decodeStrict(req mcp.CallToolRequest, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(objectArguments(req)))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return invalid("bad arguments: %v", err)
-	}
-	return nil
+	return dec.Decode(v)
 }
 
 func sessionTool(name, title, desc string, args any, readOnly, destructive bool) mcp.Tool {
@@ -153,8 +151,8 @@ func SessionTools(d Deps) []server.ServerTool {
 	return []server.ServerTool{
 		{Tool: open, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var a SessionOpenArgs
-			if bad := decodeStrict(req, &a); bad != nil {
-				return sessionAnswer(SessionResult{Error: bad}), nil
+			if err := decodeStrict(req, &a); err != nil {
+				return sessionAnswer(SessionResult{Error: invalid("bad arguments: %v", err)}), nil
 			}
 			sreq, bad := validateOpen(m, a)
 			if bad != nil {
@@ -173,8 +171,8 @@ func SessionTools(d Deps) []server.ServerTool {
 		}},
 		{Tool: closeT, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var a SessionIDArgs
-			if bad := decodeStrict(req, &a); bad != nil {
-				return sessionAnswer(SessionResult{Error: bad}), nil
+			if err := decodeStrict(req, &a); err != nil {
+				return sessionAnswer(SessionResult{Error: invalid("bad arguments: %v", err)}), nil
 			}
 			if fail := sr.CloseSession(ctx, a.SessionID, PrincipalOf(ctx)); fail != nil {
 				return sessionAnswer(SessionResult{Error: fail}), nil
@@ -183,8 +181,8 @@ func SessionTools(d Deps) []server.ServerTool {
 		}},
 		{Tool: list, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var a SessionListArgs
-			if bad := decodeStrict(req, &a); bad != nil {
-				return sessionAnswer(SessionResult{Error: bad}), nil
+			if err := decodeStrict(req, &a); err != nil {
+				return sessionAnswer(SessionResult{Error: invalid("bad arguments: %v", err)}), nil
 			}
 			return sessionAnswer(SessionResult{Sessions: sr.ListSessions(PrincipalOf(ctx))}), nil
 		}},

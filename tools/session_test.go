@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
@@ -57,7 +56,7 @@ func TestPrincipal(t *testing.T) {
 // a one-off run.
 func TestSessionIDWithoutSessions(t *testing.T) {
 	m := manifest.Default()
-	res := Execute(context.Background(), m, noRunner{}, []byte(`{"language":"python","code":"print(1)","session_id":"s_x"}`))
+	res := Deps{Manifest: m, Runner: noRunner{}}.Run(context.Background(), DecodeCall([]byte(`{"language":"python","code":"print(1)","session_id":"s_x"}`)))
 	if res.Error == nil || res.Error.Kind != contract.KindInvalidRequest {
 		t.Fatalf("%+v", res.Error)
 	}
@@ -81,7 +80,7 @@ func TestAuditKeepsNoSessionID(t *testing.T) {
 	call := DecodeCall(raw)
 	call.Client = "alice"
 	res := contract.Result{RunID: "r_1", Language: "python", Status: contract.StatusOK, Session: &contract.SessionRef{ID: id, Call: 3, State: contract.SessionAlive}}
-	e := AuditEntry(m, "http", audit.Client{}, call, res)
+	e := AuditEntry(m, "http", call, res)
 	line, _ := json.Marshal(e)
 	if strings.Contains(string(line), id) {
 		t.Fatalf("the audit line holds the session id: %s", line)

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -39,11 +38,7 @@ func (d Deps) withToolCalls(ctx context.Context) (context.Context, func() ([]aud
 	observe := func(r upstream.Record) {
 		head := string(r.Args)
 		if len(head) > argsHeadBytes {
-			head = head[:argsHeadBytes]
-			for !utf8.ValidString(head) {
-				head = head[:len(head)-1]
-			}
-			head += "…"
+			head = cut(head, argsHeadBytes) + "…"
 		}
 		head, n := audit.Redact(head)
 		mu.Lock()
@@ -150,16 +145,13 @@ func SearchTools(set *upstream.Set) server.ServerTool {
 		DestructiveHint: mcp.ToBoolPtr(false), IdempotentHint: mcp.ToBoolPtr(true), OpenWorldHint: mcp.ToBoolPtr(false)}
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var args SearchToolsArgs
-		raw, _ := json.Marshal(req.GetRawArguments())
-		if err := json.Unmarshal(raw, &args); err != nil {
+		if err := json.Unmarshal(objectArguments(req), &args); err != nil {
 			return mcp.NewToolResultError("invalid arguments: " + err.Error()), nil
 		}
 		hits := set.Search(ctx, args.Query, args.Schemas)
 		if hits == nil {
 			hits = []upstream.Match{}
 		}
-		out := map[string]any{"tools": hits}
-		text, _ := json.Marshal(out)
-		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(string(text))}, StructuredContent: out}, nil
+		return structured(map[string]any{"tools": hits}), nil
 	}}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/runbox-mcp/runbox/sandbox/kube"
 
 	"github.com/lmittmann/tint"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/egress"
@@ -53,8 +54,10 @@ func run(ctx context.Context, cfg config) (int, error) {
 	if cfg.command == "images" {
 		return runImages(ctx, cfg, m, err)
 	}
-	// With packages declared, the languages run on their derived image.
-	derivedImages := derived.Apply(m)
+	// With packages declared, the languages run on their derived image:
+	// the one step that derives the manifest the server runs with, before
+	// anything holds it. From here on it is read-only.
+	m, derivedImages := derived.Apply(m)
 	if cfg.command == "doctor" {
 		return runDoctor(ctx, cfg, m, source, err, logger, disc, derivedImages)
 	}
@@ -98,31 +101,11 @@ func run(ctx context.Context, cfg config) (int, error) {
 			}
 		}
 		logger.Info("starting", "version", version, "transport", cfg.transport, "backend", m.Backend, "isolation", m.Isolation, "languages", m.LanguageNames())
-		// The engine is readied and the images probed beside serving, never
-		// before it: a client that does not wait for initialize (Codex)
-		// would start without runbox's tools.
-		described := make(chan *manifest.Manifest, 1)
-		go prepareEngine(ctx, m, runner, derivedImages, described, logger)
-		var r sandbox.Runner = runner
-		if m.Cache.Enabled {
-			r = sandbox.NewCache(runner, m, runner.ImageDigest)
-		}
-		auditLog, err := audit.Open(m.Audit)
+		s, promHandler, stop, err := serving(ctx, cfg, m, runner, derivedImages, logger)
 		if err != nil {
-			return 1, fmt.Errorf("%w (set audit.path to a writable file, or audit.enabled: false)", err)
+			return 1, err
 		}
-		defer auditLog.Close()
-		opts := mcpserver.Options{Version: version, Logger: logger, Transport: cfg.transport, Audit: auditLog, Described: described}
-		opts.Upstream = startUpstream(ctx, m, logger)
-		defer opts.Upstream.Close()
-		var promHandler http.Handler
-		if m.Metrics.Enabled && cfg.transport != mcpserver.TransportStdio {
-			opts.Metrics = metrics.New(version, m.Isolation, runner)
-			promHandler = opts.Metrics.Handler()
-		}
-		// The agent is told what the images had when last probed, at once;
-		// the probes beside serving confirm or correct it.
-		s := mcpserver.New(describeFromCache(m), r, opts)
+		defer stop()
 		if cfg.transport == mcpserver.TransportStdio {
 			return 0, mcpserver.ServeStdio(ctx, s, m, os.Stdin, os.Stdout, logger)
 		}
@@ -131,11 +114,45 @@ func run(ctx context.Context, cfg config) (int, error) {
 	case "sessions":
 		return listSessions(ctx, cfg, runner)
 	case "run":
-		return runFile(ctx, cfg, m, runner)
+		return runFile(ctx, cfg, m, runner, logger)
 	case "replay":
-		return replay(ctx, cfg, m, runner)
+		return replay(ctx, cfg, m, runner, logger)
 	}
 	return 2, fmt.Errorf("unknown command %q", cfg.command)
+}
+
+// serving wires what serve serves over the runner: the engine readied and
+// the images probed beside serving, the cache, the audit log, the upstream
+// servers, metrics, and the MCP server, told the images' descriptions as
+// they come. m is read-only: every description is a copy (describe). stop
+// closes what it opened.
+func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sandbox.BoxRunner, derivedImages []derived.Image, logger *slog.Logger) (s *server.MCPServer, prom http.Handler, stop func(), err error) {
+	auditLog, err := audit.Open(m.Audit)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w (set audit.path to a writable file, or audit.enabled: false)", err)
+	}
+	// The engine is readied and the images probed beside serving, never
+	// before it: a client that does not wait for initialize (Codex)
+	// would start without runbox's tools.
+	described := make(chan *manifest.Manifest, 1)
+	go prepareEngine(ctx, m, runner, derivedImages, described, logger)
+	var r sandbox.Runner = runner
+	if m.Cache.Enabled {
+		r = sandbox.NewCache(runner, m, runner.ImageDigest)
+	}
+	opts := mcpserver.Options{Version: version, Logger: logger, Transport: cfg.transport, Audit: auditLog, Described: described}
+	opts.Upstream = startUpstream(ctx, m, logger)
+	if m.Metrics.Enabled && cfg.transport != mcpserver.TransportStdio {
+		opts.Metrics = metrics.New(version, m.Isolation, runner)
+		prom = opts.Metrics.Handler()
+	}
+	// The agent is told what the images had when last probed, at once;
+	// the probes beside serving confirm or correct it.
+	s = mcpserver.New(describeFromCache(m), r, opts)
+	return s, prom, func() {
+		opts.Upstream.Close()
+		auditLog.Close()
+	}, nil
 }
 
 // newBackend makes the runner over the driver the manifest's backend names.
@@ -279,7 +296,7 @@ func describe(m *manifest.Manifest, infos []*sandbox.LanguageInfo) *manifest.Man
 // extensions maps file extensions to languages for `runbox run`.
 var extensions = map[string]string{".py": "python", ".js": "javascript", ".cjs": "javascript", ".sh": "bash", ".bash": "bash"}
 
-func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Runner) (int, error) {
+func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Runner, logger *slog.Logger) (int, error) {
 	lang := cfg.language
 	if lang == "" {
 		lang = extensions[strings.ToLower(filepath.Ext(cfg.file))]
@@ -307,10 +324,9 @@ func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Ru
 	if cfg.timeout > 0 {
 		args.TimeoutSeconds = &cfg.timeout
 	}
-	raw, _ := json.Marshal(args) // verbatim for the audit log's store_code
-	call := tools.Call{Raw: raw, Args: args}
-	res := call.Run(ctx, m, r)
-	recordCLI(m, "cli", call, res)
+	d, done := cliDeps(m, r, "cli", logger)
+	res := d.Run(ctx, cliCall(tools.Call{Args: args}))
+	done()
 
 	if cfg.outDir != "" {
 		if err := writeArtifacts(cfg.outDir, res.Artifacts); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -17,17 +18,21 @@ import (
 	"github.com/runbox-mcp/runbox/tools"
 )
 
-// recordCLI logs a run started from the command line; a log that cannot
-// be written is said on stderr, not fatal.
-func recordCLI(m *manifest.Manifest, transport string, call tools.Call, res contract.Result) {
+// cliDeps are the run_code pipeline's for runs started from the command
+// line: no budgets, metrics or upstream servers; the audit log, when it
+// opens (one that does not is said on stderr, not fatal), until done.
+func cliDeps(m *manifest.Manifest, r sandbox.Runner, transport string, logger *slog.Logger) (d tools.Deps, done func()) {
 	l, err := audit.Open(m.Audit)
-	if err == nil {
-		err = l.Record(tools.AuditEntry(m, transport, audit.Client{Name: "runbox", Version: version}, call, res))
-		l.Close()
-	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "runbox: audit log:", err)
 	}
+	return tools.Deps{Manifest: m, Runner: r, Audit: l, Transport: transport, Logger: logger}, func() { _ = l.Close() }
+}
+
+// cliCall is c made by runbox itself, as the audit log names it.
+func cliCall(c tools.Call) tools.Call {
+	c.App = audit.Client{Name: "runbox", Version: version}
+	return c
 }
 
 func readAudit(m *manifest.Manifest) ([]audit.Entry, error) {
@@ -82,7 +87,7 @@ func listRuns(cfg config, m *manifest.Manifest) (int, error) {
 // replay re-runs a logged call with its stored arguments and says whether
 // the result matches: status, error kind, exit code, both streams (by
 // hash) and the artifacts (by path and hash).
-func replay(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Runner) (int, error) {
+func replay(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Runner, logger *slog.Logger) (int, error) {
 	entries, err := readAudit(m)
 	if err != nil {
 		return 1, err
@@ -95,9 +100,10 @@ func replay(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Run
 		return 1, fmt.Errorf("run %s was logged without its code: set audit.store_code: true in the manifest to replay later runs", cfg.runID)
 	}
 	call := tools.DecodeCall(e.Args)
-	res := call.Run(ctx, m, r)
-	recordCLI(m, "replay", call, res)
-	again := tools.AuditEntry(m, "replay", audit.Client{}, call, res)
+	d, done := cliDeps(m, r, "replay", logger)
+	res := d.Run(ctx, cliCall(call))
+	done()
+	again := tools.AuditEntry(m, "replay", call, res)
 	diffs := compare(e, again)
 	if cfg.jsonOut {
 		if err := printJSON(map[string]any{"run_id": e.RunID, "replay_run_id": res.RunID, "match": len(diffs) == 0, "differences": diffs, "result": res}); err != nil {
@@ -152,7 +158,7 @@ func compare(was, now audit.Entry) []string {
 		d = append(d, fmt.Sprintf("artifacts: was %s, now %s", wa, na))
 	}
 	if was.Image != now.Image {
-		d = append(d, fmt.Sprintf("note: the image changed (%s, now %s)", short(was.Image), short(now.Image)))
+		d = append(d, fmt.Sprintf("note: the image changed (%s, now %s)", shortID(was.Image), shortID(now.Image)))
 	}
 	return d
 }
@@ -160,16 +166,9 @@ func compare(was, now audit.Entry) []string {
 func artifactSet(e audit.Entry) []byte {
 	var b bytes.Buffer
 	for _, a := range e.Artifacts {
-		fmt.Fprintf(&b, "%s:%s ", a.Path, short(a.SHA256))
+		fmt.Fprintf(&b, "%s:%s ", a.Path, shortID(a.SHA256))
 	}
 	return bytes.TrimSpace(b.Bytes())
-}
-
-func short(s string) string {
-	if len(s) > 19 {
-		return s[:19]
-	}
-	return s
 }
 
 func clip(s string) string {

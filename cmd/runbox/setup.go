@@ -103,6 +103,8 @@ func runSetup(ctx context.Context, cfg config, disc doctor.Discovery) (int, erro
 	return 0, nil
 }
 
+// shortID is an id, digest or hash cut to 19 characters (a digest's
+// sha256: and 12 hex digits).
 func shortID(id string) string {
 	if len(id) > 19 {
 		return id[:19]

@@ -49,16 +49,16 @@ func TestSpecHash(t *testing.T) {
 
 func TestApply(t *testing.T) {
 	m := manifest.Default()
-	if Apply(m) != nil || m.Languages[0].Image != manifest.DefaultImage {
+	if am, plan := Apply(m); plan != nil || am != m {
 		t.Fatal("no packages: nothing may change")
 	}
 	m.Packages = pkgs([]string{"python3-tabulate=0.8.9-1"}, nil)
 	m.Languages[2].Image = "my/own:image"
-	plan := Apply(m)
+	am, plan := Apply(m)
 	if len(plan) != 2 || plan[0].Base != manifest.DefaultImage || plan[1].Base != "my/own:image" || len(plan[0].Languages) != 2 {
 		t.Fatalf("plan = %+v", plan)
 	}
-	for i, l := range m.Languages {
+	for i, l := range am.Languages {
 		want := plan[0].Tag
 		if i == 2 {
 			want = plan[1].Tag
@@ -66,6 +66,9 @@ func TestApply(t *testing.T) {
 		if l.Image != want {
 			t.Errorf("%s runs on %s, want %s", l.Name, l.Image, want)
 		}
+	}
+	if m.Languages[0].Image != manifest.DefaultImage || m.Languages[2].Image != "my/own:image" {
+		t.Errorf("the loaded manifest was changed: %+v", m.Languages)
 	}
 }
 

@@ -101,18 +101,24 @@ func Plan(m *manifest.Manifest) []Image {
 	return out
 }
 
-// Apply makes every language of m run on its derived image and returns
-// the plan; m is unchanged when it declares no packages.
-func Apply(m *manifest.Manifest) []Image {
+// Apply returns m as it runs: a copy whose every language runs on its
+// derived image, with the plan; m itself when it declares no packages. m
+// is not changed: it is the manifest as loaded.
+func Apply(m *manifest.Manifest) (*manifest.Manifest, []Image) {
 	plan := Plan(m)
+	if len(plan) == 0 {
+		return m, nil
+	}
+	out := *m
+	out.Languages = slices.Clone(m.Languages)
 	for _, im := range plan {
-		for i := range m.Languages {
-			if slices.Contains(im.Languages, m.Languages[i].Name) {
-				m.Languages[i].Image = im.Tag
+		for i := range out.Languages {
+			if slices.Contains(im.Languages, out.Languages[i].Name) {
+				out.Languages[i].Image = im.Tag
 			}
 		}
 	}
-	return plan
+	return &out, plan
 }
 
 // Labels are the derived image's labels.

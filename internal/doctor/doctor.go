@@ -380,7 +380,7 @@ func selfTestCheck(ctx context.Context, l level, pm *manifest.Manifest, r sandbo
 
 func run(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, lang, code string) contract.Result {
 	timeout := 60.0
-	return tools.ExecuteArgs(ctx, m, r, tools.RunCodeArgs{Language: lang, Code: code, TimeoutSeconds: &timeout})
+	return tools.Deps{Manifest: m, Runner: r}.Run(ctx, tools.Call{Args: tools.RunCodeArgs{Language: lang, Code: code, TimeoutSeconds: &timeout}})
 }
 
 func parseFacts(out string) map[string]string {

@@ -98,8 +98,13 @@ func handler(s *server.MCPServer, cfg HTTPConfig, bound string) (http.Handler, f
 		shutdown = sse.Shutdown
 	default:
 		h := server.NewStreamableHTTPServer(s, server.WithEndpointPath(PathMCP), server.WithHTTPContextFunc(principalFromRequest))
-		mux.Handle(PathMCP, guard(paramsGuard{s}.http(h)))
+		var mcpPath http.Handler = paramsGuard{s}.http(h)
 		shutdown = h.Shutdown
+		if l := taskLayerOf(s); l != nil {
+			mcpPath = l.http(mcpPath)
+			shutdown = func(ctx context.Context) error { l.stop(); return h.Shutdown(ctx) }
+		}
+		mux.Handle(PathMCP, guard(mcpPath))
 	}
 	return mux, shutdown
 }

@@ -45,7 +45,13 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	logger := o.Logger
 	// List changes are always possible: the images' probes (Options.Described)
 	// change run_code's description after the server answers.
-	s := server.NewMCPServer(Name, o.Version, append(upstreamOptions(o),
+	opts := upstreamOptions(o)
+	if o.Transport != TransportSSE {
+		// The Tasks extension (tasks.go) is served on stdio and
+		// streamable HTTP, whose requests may be of protocol 2026-07-28.
+		opts = append(opts, server.WithExtensions(map[string]any{ExtensionTasks: map[string]any{}}))
+	}
+	s := server.NewMCPServer(Name, o.Version, append(opts,
 		server.WithToolCapabilities(true),
 		server.WithResourceCapabilities(false, false),
 		server.WithPromptCapabilities(true),
@@ -72,9 +78,16 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 		o.Upstream.OnToolsChanged(d.again)
 	}
 	s.AddTools(tools.SessionTools(deps)...)
+	// The tools whose calls never run as tasks: every built-in but
+	// run_code (tasks.go).
+	builtins := map[string]bool{tools.SaveToolName: true, tools.DeleteToolName: true}
+	for name := range s.ListTools() {
+		builtins[name] = true
+	}
 	// Last: every tool registered before the saved ones is a built-in,
 	// which no saved tool may shadow or delete.
 	addSaved(s, m, deps, o)
+	newTaskLayer(s, m, builtins, logger)
 	mr := tools.ManifestResource(d.current)
 	s.AddResource(mr.Resource, mr.Handler)
 	at := tools.ArtifactTemplate(store, m)
@@ -133,6 +146,10 @@ func ServeStdio(ctx context.Context, s *server.MCPServer, m *manifest.Manifest, 
 	server.WithQueueSize(workers * 2)(stdio)
 	stdio.SetErrorLogger(log.New(slogWriter{logger}, "", 0))
 	in, out = paramsGuard{s}.stdio(ctx, in, out)
+	if l := taskLayerOf(s); l != nil {
+		defer l.stop()
+		in, out = l.stdio(in, out)
+	}
 	err := stdio.Listen(ctx, in, out)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil

@@ -1,0 +1,11 @@
+// Package tasks keeps the tasks of the MCP Tasks extension
+// (io.modelcontextprotocol/tasks, SEP-2663): each task's state machine
+// (working, input_required and back while the call asks the client, then
+// completed, failed or cancelled, never again), its owner,
+// its time to live, and the cancel of the call it stands for.
+//
+// It owns no wire format and knows no MCP transport: internal/mcpserver
+// turns tasks/get, tasks/cancel and task-augmented tools/call into calls
+// here. Tasks live behind the small Store interface so that a durable
+// store (one that outlives the process) can replace Memory.
+package tasks
