@@ -115,6 +115,7 @@ func (k *Kube) waitRunning(ctx context.Context, p *corev1.Pod) error {
 			}
 			return err
 		}
+	events:
 		for ev := range w.ResultChan() {
 			switch ev.Type {
 			case watch.Deleted:
@@ -122,11 +123,10 @@ func (k *Kube) waitRunning(ctx context.Context, p *corev1.Pod) error {
 				return &sandbox.EngineError{Msg: "the sandbox pod was deleted before it started", Hint: "The cluster deleted the sandbox pod, not because of your code: run it again."}
 			case watch.Error:
 				// An expired resource version: start again from a Get.
-				rv = ""
-				continue
+				break events
 			}
 			if np, ok := ev.Object.(*corev1.Pod); ok {
-				p, rv = np, np.ResourceVersion
+				p = np
 				if done, err := k.podStarted(p); done {
 					w.Stop()
 					return err
