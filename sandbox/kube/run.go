@@ -237,7 +237,11 @@ func (p *pod) Exchange(ctx context.Context) (sandbox.Conn, error) {
 	go func() {
 		err := exec.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: c.diag})
 		outW.CloseWithError(err)
-		inR.CloseWithError(err)
+		// The writer's end: the runner's writes fail from now on, and
+		// client-go's copy of stdin, which may still be reading, reads
+		// the end of its input (a reader closed under it is an error
+		// client-go logs on stderr for every box).
+		inW.Close()
 	}()
 	return c, nil
 }
