@@ -216,7 +216,7 @@ func (d Deps) run(ctx context.Context, c Call, streams *initproto.Streams) contr
 	req := sandbox.RunRequest{Job: job, Mounts: c.Roots, Streams: streams, Approve: c.Approver}
 	if c.Args.SessionID == "" {
 		res = d.Runner.Run(ctx, req)
-	} else if sr, ok := sandbox.SessionsOf(d.Runner); ok && m.Sessions.Enabled {
+	} else if sr := d.Runner.Sessions(); sr != nil && m.Sessions.Enabled {
 		client := c.Client
 		if client == "" {
 			client = PrincipalOf(ctx)
