@@ -27,6 +27,15 @@ type Interception struct {
 	Roots       *x509.CertPool
 }
 
+// CAPEM is the certificate of the CA whose leaves end the boxes' TLS, for
+// the boxes to trust; nil for none.
+func (ic *Interception) CAPEM() []byte {
+	if ic == nil || ic.CA == nil {
+		return nil
+	}
+	return ic.CA.PEM()
+}
+
 // credential is the matched entry's credential when the proxy adds one.
 func (ic *Interception) credential(m Match) (credential, bool) {
 	if ic == nil || ic.CA == nil {

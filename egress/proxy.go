@@ -25,20 +25,6 @@ type Approver func(ctx context.Context, host string, port int, rule string) erro
 // ErrNoApprover refuses an approve: ask endpoint when nobody can be asked.
 var ErrNoApprover = errors.New("this endpoint needs the user's approval and the client cannot ask for it (no MCP elicitation)")
 
-type approverKey struct{}
-
-// WithApprover returns ctx carrying the approver of its run's approve: ask
-// endpoints (the MCP client's elicitation).
-func WithApprover(ctx context.Context, a Approver) context.Context {
-	return context.WithValue(ctx, approverKey{}, a)
-}
-
-// ApproverFrom returns the approver WithApprover put in ctx, or nil.
-func ApproverFrom(ctx context.Context) Approver {
-	a, _ := ctx.Value(approverKey{}).(Approver)
-	return a
-}
-
 // Options configure one run's proxy.
 type Options struct {
 	Network manifest.Network
@@ -115,6 +101,14 @@ const headerTimeout = 10 * time.Second
 
 // MaxRequestHeader bounds a proxied request's line and headers.
 const MaxRequestHeader = 64 << 10
+
+// MaxBoxBytes bounds what a box may send to the proxy in one run: the
+// bytes it lets through (network.max_bytes), plus each connection's
+// request line and headers, which it reads before deciding (one more
+// connection than max_connections is read, to refuse it).
+func (p *Proxy) MaxBoxBytes() int64 {
+	return int64(p.net.MaxBytes) + int64(p.net.MaxConnections+1)*MaxRequestHeader
+}
 
 // Serve handles one connection the box's program opened to its proxy: it
 // reads the request (CONNECT host:port, or a plain HTTP request with an

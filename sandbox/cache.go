@@ -59,17 +59,18 @@ func (c *Cache) Sessions() SessionRunner { return c.next.Sessions() }
 func (c *Cache) Close() error { return c.next.Close() }
 
 // Run answers from the cache or runs the job and keeps its result.
-func (c *Cache) Run(ctx context.Context, job contract.Job) contract.Result {
+func (c *Cache) Run(ctx context.Context, req RunRequest) contract.Result {
+	job := req.Job
 	key, ok := c.key(ctx, job)
-	if !ok || StreamsFrom(ctx) != nil || MountsFrom(ctx) != nil {
+	if !ok || req.Streams != nil || req.Mounts != nil {
 		// A run that reaches the host (tool calls, a client's folders) is
 		// not the code's alone.
-		return c.next.Run(ctx, job)
+		return c.next.Run(ctx, req)
 	}
 	if res, hit := c.get(key, job.RunID); hit {
 		return res
 	}
-	res := c.next.Run(ctx, job)
+	res := c.next.Run(ctx, req)
 	if cacheable(res) {
 		c.put(key, res)
 	}

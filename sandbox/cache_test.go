@@ -17,7 +17,8 @@ type countingRunner struct {
 	result func(contract.Job) contract.Result
 }
 
-func (r *countingRunner) Run(_ context.Context, job contract.Job) contract.Result {
+func (r *countingRunner) Run(_ context.Context, req RunRequest) contract.Result {
+	job := req.Job
 	r.calls++
 	res := r.result(job)
 	res.RunID = job.RunID
@@ -48,7 +49,9 @@ func TestCache(t *testing.T) {
 	job := func(id, code string) contract.Job {
 		return contract.Job{RunID: id, Language: py, Code: code, Timeout: time.Second, Files: []contract.File{{Path: "b", Data: []byte("1")}, {Path: "a", Data: []byte("2")}}}
 	}
-	run := func(id, code string) contract.Result { return c.Run(context.Background(), job(id, code)) }
+	run := func(id, code string) contract.Result {
+		return c.Run(context.Background(), RunRequest{Job: job(id, code)})
+	}
 
 	first := run("r1", "print(1)")
 	second := run("r2", "print(1)")
@@ -60,8 +63,11 @@ func TestCache(t *testing.T) {
 	}
 	reordered := job("r3", "print(1)")
 	reordered.Files[0], reordered.Files[1] = reordered.Files[1], reordered.Files[0]
-	if c.Run(context.Background(), reordered); inner.calls != 1 {
+	if c.Run(context.Background(), RunRequest{Job: reordered}); inner.calls != 1 {
 		t.Fatal("the order of input files changed the key")
+	}
+	if res := c.Run(context.Background(), RunRequest{Job: job("r5", "print(1)"), Mounts: []HostMount{{Source: "/p", Target: "/mnt/roots/p"}}}); inner.calls != 2 || res.Metrics.Cached {
+		t.Fatal("a run with a client's folders was answered from the cache")
 	}
 	for _, change := range []func(*contract.Job){
 		func(j *contract.Job) { j.Stdin = "x" },
@@ -71,19 +77,19 @@ func TestCache(t *testing.T) {
 		j := job("r", "print(1)")
 		change(&j)
 		before := inner.calls
-		c.Run(context.Background(), j)
+		c.Run(context.Background(), RunRequest{Job: j})
 		if inner.calls != before+1 {
 			t.Fatalf("a different job was answered from the cache: %+v", j)
 		}
 	}
 	digest = "sha256:two"
-	if run("r4", "print(1)"); inner.calls != 5 {
+	if run("r4", "print(1)"); inner.calls != 6 {
 		t.Fatal("a rebuilt image answered from the old one's cache")
 	}
 	for _, code := range []string{"timeout", "timeout"} {
 		run("r", code)
 	}
-	if inner.calls != 7 {
+	if inner.calls != 8 {
 		t.Fatal("a timeout was cached")
 	}
 	run("r", "runtime")

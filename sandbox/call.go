@@ -43,7 +43,7 @@ func (r *BoxRunner) callJob(job contract.Job) *initproto.Job {
 // cell is interrupted and its report awaited, session's bound), and in the
 // channel afterwards: a one-off box's is closed, a session's kept while it
 // is sound.
-func (r *BoxRunner) call(ctx context.Context, b Box, ch *channel, job contract.Job, ij *initproto.Job, lim manifest.Limits, streams *Streams, session bool) (o outcome) {
+func (r *BoxRunner) call(ctx context.Context, b Box, ch *channel, job contract.Job, ij *initproto.Job, lim manifest.Limits, streams *initproto.Streams, session bool) (o outcome) {
 	o.program = kernelComm(ij.Argv)
 	// A session's handlers end with the call, not with its cancellation:
 	// a cancelled call interrupts the cell, which must meet the interrupt
@@ -54,7 +54,7 @@ func (r *BoxRunner) call(ctx context.Context, b Box, ch *channel, job contract.J
 		hctx = context.WithoutCancel(ctx)
 	}
 	bs := ch.begin(hctx, lim, streams, session)
-	ij.Streams, ij.StreamBudgets, ij.Call = streams.kinds(), streams.budgets(), bs.call
+	ij.Streams, ij.StreamBudgets, ij.Call = streams.Kinds(), budgets(streams), bs.call
 	sent := time.Now()
 	got := make(chan collected, 1)
 	go func() { got <- ch.run(bs, ij, r.grace) }()

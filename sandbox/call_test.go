@@ -100,7 +100,7 @@ func TestCallBothWays(t *testing.T) {
 			r := newTestRunner(t, d, m)
 			job := testJob(t, m, 2*time.Second)
 			job.Code = "script"
-			one := r.Run(ctx, job)
+			one := r.Run(ctx, RunRequest{Job: job})
 			check(t, "one-off", one, c.kind, c.want)
 			if c.lost && d.killed.Load() == 0 {
 				t.Fatal("one-off: the box was not killed")
@@ -115,9 +115,9 @@ func TestCallBothWays(t *testing.T) {
 			}
 			sjob := testJob(t, sm, 2*time.Second)
 			sjob.Code = "kept"
-			sr.RunInSession(ctx, info.ID, "c", sjob)
+			sr.RunInSession(ctx, info.ID, "c", RunRequest{Job: sjob})
 			sjob.Code = "script"
-			cell := sr.RunInSession(ctx, info.ID, "c", sjob)
+			cell := sr.RunInSession(ctx, info.ID, "c", RunRequest{Job: sjob})
 			check(t, "session", cell, c.kind, c.want)
 			if one.Status != cell.Status || len(one.Artifacts) != len(cell.Artifacts) || (one.Error != nil && one.Error.Message != cell.Error.Message) {
 				t.Fatalf("one-off and session differ:\n%+v %+v\n%+v %+v", one.Error, one.Artifacts, cell.Error, cell.Artifacts)
@@ -135,7 +135,7 @@ func TestCallBothWays(t *testing.T) {
 				t.Fatalf("session: %+v", cell.Session)
 			}
 			sjob.Code = "after"
-			next := sr.RunInSession(ctx, info.ID, "c", sjob)
+			next := sr.RunInSession(ctx, info.ID, "c", RunRequest{Job: sjob})
 			switch {
 			case c.lost && (next.Error == nil || next.Error.Kind != contract.KindSessionLost):
 				t.Fatalf("after a lost cell: %+v", next.Error)

@@ -121,7 +121,7 @@ func (c *channel) accept() {
 // bounds, until finish. A session's call is named by a random Call that
 // its box's streams carry, so one of an earlier call that arrives late is
 // told apart; a one-off box's streams carry 0.
-func (c *channel) begin(ctx context.Context, l manifest.Limits, streams *Streams, session bool) *boxStreams {
+func (c *channel) begin(ctx context.Context, l manifest.Limits, streams *initproto.Streams, session bool) *boxStreams {
 	b := newBoxStreams(ctx, l, streams)
 	b.sess = c.mux
 	if session {

@@ -20,7 +20,7 @@ import (
 // channel's accept loop hands them on: artifacts go to the report's
 // collector, other kinds to the call's handlers.
 type boxStreams struct {
-	bounds Streams
+	bounds initproto.Streams
 	limits manifest.Limits
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -55,9 +55,9 @@ type artifactStream struct {
 	err   error
 }
 
-func newBoxStreams(ctx context.Context, l manifest.Limits, s *Streams) *boxStreams {
+func newBoxStreams(ctx context.Context, l manifest.Limits, s *initproto.Streams) *boxStreams {
 	ctx, cancel := context.WithCancel(ctx)
-	return &boxStreams{bounds: s.bounded(), limits: l, ctx: ctx, cancel: cancel,
+	return &boxStreams{bounds: s.Bounded(), limits: l, ctx: ctx, cancel: cancel,
 		arts:    make(chan artifactStream, l.Artifacts+1),
 		streams: map[*yamux.Stream]struct{}{}}
 }
@@ -153,7 +153,7 @@ func (b *boxStreams) serve(st *yamux.Stream) {
 		return
 	}
 	handler := b.bounds.Handlers[h.Kind]
-	refuser, _ := handler.(StreamRefuser)
+	refuser, _ := handler.(initproto.StreamRefuser)
 	tooLarge := errors.Is(err, initproto.ErrTooLarge)
 	switch {
 	case err == nil && h.Call != b.call:
@@ -190,7 +190,7 @@ func (b *boxStreams) serve(st *yamux.Stream) {
 		b.handlers.Add(1)
 		b.mu.Unlock()
 		defer b.handlers.Done()
-		s := &BoxStream{Header: h, Blobs: blobs, r: br, st: st, release: func() { b.open.Add(-1) }}
+		s := initproto.NewBoxStream(h, blobs, br, st, func() { b.open.Add(-1) })
 		if tooLarge {
 			// One request too large is that request's failure, not
 			// the run's: the handler answers it, the run goes on.

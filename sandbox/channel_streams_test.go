@@ -20,7 +20,7 @@ import (
 )
 
 // echo answers a stream's request with its Data and blobs, upper-cased.
-var echo = StreamHandlerFunc(func(ctx context.Context, s *BoxStream) {
+var echo = initproto.StreamHandlerFunc(func(ctx context.Context, s *initproto.BoxStream) {
 	var blobs [][]byte
 	for _, b := range s.Blobs {
 		blobs = append(blobs, bytes.ToUpper(b))
@@ -84,8 +84,8 @@ func TestBoxStreams(t *testing.T) {
 	t.Run("streams the box opens during its run reach the run's handler by kind", func(t *testing.T) {
 		d := &fakeDriver{behave: callHost("echo", 200, 64)}
 		r := newTestRunner(t, d, m)
-		ctx := WithStreams(context.Background(), &Streams{Handlers: map[string]StreamHandler{"echo": echo}})
-		res := r.Run(ctx, testJob(t, m, 5*time.Second))
+		streams := &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"echo": echo}}
+		res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, 5*time.Second), Streams: streams})
 		if res.Status != contract.StatusOK {
 			t.Fatalf("result %+v", res.Error)
 		}
@@ -97,13 +97,13 @@ func TestBoxStreams(t *testing.T) {
 
 	t.Run("the job names the kinds the run serves, so box services offer only these", func(t *testing.T) {
 		var got [2][]string
-		for i, streams := range []*Streams{nil, {Handlers: map[string]StreamHandler{"tool": echo, "net": echo}}} {
+		for i, streams := range []*initproto.Streams{nil, {Handlers: map[string]initproto.StreamHandler{"tool": echo, "net": echo}}} {
 			d := &fakeDriver{behave: func(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) {
 				got[i] = job.Streams
 				reply(initproto.Report{})(sess, st, job)
 			}}
 			r := newTestRunner(t, d, m)
-			if res := r.Run(WithStreams(context.Background(), streams), testJob(t, m, 5*time.Second)); res.Status != contract.StatusOK {
+			if res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, 5*time.Second), Streams: streams}); res.Status != contract.StatusOK {
 				t.Fatalf("result %+v", res.Error)
 			}
 		}
@@ -121,8 +121,8 @@ func TestBoxStreams(t *testing.T) {
 			reply(initproto.Report{Artifacts: []initproto.Artifact{{Path: "a", Size: int64(len(art)), Sent: true}}}, art)(sess, st, job)
 		}}
 		r := newTestRunner(t, d, m)
-		ctx := WithStreams(context.Background(), &Streams{Handlers: map[string]StreamHandler{"echo": echo}})
-		res := r.Run(ctx, testJob(t, m, 5*time.Second))
+		streams := &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"echo": echo}}
+		res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, 5*time.Second), Streams: streams})
 		if res.Status != contract.StatusOK || len(res.Artifacts) != 1 || !bytes.Equal(res.Artifacts[0].Data, art) {
 			t.Fatalf("result %+v", res)
 		}
@@ -130,7 +130,7 @@ func TestBoxStreams(t *testing.T) {
 
 	t.Run("a handler's context ends with the run", func(t *testing.T) {
 		ended := make(chan struct{})
-		hold := StreamHandlerFunc(func(ctx context.Context, s *BoxStream) {
+		hold := initproto.StreamHandlerFunc(func(ctx context.Context, s *initproto.BoxStream) {
 			<-ctx.Done()
 			close(ended)
 		})
@@ -145,8 +145,8 @@ func TestBoxStreams(t *testing.T) {
 			_ = st.Close()
 		}}
 		r := newTestRunner(t, d, m)
-		ctx := WithStreams(context.Background(), &Streams{Handlers: map[string]StreamHandler{"hold": hold}})
-		if res := r.Run(ctx, testJob(t, m, 5*time.Second)); res.Status != contract.StatusOK {
+		streams := &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"hold": hold}}
+		if res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, 5*time.Second), Streams: streams}); res.Status != contract.StatusOK {
 			t.Fatalf("result %+v", res.Error)
 		}
 		select {
@@ -166,9 +166,9 @@ func TestBoxStreams(t *testing.T) {
 		mc.Cache.Enabled = true
 		r := newTestRunner(t, d, mc)
 		c := NewCache(r, mc, r.ImageDigest)
-		ctx := WithStreams(context.Background(), &Streams{Handlers: map[string]StreamHandler{"echo": echo}})
+		streams := &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"echo": echo}}
 		for range 2 {
-			if res := c.Run(ctx, testJob(t, mc, 5*time.Second)); res.Status != contract.StatusOK {
+			if res := c.Run(context.Background(), RunRequest{Job: testJob(t, mc, 5*time.Second), Streams: streams}); res.Status != contract.StatusOK {
 				t.Fatalf("result %+v", res.Error)
 			}
 		}
@@ -201,8 +201,8 @@ func TestBoxStreams(t *testing.T) {
 			_ = st.Close()
 		}}
 		r := newTestRunner(t, d, m)
-		ctx := WithStreams(context.Background(), &Streams{Handlers: map[string]StreamHandler{"tool": sizeOrRefuse{}}, MaxBytes: 1 << 20})
-		res := r.Run(ctx, testJob(t, m, 20*time.Second))
+		streams := &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"tool": sizeOrRefuse{}}, MaxBytes: 1 << 20}
+		res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, 20*time.Second), Streams: streams})
 		if res.Status != contract.StatusOK || res.Stdout != "refused,10,refused,20" || d.killed.Load() != 0 {
 			t.Fatalf("result %+v, stdout %q, killed %d", res.Error, res.Stdout, d.killed.Load())
 		}
@@ -222,23 +222,23 @@ func TestBoxStreams(t *testing.T) {
 			<-sess.CloseChan()
 		}
 	}
-	block := StreamHandlerFunc(func(ctx context.Context, s *BoxStream) { <-ctx.Done() })
+	block := initproto.StreamHandlerFunc(func(ctx context.Context, s *initproto.BoxStream) { <-ctx.Done() })
 	cases := []struct {
 		name    string
-		streams *Streams
+		streams *initproto.Streams
 		behave  func(*yamux.Session, *yamux.Stream, *initproto.Job)
 		want    string
 	}{
-		{"a kind the run does not serve", &Streams{Handlers: map[string]StreamHandler{"echo": echo}}, flood(1, "shell"), `"shell" stream, which this run does not serve`},
+		{"a kind the run does not serve", &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"echo": echo}}, flood(1, "shell"), `"shell" stream, which this run does not serve`},
 		{"any kind when the run serves none", nil, flood(1, "echo"), `"echo" stream, which this run does not serve`},
-		{"more streams open at once than the bound", &Streams{Handlers: map[string]StreamHandler{"hold": block}, MaxOpen: 4}, flood(5, "hold"), "more than 4 streams open at once"},
-		{"more streams than a run may", &Streams{Handlers: map[string]StreamHandler{"echo": echo}, MaxTotal: 10}, flood(40, "echo"), "more than the 10 streams a run may"},
-		{"a first message past the bytes", &Streams{Handlers: map[string]StreamHandler{"echo": echo}, MaxBytes: 1 << 20}, func(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) {
+		{"more streams open at once than the bound", &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"hold": block}, MaxOpen: 4}, flood(5, "hold"), "more than 4 streams open at once"},
+		{"more streams than a run may", &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"echo": echo}, MaxTotal: 10}, flood(40, "echo"), "more than the 10 streams a run may"},
+		{"a first message past the bytes", &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"echo": echo}, MaxBytes: 1 << 20}, func(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) {
 			s, _ := sess.OpenStream()
 			_ = initproto.Send(s, initproto.Header{Kind: "echo"}, make([]byte, 2<<20))
 			<-sess.CloseChan()
 		}, "more than the 1048576 bytes its streams may"},
-		{"bytes past the bound after the first message", &Streams{Handlers: map[string]StreamHandler{"sink": StreamHandlerFunc(func(ctx context.Context, s *BoxStream) {
+		{"bytes past the bound after the first message", &initproto.Streams{Handlers: map[string]initproto.StreamHandler{"sink": initproto.StreamHandlerFunc(func(ctx context.Context, s *initproto.BoxStream) {
 			_, _ = io.Copy(io.Discard, s)
 		})}, MaxBytes: 1 << 20}, func(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) {
 			s, _ := sess.OpenStream()
@@ -257,7 +257,7 @@ func TestBoxStreams(t *testing.T) {
 			d := &fakeDriver{behave: c.behave}
 			r := newTestRunner(t, d, m)
 			start := time.Now()
-			res := r.Run(WithStreams(context.Background(), c.streams), testJob(t, m, 5*time.Second))
+			res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, 5*time.Second), Streams: c.streams})
 			if res.Error == nil || res.Error.Kind != contract.KindSandbox || !strings.Contains(res.Error.Message, c.want) {
 				t.Fatalf("result %+v", res.Error)
 			}
@@ -274,10 +274,10 @@ func TestBoxStreams(t *testing.T) {
 // sizeOrRefuse answers a request with its size, and refuses one too large.
 type sizeOrRefuse struct{}
 
-func (sizeOrRefuse) ServeStream(ctx context.Context, s *BoxStream) {
+func (sizeOrRefuse) ServeStream(ctx context.Context, s *initproto.BoxStream) {
 	_ = initproto.Send(s, struct{}{}, []byte(fmt.Sprint(len(s.Blobs[0]))))
 }
 
-func (sizeOrRefuse) RefuseStream(ctx context.Context, s *BoxStream) {
+func (sizeOrRefuse) RefuseStream(ctx context.Context, s *initproto.BoxStream) {
 	_ = initproto.Send(s, struct{}{}, []byte("refused"))
 }

@@ -7,12 +7,15 @@
 // result [Cache], image [Probe]s, and the labels and [Owner] that let a
 // restarted server reap what a crashed one left. Streams a box opens
 // during its run (the code's tool calls, proxied connections) are served
-// by the run's own [StreamHandler]s ([WithStreams]), which callers supply
+// by the run's own initproto.StreamHandlers ([RunRequest].Streams) and its
+// [Network] ([Options].Network, egress's proxy), which callers supply
 // and this package only bounds and dispatches by kind.
 //
 // Boxes come from a [Driver]: sandbox/docker (Docker and Podman) and
 // sandbox/kube (Kubernetes) implement it, and import this package, never
 // the reverse. This package must not know an engine's client (no moby, no
-// client-go) nor MCP: it takes a contract.Job and returns a
-// contract.Result.
+// client-go), MCP, the upstream servers nor egress: it takes a
+// [RunRequest] (a contract.Job and what the call brings besides: a
+// client's folders, stream handlers, an approver), never a value hidden
+// in the context, and returns a contract.Result.
 package sandbox

@@ -50,7 +50,7 @@ type BoxSpec struct {
 	// Limits, when set, replace the manifest's limits for this box.
 	Limits *manifest.Limits
 	// Mounts are host folders mounted read-only besides the manifest's
-	// (a client's roots, [WithMounts]).
+	// (a client's roots, [RunRequest].Mounts, [SessionRequest].Mounts).
 	Mounts []HostMount
 	// Pooled: the box waits in the pool for a job. A platform that can
 	// raise a box's CPU weight later ([Claimer]) starts it with a low one,

@@ -1,10 +1,6 @@
 package sandbox
 
-import (
-	"context"
-
-	"github.com/runbox-mcp/runbox/contract"
-)
+import "github.com/runbox-mcp/runbox/contract"
 
 // HostMount is a host folder a box sees read-only at Target, beyond the
 // manifest's declared folders: a client's MCP roots, which differ from
@@ -28,22 +24,4 @@ func Roots(mounts []HostMount) []contract.Root {
 		out[i] = contract.Root{Path: hm.Target, URI: hm.URI}
 	}
 	return out
-}
-
-type mountsKey struct{}
-
-// WithMounts adds mounts to the boxes ctx's run or session starts. A run
-// with mounts of its own never takes a pooled box (the pool's boxes have
-// only the manifest's folders) nor a cached answer.
-func WithMounts(ctx context.Context, mounts []HostMount) context.Context {
-	if len(mounts) == 0 {
-		return ctx
-	}
-	return context.WithValue(ctx, mountsKey{}, mounts)
-}
-
-// MountsFrom returns the mounts WithMounts put in ctx.
-func MountsFrom(ctx context.Context) []HostMount {
-	m, _ := ctx.Value(mountsKey{}).([]HostMount)
-	return m
 }

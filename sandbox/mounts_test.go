@@ -25,7 +25,7 @@ func TestRunWithMountsSkipsThePool(t *testing.T) {
 	}
 	waitFor(t, func() bool { return r.Stats().PoolIdle["python"] == 1 })
 	mounts := []HostMount{{Source: "/home/me/p", Target: "/mnt/roots/p", URI: "file:///home/me/p"}}
-	res := r.Run(WithMounts(context.Background(), mounts), testJob(t, m, time.Second))
+	res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Second), Mounts: mounts})
 	if res.Status != contract.StatusOK || res.Metrics.Pooled {
 		t.Fatalf("result %+v pooled %v", res.Error, res.Metrics.Pooled)
 	}

@@ -2,11 +2,11 @@ package sandbox
 
 import (
 	"context"
+	"io"
 	"maps"
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
-	"github.com/runbox-mcp/runbox/egress"
 	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
 )
@@ -20,7 +20,7 @@ func networkEnv(m *manifest.Manifest, env map[string]string) {
 	if !m.Network.Enabled() {
 		return
 	}
-	for k, v := range egress.BoxEnv(initproto.ProxyAddr) {
+	for k, v := range initproto.ProxyEnv(initproto.ProxyAddr) {
 		env[k] = v
 	}
 	maps.Copy(env, m.Network.Index.Env())
@@ -28,7 +28,7 @@ func networkEnv(m *manifest.Manifest, env map[string]string) {
 		// The image's clients trust runbox's CA (with the image's own)
 		// for the entries whose TLS the proxy ends; each reads its own
 		// variable. Without such an entry nothing changes.
-		for _, k := range egress.TrustVars {
+		for _, k := range initproto.TrustVars {
 			env[k] = initproto.CABundle
 		}
 		for _, e := range m.Network.Allow {
@@ -40,9 +40,9 @@ func networkEnv(m *manifest.Manifest, env map[string]string) {
 		}
 	}
 	if opts := env["NODE_OPTIONS"]; opts != "" {
-		env["NODE_OPTIONS"] = opts + " " + egress.NodeOptions()
+		env["NODE_OPTIONS"] = opts + " " + initproto.NodeProxyOptions()
 	} else {
-		env["NODE_OPTIONS"] = egress.NodeOptions()
+		env["NODE_OPTIONS"] = initproto.NodeProxyOptions()
 	}
 }
 
@@ -73,40 +73,76 @@ func withNetwork(res *contract.Result, recs []contract.Connection) {
 	res.Error = &info
 }
 
-// withProxy returns ctx serving the run's proxy streams with a fresh
-// egress proxy, when the manifest declares endpoints; other streams the
-// context already serves are kept. No connection outlives the run.
-func (r *BoxRunner) withProxy(ctx context.Context, job contract.Job) (context.Context, *egress.Proxy) {
+// Approver is asked, by a run's [Network], whether the run may connect to
+// host:port, which the manifest's entry rule allows with approve: ask; an
+// error refuses the connection and says why (the client declined, or
+// cannot be asked).
+type Approver = func(ctx context.Context, host string, port int, rule string) error
+
+// Network is one run's side of its box's declared network, made by
+// [Options].Network (egress's proxy): it serves each connection the box's
+// program opens to runbox-init's proxy, carried as a stream of kind
+// initproto.StreamProxy, and keeps their records for the result.
+type Network interface {
+	// Serve handles one connection until it ends, a cap cuts it or ctx
+	// ends, and closes conn.
+	Serve(ctx context.Context, conn io.ReadWriteCloser)
+	// Records are the run's connections, in the order they were asked
+	// for: the result's network.
+	Records() []contract.Connection
+	// MaxBoxBytes bounds what the box may send on the run's proxy
+	// streams: what the network lets through and what it reads to
+	// decide.
+	MaxBoxBytes() int64
+}
+
+// withProxy returns the streams a run serves: req's and, when the
+// manifest declares endpoints, its proxy streams, with a fresh Network
+// whose connections end by the run's deadline.
+func (r *BoxRunner) withProxy(req RunRequest) (*initproto.Streams, Network) {
 	if !r.m.Network.Enabled() {
-		return ctx, nil
+		return req.Streams, nil
 	}
-	n := r.m.Network
-	px := egress.New(egress.Options{Network: n, Deadline: time.Now().Add(job.Timeout + r.grace), Approve: egress.ApproverFrom(ctx), Interception: r.icpt})
-	s := Streams{}
-	if prev := StreamsFrom(ctx); prev != nil {
+	var px Network
+	serve := func(ctx context.Context, bs *initproto.BoxStream) {}
+	if r.network != nil {
+		px = r.network(time.Now().Add(req.Job.Timeout+r.grace), req.Approve)
+		serve = func(ctx context.Context, bs *initproto.BoxStream) { px.Serve(ctx, bs) }
+	}
+	s := initproto.Streams{}
+	if prev := req.Streams; prev != nil {
 		s = *prev
 		if len(s.Handlers) > 0 && s.MaxBytes <= 0 {
-			s.MaxBytes = defaultMaxStreamBytes
+			s.MaxBytes = initproto.DefaultMaxStreamBytes
 		}
 	}
 	s.Handlers = maps.Clone(s.Handlers)
 	if s.Handlers == nil {
-		s.Handlers = map[string]StreamHandler{}
+		s.Handlers = map[string]initproto.StreamHandler{}
 	}
-	s.Handlers[initproto.StreamProxy] = StreamHandlerFunc(func(ctx context.Context, bs *BoxStream) { px.Serve(ctx, bs) })
+	s.Handlers[initproto.StreamProxy] = initproto.StreamHandlerFunc(serve)
 	s.MaxOpen = initproto.MaxBoxStreams
-	// What the box may send: the bytes the proxy lets through, plus each
-	// connection's request headers, which it reads before deciding.
-	s.MaxBytes += int64(n.MaxBytes) + int64(n.MaxConnections+1)*egress.MaxRequestHeader + 1<<20
-	s.MaxTotal = max(s.MaxTotal, defaultMaxStreams)
-	return WithStreams(ctx, &s), px
+	s.MaxBytes += 1 << 20
+	if px != nil {
+		s.MaxBytes += px.MaxBoxBytes()
+	}
+	s.MaxTotal = max(s.MaxTotal, initproto.DefaultMaxStreams)
+	return &s, px
 }
 
 // caPEM is runbox's CA certificate for the boxes to trust, when the
 // manifest has entries with credentials.
 func (r *BoxRunner) caPEM() []byte {
-	if r.icpt == nil || r.icpt.CA == nil || !r.m.Network.Intercepts() {
+	if !r.m.Network.Intercepts() {
 		return nil
 	}
-	return r.icpt.CA.PEM()
+	return r.ca
+}
+
+// budgets are the kinds' budgets for the job; nil for nil.
+func budgets(s *initproto.Streams) map[string]int64 {
+	if s == nil {
+		return nil
+	}
+	return s.Budgets
 }

@@ -1,10 +1,21 @@
 package sandbox
 
 import (
+	"context"
+	"errors"
+	"io"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/yamux"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/boxinit"
+	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/manifest"
 )
 
 func TestWithNetwork(t *testing.T) {
@@ -42,6 +53,93 @@ func TestWithNetwork(t *testing.T) {
 		}
 		if kind == contract.KindForbiddenNetwork && (res.Error.Line != 3 || res.Error.Type != "URLError" || !strings.Contains(res.Error.Hint, "network.allow")) {
 			t.Errorf("%s: %+v", tc.name, res.Error)
+		}
+	}
+}
+
+// fakeNetwork answers each connection with "net:" and what it read, and
+// records it.
+type fakeNetwork struct {
+	deadline time.Time
+	approve  Approver
+	mu       sync.Mutex
+	recs     []contract.Connection
+}
+
+func (n *fakeNetwork) Serve(ctx context.Context, conn io.ReadWriteCloser) {
+	defer conn.Close()
+	b := make([]byte, 64)
+	k, _ := conn.Read(b)
+	_, _ = conn.Write(append([]byte("net:"), b[:k]...))
+	n.mu.Lock()
+	n.recs = append(n.recs, contract.Connection{Host: string(b[:k]), Allowed: true})
+	n.mu.Unlock()
+}
+
+func (n *fakeNetwork) Records() []contract.Connection {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.recs)
+}
+
+func (n *fakeNetwork) MaxBoxBytes() int64 { return 1 << 20 }
+
+// A run's proxy streams are served by a Network made for that run, with
+// its deadline and its request's approver, beside the request's own
+// streams; its records are the result's network. Nothing travels in the
+// context.
+func TestRunNetwork(t *testing.T) {
+	m := testManifest(t, func(m *manifest.Manifest) {
+		m.Network.Allow = []manifest.Endpoint{{Host: "example.com"}}
+	})
+	var kinds []string
+	d := &fakeDriver{behave: func(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) {
+		kinds = job.Streams
+		hs, err := boxinit.NewHost(sess).Open(context.Background(), initproto.StreamProxy, nil)
+		out := "open: "
+		if err == nil {
+			_, _ = hs.Write([]byte("example.com"))
+			_ = hs.CloseWrite()
+			b, _ := io.ReadAll(hs)
+			_ = hs.Close()
+			out = string(b)
+		} else {
+			out += err.Error()
+		}
+		_ = initproto.SendReport(st, &initproto.Report{Stdout: []byte(out)})
+		_ = st.Close()
+	}}
+	r := newTestRunner(t, d, m)
+	var made []*fakeNetwork
+	r.network = func(deadline time.Time, approve Approver) Network {
+		n := &fakeNetwork{deadline: deadline, approve: approve}
+		made = append(made, n)
+		return n
+	}
+	errAsked := errors.New("asked")
+	approve := func(context.Context, string, int, string) error { return errAsked }
+	for i := range 2 {
+		start := time.Now()
+		res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, 5*time.Second), Approve: approve,
+			Streams: &initproto.Streams{Handlers: map[string]initproto.StreamHandler{initproto.StreamTool: echo}}})
+		if res.Status != contract.StatusOK || res.Stdout != "net:example.com" {
+			t.Fatalf("run %d: %+v %q", i, res.Error, res.Stdout)
+		}
+		if len(made) != i+1 {
+			t.Fatalf("run %d: %d networks made, want one per run", i, len(made))
+		}
+		n := made[i]
+		if len(res.Network) != 1 || res.Network[0].Host != "example.com" {
+			t.Fatalf("run %d: the result's network %+v", i, res.Network)
+		}
+		if lo, hi := start.Add(5*time.Second), time.Now().Add(5*time.Second+r.grace); n.deadline.Before(lo) || n.deadline.After(hi) {
+			t.Fatalf("run %d: the network's deadline %v is not the run's (%v..%v)", i, n.deadline, lo, hi)
+		}
+		if n.approve == nil || n.approve(context.Background(), "example.com", 443, "") != errAsked {
+			t.Fatalf("run %d: the network did not get the request's approver", i)
+		}
+		if strings.Join(kinds, ",") != "proxy,tool" {
+			t.Fatalf("run %d: the job named the kinds %v", i, kinds)
 		}
 	}
 }

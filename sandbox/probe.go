@@ -70,7 +70,7 @@ func Probe(ctx context.Context, r Runner, digest func(context.Context, string) (
 		writeProbe(lastProbeCache(lang, code), info)
 		return info, nil
 	}
-	res := r.Run(ctx, contract.Job{RunID: "probe-" + lang.Name, Language: lang, Code: code, Timeout: timeout})
+	res := r.Run(ctx, RunRequest{Job: contract.Job{RunID: "probe-" + lang.Name, Language: lang, Code: code, Timeout: timeout}})
 	if res.Status != contract.StatusOK {
 		msg := res.Stderr
 		if res.Error != nil {

@@ -4,13 +4,38 @@ import (
 	"context"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/initproto"
 )
+
+// RunRequest is one run: its job and what the call brings to it besides
+// (the manifest brings the rest). Nothing a run needs travels in its
+// context.
+type RunRequest struct {
+	Job contract.Job
+	// Mounts are host folders the box sees read-only besides the
+	// manifest's (a client's roots). A run with mounts of its own never
+	// takes a pooled box (the pool's boxes have only the manifest's
+	// folders) nor a cached answer. A session's cell has the folders its
+	// session opened with ([SessionRequest].Mounts): RunInSession
+	// ignores these.
+	Mounts []HostMount
+	// Streams serve the streams the box opens for the code (its tool
+	// calls: upstream.Run.Streams); nil serves none. They are per run
+	// because what they allow (policy, the client to ask) is the calling
+	// request's. The run's proxied connections are served besides them
+	// ([Options].Network). A run with streams is never answered from the
+	// [Cache].
+	Streams *initproto.Streams
+	// Approve is asked, by the run's network, whether the run may connect
+	// to an approve: ask endpoint; nil refuses those.
+	Approve Approver
+}
 
 // Runner runs jobs in boxes.
 type Runner interface {
 	// Run runs one job in a fresh box and always returns a result:
 	// failures of the engine are results of kind sandbox, not errors.
-	Run(ctx context.Context, job contract.Job) contract.Result
+	Run(ctx context.Context, req RunRequest) contract.Result
 	// Sessions is the runner that keeps its sessions, or nil when it
 	// keeps none.
 	Sessions() SessionRunner

@@ -5,16 +5,18 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/initproto"
 )
 
 // Run runs one job in a fresh box, taken from the pool when one waits.
 // It always returns a result: failures of the platform are results of
 // kind sandbox, not errors.
-func (r *BoxRunner) Run(ctx context.Context, job contract.Job) contract.Result {
-	return r.admitted(ctx, job, func() contract.Result { return r.run(ctx, job) })
+func (r *BoxRunner) Run(ctx context.Context, req RunRequest) contract.Result {
+	return r.admitted(ctx, req.Job, func() contract.Result { return r.run(ctx, req) })
 }
 
-func (r *BoxRunner) run(ctx context.Context, job contract.Job) contract.Result {
+func (r *BoxRunner) run(ctx context.Context, req RunRequest) contract.Result {
+	job := req.Job
 	if err := r.d.Ready(ctx); err != nil {
 		return engineFail(job, err)
 	}
@@ -23,7 +25,7 @@ func (r *BoxRunner) run(ctx context.Context, job contract.Job) contract.Result {
 	}
 	t0 := time.Now()
 	var b Box
-	pooled := len(MountsFrom(ctx)) == 0
+	pooled := len(req.Mounts) == 0
 	if pooled {
 		b = r.pool.take(job.Language.Name)
 	}
@@ -32,7 +34,7 @@ func (r *BoxRunner) run(ctx context.Context, job contract.Job) contract.Result {
 	} else {
 		pooled = false
 		var err error
-		b, err = r.start(ctx, BoxSpec{Language: job.Language, Lifetime: job.Timeout + backstopGrace, Mounts: MountsFrom(ctx),
+		b, err = r.start(ctx, BoxSpec{Language: job.Language, Lifetime: job.Timeout + backstopGrace, Mounts: req.Mounts,
 			Labels: r.owner.Labels(map[string]string{LabelRunID: job.RunID, LabelLanguage: job.Language.Name})})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -45,8 +47,8 @@ func (r *BoxRunner) run(ctx context.Context, job contract.Job) contract.Result {
 	// The answer need not wait for the removal: the box is done.
 	defer r.remove(b)
 	startup := time.Since(t0).Milliseconds()
-	ctx, px := r.withProxy(ctx, job)
-	o := r.exchange(ctx, b, job)
+	streams, px := r.withProxy(req)
+	o := r.exchange(ctx, b, job, streams)
 	if o.cancelled {
 		return contract.Fail(job, contract.Cancelled())
 	}
@@ -60,14 +62,15 @@ func (r *BoxRunner) run(ctx context.Context, job contract.Job) contract.Result {
 }
 
 // exchange opens a started box's channel and makes the run's one call
-// over it; the channel ends with the call.
-func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job) (o outcome) {
+// over it, serving the streams the box opens with streams; the channel
+// ends with the call.
+func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job, streams *initproto.Streams) (o outcome) {
 	sent := time.Now()
 	conn, err := b.Exchange(ctx)
 	if err == nil {
 		var ch *channel
 		if ch, err = newChannel(conn, conn, maxStream(r.m.Limits)); err == nil {
-			return r.call(ctx, b, ch, job, r.callJob(job), r.m.Limits, StreamsFrom(ctx), false)
+			return r.call(ctx, b, ch, job, r.callJob(job), r.m.Limits, streams, false)
 		}
 		_ = conn.Close()
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
-	"github.com/runbox-mcp/runbox/egress"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -19,10 +18,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Owner labels the boxes; default: this process ([CurrentOwner]).
 	Owner *Owner
-	// Interception adds the credentials of the manifest's network
-	// entries on the way out; nil: none (a manifest with credentials then
-	// reaches those entries without them).
-	Interception *egress.Interception
+	// Network makes each run's side of the manifest's declared network,
+	// when it declares endpoints: called once per run and per session
+	// call, with the run's deadline and its [RunRequest].Approve. The
+	// caller wires egress's proxy (cmd/runbox), credentials and all;
+	// nil: the box's proxied connections are closed unanswered.
+	Network func(deadline time.Time, approve Approver) Network
+	// CA is runbox's CA certificate (PEM), which boxes trust when the
+	// manifest's network entries have credentials (the network ends
+	// their TLS with it); nil: none.
+	CA []byte
 }
 
 // BoxRunner is the run algorithm, once for every platform: admission
@@ -50,7 +55,8 @@ type BoxRunner struct {
 	stop context.CancelFunc
 	done chan struct{}
 
-	icpt *egress.Interception
+	network func(time.Time, Approver) Network
+	ca      []byte
 
 	// sess are the open sessions (session.go), made on first use.
 	sess     *sessions
@@ -73,7 +79,7 @@ func New(d Driver, o Options) *BoxRunner {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &BoxRunner{d: d, m: o.Manifest, log: log, owner: owner,
 		slots: newSlots(o.Manifest.Concurrency, o.Manifest.QueueSize), grace: backstopGrace,
-		stop: cancel, done: make(chan struct{}), icpt: o.Interception}
+		stop: cancel, done: make(chan struct{}), network: o.Network, ca: o.CA}
 	r.pool = newPool(ctx, r)
 	go r.background(ctx)
 	return r

@@ -23,7 +23,7 @@ func TestRunner(t *testing.T) {
 			{Path: "a.bin", Size: int64(len(art)), Sent: true}, {Path: "big", Size: 1 << 40}}}, art)}
 		m := testManifest(t, nil)
 		r := newTestRunner(t, d, m)
-		res := r.Run(context.Background(), testJob(t, m, time.Second))
+		res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Second)})
 		if res.Status != contract.StatusOK || res.Stdout != "print(1)" || res.Image != "sha256:fake" || res.Isolation != "runc" {
 			t.Fatalf("result %+v", res)
 		}
@@ -37,17 +37,17 @@ func TestRunner(t *testing.T) {
 		d.setReady(&EngineError{Msg: "the Docker engine is not reachable", Hint: "Start the engine."})
 		m := testManifest(t, nil)
 		r := newTestRunner(t, d, m)
-		res := r.Run(context.Background(), testJob(t, m, time.Second))
+		res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Second)})
 		if res.Error == nil || res.Error.Kind != contract.KindSandbox || res.Error.Hint != "Start the engine." {
 			t.Fatalf("result %+v", res.Error)
 		}
 		d.setReady(nil)
 		d.startErr = errors.New("create: connection refused")
-		if res := r.Run(context.Background(), testJob(t, m, time.Second)); res.Error == nil || !strings.Contains(res.Error.Message, "connection refused") {
+		if res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Second)}); res.Error == nil || !strings.Contains(res.Error.Message, "connection refused") {
 			t.Fatalf("a failed start: %+v", res.Error)
 		}
 		d.startErr = nil
-		if res := r.Run(context.Background(), testJob(t, m, time.Second)); res.Status != contract.StatusOK {
+		if res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Second)}); res.Status != contract.StatusOK {
 			t.Fatalf("after recovery: %+v", res.Error)
 		}
 	})
@@ -57,7 +57,7 @@ func TestRunner(t *testing.T) {
 		m := testManifest(t, nil)
 		r := newTestRunner(t, d, m)
 		start := time.Now()
-		res := r.Run(context.Background(), testJob(t, m, 200*time.Millisecond))
+		res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, 200*time.Millisecond)})
 		if res.Error == nil || res.Error.Kind != contract.KindTimeout || d.killed.Load() == 0 {
 			t.Fatalf("result %+v, killed %d", res.Error, d.killed.Load())
 		}
@@ -73,7 +73,7 @@ func TestRunner(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, cancel)
 		start := time.Now()
-		res := r.Run(ctx, testJob(t, m, 30*time.Second))
+		res := r.Run(ctx, RunRequest{Job: testJob(t, m, 30*time.Second)})
 		if res.Error == nil || !strings.Contains(res.Error.Message, "cancelled") || d.killed.Load() == 0 || time.Since(start) > 2*time.Second {
 			t.Fatalf("result %+v, killed %d, took %s", res.Error, d.killed.Load(), time.Since(start))
 		}
@@ -83,7 +83,7 @@ func TestRunner(t *testing.T) {
 		d := &fakeDriver{behave: reply(initproto.Report{OOMKills: -1, ExitCode: 137, Signal: 9}), verdict: Verdict{OOMKilled: true}}
 		m := testManifest(t, nil)
 		r := newTestRunner(t, d, m)
-		if res := r.Run(context.Background(), testJob(t, m, time.Second)); res.Error == nil || res.Error.Kind != contract.KindOOM {
+		if res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Second)}); res.Error == nil || res.Error.Kind != contract.KindOOM {
 			t.Fatalf("result %+v", res.Error)
 		}
 	})
@@ -93,7 +93,7 @@ func TestRunner(t *testing.T) {
 		d.behave = func(sess *yamux.Session, _ *yamux.Stream, _ *initproto.Job) { _ = sess.Close() }
 		m := testManifest(t, nil)
 		r := newTestRunner(t, d, m)
-		res := r.Run(context.Background(), testJob(t, m, time.Second))
+		res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Second)})
 		if res.Error == nil || res.Error.Kind != contract.KindSandbox || !strings.Contains(res.Error.Message, "evicted") || !strings.Contains(res.Error.Hint, "not because of your code") {
 			t.Fatalf("result %+v", res.Error)
 		}
@@ -110,7 +110,7 @@ func TestSlots(t *testing.T) {
 		// A call that waited would wait for the occupant, which never
 		// ends, and then for its own minute: ten seconds tells them apart
 		// on any machine.
-		res := r.Run(context.Background(), testJob(t, m, time.Minute))
+		res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Minute)})
 		if res.Error == nil || res.Error.Limit != contract.LimitBusy || time.Since(start) > 10*time.Second {
 			t.Fatalf("result %+v after %s", res.Error, time.Since(start))
 		}
@@ -122,7 +122,7 @@ func TestSlots(t *testing.T) {
 		defer occupy(t, r, m)()
 		wctx, wcancel := context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, wcancel)
-		res := r.Run(wctx, testJob(t, m, time.Second))
+		res := r.Run(wctx, RunRequest{Job: testJob(t, m, time.Second)})
 		if res.Error == nil || !strings.Contains(res.Error.Message, "cancelled") {
 			t.Fatalf("result %+v", res.Error)
 		}
@@ -138,7 +138,10 @@ func TestSlots(t *testing.T) {
 		results := make([]contract.Result, 6)
 		for i := range results {
 			wg.Add(1)
-			go func() { defer wg.Done(); results[i] = r.Run(context.Background(), testJob(t, m, time.Second)) }()
+			go func() {
+				defer wg.Done()
+				results[i] = r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Second)})
+			}()
 		}
 		wg.Wait()
 		for _, res := range results {
@@ -163,7 +166,7 @@ func TestPool(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, func() bool { return r.Stats().PoolIdle["python"] == 1 })
-		res := r.Run(context.Background(), testJob(t, m, time.Second))
+		res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Second)})
 		if res.Status != contract.StatusOK || !res.Metrics.Pooled {
 			t.Fatalf("result %+v pooled %v", res.Error, res.Metrics.Pooled)
 		}
@@ -180,7 +183,7 @@ func TestPool(t *testing.T) {
 		waitFor(t, func() bool { return r.Stats().PoolIdle["python"] == 1 })
 		before := d.started.Load()
 		for range 20 {
-			r.Run(context.Background(), testJob(t, m, time.Second))
+			r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Second)})
 		}
 		// 20 runs: the first took the pooled box, 19 started cold; the
 		// pool started nothing while they ran one after another.
@@ -195,7 +198,7 @@ func TestPool(t *testing.T) {
 		_ = r.Ready(context.Background())
 		waitFor(t, func() bool { return r.Stats().PoolIdle["python"] == 1 })
 		d.boxes[0].Kill()
-		if res := r.Run(context.Background(), testJob(t, m, time.Second)); res.Metrics.Pooled || res.Status != contract.StatusOK {
+		if res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Second)}); res.Metrics.Pooled || res.Status != contract.StatusOK {
 			t.Fatalf("pooled %v, %+v", res.Metrics.Pooled, res.Error)
 		}
 	})
@@ -205,10 +208,10 @@ func TestPool(t *testing.T) {
 		r := newTestRunner(t, d, m)
 		_ = r.Ready(context.Background())
 		waitFor(t, func() bool { return r.Stats().PoolIdle["python"] == 1 })
-		if res := r.Run(context.Background(), testJob(t, m, time.Second)); !res.Metrics.Pooled {
+		if res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Second)}); !res.Metrics.Pooled {
 			t.Fatal("the first run did not take the pooled box")
 		}
-		if res := r.Run(context.Background(), testJob(t, m, time.Second)); res.Metrics.Pooled {
+		if res := r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Second)}); res.Metrics.Pooled {
 			t.Fatal("a back-to-back run took a pooled box")
 		}
 		d.mu.Lock()
@@ -230,7 +233,7 @@ func TestPool(t *testing.T) {
 		// The refill is under way and cannot finish.
 		waitFor(t, func() bool { return r.pool.startsUnderWay() == 1 })
 		done := make(chan contract.Result, 1)
-		go func() { done <- r.Run(context.Background(), testJob(t, m, time.Second)) }()
+		go func() { done <- r.Run(context.Background(), RunRequest{Job: testJob(t, m, time.Second)}) }()
 		select {
 		case res := <-done:
 			if res.Status != contract.StatusOK || res.Metrics.Pooled {
@@ -264,7 +267,7 @@ func occupy(t *testing.T, r *BoxRunner, m *manifest.Manifest) (release func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { r.Run(ctx, testJob(t, m, 30*time.Second)); close(done) }()
+	go func() { r.Run(ctx, RunRequest{Job: testJob(t, m, 30*time.Second)}); close(done) }()
 	waitFor(t, func() bool { return r.Stats().Running == 1 })
 	return func() { cancel(); <-done }
 }

@@ -5,12 +5,14 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
 // RunInSession runs job in client's session id. It always returns a
 // result; a session that is not client's is session_not_found.
-func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, job contract.Job) contract.Result {
+func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, req RunRequest) contract.Result {
+	job := req.Job
 	s := r.sessionsOf()
 	ls, gone := s.find(ctx, id, client)
 	if ls == nil {
@@ -43,9 +45,9 @@ func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, job con
 	}()
 	return r.admitted(ctx, job, func() contract.Result {
 		// The call's tool calls and proxied connections are served as in
-		// a one-off run: ctx's handlers, and a fresh proxy for this call.
-		ctx, px := r.withProxy(ctx, job)
-		res, lost := r.callSession(ctx, ls, job)
+		// a one-off run: req's handlers, and a fresh proxy for this call.
+		streams, px := r.withProxy(req)
+		res, lost := r.callSession(ctx, ls, job, streams)
 		if px != nil {
 			withNetwork(&res, px.Records())
 		}
@@ -86,7 +88,7 @@ func (s *sessions) settle(ls *liveSession, res *contract.Result, lost string) {
 
 // callSession makes one call over the session's channel, opening it
 // (again) when needed; lost says why the session's state is gone.
-func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contract.Job) (res contract.Result, lost string) {
+func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contract.Job, streams *initproto.Streams) (res contract.Result, lost string) {
 	if ls.ch != nil && ls.ch.closed() {
 		// Ended while idle (another server attached to the box and reset
 		// its channel, or the box flooded it): no job is lost, open it
@@ -107,7 +109,7 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 	}
 	ij := r.callJob(job)
 	ij.Dir, ij.CodePath = manifest.Workspace, manifest.Workspace+"/"+job.Language.File
-	o := r.call(ctx, ls.box, ls.ch, job, ij, ls.limits, StreamsFrom(ctx), true)
+	o := r.call(ctx, ls.box, ls.ch, job, ij, ls.limits, streams, true)
 	if o.report == nil || ls.ch.closed() {
 		ls.ch.close()
 		ls.ch = nil

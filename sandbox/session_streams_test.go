@@ -92,18 +92,18 @@ func (b *fakeSessionBox) streams(sess *yamux.Session, st *yamux.Stream, job *ini
 
 // tagged serves tool streams with an answer naming the call (tag) and
 // counts them.
-func tagged(ctx context.Context, tag string, served *atomic.Int64) context.Context {
-	return WithStreams(ctx, &Streams{Handlers: map[string]StreamHandler{initproto.StreamTool: StreamHandlerFunc(func(ctx context.Context, s *BoxStream) {
+func tagged(tag string, served *atomic.Int64) *initproto.Streams {
+	return &initproto.Streams{Handlers: map[string]initproto.StreamHandler{initproto.StreamTool: initproto.StreamHandlerFunc(func(ctx context.Context, s *initproto.BoxStream) {
 		served.Add(1)
 		var data map[string]int
 		_ = json.Unmarshal(s.Header.Data, &data)
 		_ = initproto.Send(s, data, []byte(tag))
-	})}})
+	})}}
 }
 
 func TestSessionStreams(t *testing.T) {
 	ctx := context.Background()
-	open := func(t *testing.T) (*fakeSessionDriver, *BoxRunner, func(ctx context.Context, code string) contract.Result) {
+	open := func(t *testing.T) (*fakeSessionDriver, *BoxRunner, func(ctx context.Context, streams *initproto.Streams, code string) contract.Result) {
 		t.Helper()
 		d, r, m := sessionRunner(t, nil)
 		lang, _ := m.Language("python")
@@ -111,24 +111,24 @@ func TestSessionStreams(t *testing.T) {
 		if fail != nil {
 			t.Fatal(fail)
 		}
-		return d, r, func(ctx context.Context, code string) contract.Result {
+		return d, r, func(ctx context.Context, streams *initproto.Streams, code string) contract.Result {
 			job := testJob(t, m, 5*time.Second)
 			job.Code = code
-			return r.RunInSession(ctx, info.ID, "c", job)
+			return r.RunInSession(ctx, info.ID, "c", RunRequest{Job: job, Streams: streams})
 		}
 	}
 
 	t.Run("each call's tool streams reach that call's handlers", func(t *testing.T) {
 		d, _, call := open(t)
 		var one, two atomic.Int64
-		res := call(tagged(ctx, "first", &one), "tool 6")
+		res := call(ctx, tagged("first", &one), "tool 6")
 		if res.Status != contract.StatusOK || res.Stdout != "0:first,1:first,2:first,3:first,4:first,5:first" || one.Load() != 6 {
 			t.Fatalf("first call: %+v %q, %d served", res.Error, res.Stdout, one.Load())
 		}
 		if k := d.sboxs[0].kinds; len(k) != 1 || k[0] != initproto.StreamTool {
 			t.Fatalf("the job named the kinds %v", k)
 		}
-		res = call(tagged(ctx, "second", &two), "tool 2")
+		res = call(ctx, tagged("second", &two), "tool 2")
 		if res.Stdout != "0:second,1:second" || one.Load() != 6 || two.Load() != 2 {
 			t.Fatalf("second call: %q, %d and %d served", res.Stdout, one.Load(), two.Load())
 		}
@@ -145,19 +145,19 @@ func TestSessionStreams(t *testing.T) {
 				t.Fatalf("%+v %+v", res.Error, res.Session)
 			}
 		}
-		res := call(ctx, "late")
+		res := call(ctx, nil, "late")
 		mustState(res, contract.SessionAlive)
 		if d.sboxs[0].kinds != nil {
 			t.Fatalf("kinds %v", d.sboxs[0].kinds)
 		}
 		d.sboxs[0].after <- struct{}{}
 		<-d.sboxs[0].late
-		res = call(ctx, "bogus")
+		res = call(ctx, nil, "bogus")
 		mustState(res, contract.SessionLost)
 		if res.Error == nil || res.Error.Kind != contract.KindSandbox || !strings.Contains(res.Error.Message, `a "bogus" stream`) {
 			t.Fatalf("a stream nothing serves: %+v", res.Error)
 		}
-		if res := call(ctx, "tool 1"); res.Error == nil || res.Error.Kind != contract.KindSessionLost {
+		if res := call(ctx, nil, "tool 1"); res.Error == nil || res.Error.Kind != contract.KindSessionLost {
 			t.Fatalf("after the violation: %+v", res.Error)
 		}
 	})
@@ -165,7 +165,7 @@ func TestSessionStreams(t *testing.T) {
 	t.Run("a stream opened between calls is refused, never served by a past call's handlers", func(t *testing.T) {
 		d, _, call := open(t)
 		var served atomic.Int64
-		if res := call(tagged(ctx, "first", &served), "late"); res.Status != contract.StatusOK {
+		if res := call(ctx, tagged("first", &served), "late"); res.Status != contract.StatusOK {
 			t.Fatalf("first call: %+v", res.Error)
 		}
 		d.sboxs[0].after <- struct{}{}
@@ -178,21 +178,21 @@ func TestSessionStreams(t *testing.T) {
 			t.Fatal("the late stream hangs")
 		}
 		var next atomic.Int64
-		if res := call(tagged(ctx, "next", &next), "tool 1"); res.Stdout != "0:next" || served.Load() != 0 {
+		if res := call(ctx, tagged("next", &next), "tool 1"); res.Stdout != "0:next" || served.Load() != 0 {
 			t.Fatalf("the next call: %+v %q", res.Error, res.Stdout)
 		}
 		// A stream of the call before, reaching the server during this
 		// one, is refused, and this call goes on.
-		if res := call(tagged(ctx, "third", &next), "stale"); res.Status != contract.StatusOK || !strings.HasPrefix(res.Stdout, "receive: ") || next.Load() != 1 {
+		if res := call(ctx, tagged("third", &next), "stale"); res.Status != contract.StatusOK || !strings.HasPrefix(res.Stdout, "receive: ") || next.Load() != 1 {
 			t.Fatalf("a stale stream: %+v %q, %d served", res.Error, res.Stdout, next.Load())
 		}
 	})
 
 	t.Run("a flood between calls closes the channel; the next call opens another and the state lives", func(t *testing.T) {
 		d, r, call := open(t)
-		call(ctx, "kept")
+		call(ctx, nil, "kept")
 		var served atomic.Int64
-		call(tagged(ctx, "t", &served), "flood "+strconv.Itoa(maxIdleStreams+20))
+		call(ctx, tagged("t", &served), "flood "+strconv.Itoa(maxIdleStreams+20))
 		r.sessionsOf().mu.Lock()
 		var ch *channel
 		for _, ls := range r.sessionsOf().live {
@@ -206,7 +206,7 @@ func TestSessionStreams(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("the flood did not close the channel")
 		}
-		res := call(ctx, "after")
+		res := call(ctx, nil, "after")
 		if res.Status != contract.StatusOK || res.Stdout != "kept;after" || served.Load() != 0 {
 			t.Fatalf("the next call: %+v %q, %d served", res.Error, res.Stdout, served.Load())
 		}
@@ -217,11 +217,11 @@ func TestSessionStreams(t *testing.T) {
 		var ended atomic.Bool
 		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
-		cctx = WithStreams(cctx, &Streams{Handlers: map[string]StreamHandler{initproto.StreamTool: StreamHandlerFunc(func(ctx context.Context, s *BoxStream) {
+		waiting := &initproto.Streams{Handlers: map[string]initproto.StreamHandler{initproto.StreamTool: initproto.StreamHandlerFunc(func(ctx context.Context, s *initproto.BoxStream) {
 			<-ctx.Done()
 			ended.Store(true)
-		})}})
-		res := call(cctx, "waiting")
+		})}}
+		res := call(cctx, waiting, "waiting")
 		if res.Stdout != "still waiting" || res.Error == nil || !strings.Contains(res.Error.Message, "interrupted") || res.Session.State != contract.SessionAlive {
 			t.Fatalf("cancelled: %q %+v %+v", res.Stdout, res.Error, res.Session)
 		}
@@ -233,12 +233,12 @@ func TestSessionStreams(t *testing.T) {
 	t.Run("streams left open by a call end with it: nothing waits into the next", func(t *testing.T) {
 		_, _, call := open(t)
 		var served atomic.Int64
-		call(tagged(ctx, "warm", &served), "tool 1")
+		call(ctx, tagged("warm", &served), "tool 1")
 		time.Sleep(100 * time.Millisecond)
 		base := runtime.NumGoroutine()
 		for range 5 {
 			start := time.Now()
-			if res := call(tagged(ctx, "t", &served), "stuck"); res.Status != contract.StatusOK || time.Since(start) > 2*time.Second {
+			if res := call(ctx, tagged("t", &served), "stuck"); res.Status != contract.StatusOK || time.Since(start) > 2*time.Second {
 				t.Fatalf("a call with a stuck stream: %+v in %s", res.Error, time.Since(start))
 			}
 		}

@@ -260,16 +260,16 @@ func TestSessions(t *testing.T) {
 		}
 		job := testJob(t, m, time.Second)
 		job.Code = "x = 1"
-		r.RunInSession(ctx, info.ID, "alice", job)
+		r.RunInSession(ctx, info.ID, "alice", RunRequest{Job: job})
 		job.Code = "y = 2"
-		res := r.RunInSession(ctx, info.ID, "alice", job)
+		res := r.RunInSession(ctx, info.ID, "alice", RunRequest{Job: job})
 		if res.Status != contract.StatusOK || res.Stdout != "x = 1;y = 2" || res.Session == nil || res.Session.Call != 2 || res.Session.State != contract.SessionAlive {
 			t.Fatalf("second call: %+v %+v", res, res.Session)
 		}
-		if res := r.RunInSession(ctx, info.ID, "mallory", job); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
+		if res := r.RunInSession(ctx, info.ID, "mallory", RunRequest{Job: job}); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
 			t.Fatalf("a foreign client: %+v", res.Error)
 		}
-		if res := r.RunInSession(ctx, "s_nonsense", "alice", job); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
+		if res := r.RunInSession(ctx, "s_nonsense", "alice", RunRequest{Job: job}); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
 			t.Fatalf("an unknown id: %+v", res.Error)
 		}
 		if got := r.ListSessions("alice"); len(got) != 1 || got[0].Calls != 2 {
@@ -284,7 +284,7 @@ func TestSessions(t *testing.T) {
 		if fail := r.CloseSession(ctx, info.ID, "alice"); fail != nil {
 			t.Fatal(fail)
 		}
-		if res := r.RunInSession(ctx, info.ID, "alice", job); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
+		if res := r.RunInSession(ctx, info.ID, "alice", RunRequest{Job: job}); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
 			t.Fatalf("a closed id: %+v", res.Error)
 		}
 	})
@@ -295,12 +295,12 @@ func TestSessions(t *testing.T) {
 		info, _ := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "c", Limits: m.SessionLimits()})
 		job := testJob(t, m, time.Second)
 		job.Code = "lose"
-		res := r.RunInSession(ctx, info.ID, "c", job)
+		res := r.RunInSession(ctx, info.ID, "c", RunRequest{Job: job})
 		if res.Error == nil || res.Error.Kind != contract.KindOOM || res.Session.State != contract.SessionLost || !strings.Contains(res.Error.Hint, "new session") {
 			t.Fatalf("losing call: %+v %+v", res.Error, res.Session)
 		}
 		for range 2 {
-			if res := r.RunInSession(ctx, info.ID, "c", job); res.Error == nil || res.Error.Kind != contract.KindSessionLost || !strings.Contains(res.Error.Message, "memory") {
+			if res := r.RunInSession(ctx, info.ID, "c", RunRequest{Job: job}); res.Error == nil || res.Error.Kind != contract.KindSessionLost || !strings.Contains(res.Error.Message, "memory") {
 				t.Fatalf("next call: %+v", res.Error)
 			}
 		}
@@ -312,16 +312,16 @@ func TestSessions(t *testing.T) {
 		info, _ := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "c", Limits: m.SessionLimits()})
 		job := testJob(t, m, 10*time.Second)
 		job.Code = "kept"
-		r.RunInSession(ctx, info.ID, "c", job)
+		r.RunInSession(ctx, info.ID, "c", RunRequest{Job: job})
 		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
 		job.Code = "hang"
-		res := r.RunInSession(cctx, info.ID, "c", job)
+		res := r.RunInSession(cctx, info.ID, "c", RunRequest{Job: job})
 		if res.Error == nil || !strings.Contains(res.Error.Message, "interrupted") || res.Session.State != contract.SessionAlive {
 			t.Fatalf("cancelled: %+v %+v", res.Error, res.Session)
 		}
 		job.Code = "after"
-		if res := r.RunInSession(ctx, info.ID, "c", job); res.Stdout != "kept;after" {
+		if res := r.RunInSession(ctx, info.ID, "c", RunRequest{Job: job}); res.Stdout != "kept;after" {
 			t.Fatalf("after: %+v", res)
 		}
 	})
@@ -332,17 +332,17 @@ func TestSessions(t *testing.T) {
 		info, _ := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "c", Limits: m.SessionLimits()})
 		job := testJob(t, m, time.Second)
 		job.Code = "before"
-		r.RunInSession(ctx, info.ID, "c", job)
+		r.RunInSession(ctx, info.ID, "c", RunRequest{Job: job})
 		// A second runner over the same platform: the first one's
 		// memory is not shared, the box is.
 		r2 := New(d, Options{Manifest: m})
 		defer r2.Close()
 		job.Code = "after"
-		res := r2.RunInSession(ctx, info.ID, "c", job)
+		res := r2.RunInSession(ctx, info.ID, "c", RunRequest{Job: job})
 		if res.Stdout != "before;after" || res.Session.Call != 2 {
 			t.Fatalf("adopted: %+v %+v", res.Error, res.Session)
 		}
-		if res := r2.RunInSession(ctx, info.ID, "other", job); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
+		if res := r2.RunInSession(ctx, info.ID, "other", RunRequest{Job: job}); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
 			t.Fatalf("another client: %+v", res.Error)
 		}
 		r.sessionsOf().mu.Lock()
@@ -393,7 +393,7 @@ func TestSessions(t *testing.T) {
 			t.Fatalf("past the server's cap: %+v", fail)
 		}
 		time.Sleep(time.Second)
-		if res := r.RunInSession(ctx, a.ID, "a", testJob(t, m, time.Second)); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
+		if res := r.RunInSession(ctx, a.ID, "a", RunRequest{Job: testJob(t, m, time.Second)}); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
 			t.Fatalf("after the idle TTL: %+v", res.Error)
 		}
 	})
@@ -411,7 +411,7 @@ func TestSessions(t *testing.T) {
 				t.Fatal(fail)
 			}
 			time.Sleep(time.Duration(15+i%10) * time.Millisecond)
-			res := r.RunInSession(ctx, info.ID, "a", job)
+			res := r.RunInSession(ctx, info.ID, "a", RunRequest{Job: job})
 			if res.Error != nil && res.Error.Kind != contract.KindSessionNotFound {
 				t.Fatalf("call %d: %+v", i, res.Error)
 			}

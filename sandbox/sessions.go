@@ -20,6 +20,9 @@ type SessionRequest struct {
 	IdleTTL, Lifetime time.Duration
 	// Limits are the box's limits (the manifest's session limits or less).
 	Limits manifest.Limits
+	// Mounts are host folders the box sees read-only besides the
+	// manifest's (a client's roots), for the session's life.
+	Mounts []HostMount
 }
 
 // SessionStats count sessions, for metrics.
@@ -149,9 +152,9 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (contra
 	now := time.Now()
 	id := newSessionID()
 	ls := &liveSession{key: sessionKey(id), id: id, client: req.Client, lang: req.Language, limits: req.Limits,
-		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1), roots: Roots(MountsFrom(ctx))}
+		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1), roots: Roots(req.Mounts)}
 	lim := req.Limits
-	b, err := r.start(ctx, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim, Mounts: MountsFrom(ctx),
+	b, err := r.start(ctx, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim, Mounts: req.Mounts,
 		InitArgs: sessionArgs(r.m, req.Language, r.d.Isolation(), r.caPEM()),
 		Labels: r.owner.Labels(map[string]string{LabelLanguage: req.Language.Name, LabelSession: ls.key,
 			LabelSessionClient: clientKey(req.Client), LabelSessionExpires: strconv.FormatInt(ls.ends.Unix(), 10)})})
@@ -398,7 +401,7 @@ func (s *sessions) closeAll() {
 // SessionRunner is a Runner that keeps sessions.
 type SessionRunner interface {
 	OpenSession(ctx context.Context, req SessionRequest) (contract.SessionInfo, *contract.ErrorInfo)
-	RunInSession(ctx context.Context, id, client string, job contract.Job) contract.Result
+	RunInSession(ctx context.Context, id, client string, req RunRequest) contract.Result
 	CloseSession(ctx context.Context, id, client string) *contract.ErrorInfo
 	ListSessions(client string) []contract.SessionInfo
 }

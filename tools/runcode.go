@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/audit"
+	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
 	"github.com/runbox-mcp/runbox/upstream"
@@ -171,9 +172,8 @@ func (d Deps) Run(ctx context.Context, c Call) contract.Result {
 			return res
 		}
 	}
-	ctx = sandbox.WithMounts(ctx, c.Roots)
-	ctx, calls := d.withToolCalls(ctx)
-	res := d.run(egress.WithApprover(ctx, c.Approver), c)
+	streams, calls := d.toolCalls()
+	res := d.run(ctx, c, streams)
 	if c.Args.SessionID == "" {
 		res.Roots = sandbox.Roots(c.Roots)
 	}
@@ -195,9 +195,10 @@ func (d Deps) Run(ctx context.Context, c Call) contract.Result {
 	return res
 }
 
-// run validates the call and runs its job: the one place the pipeline
+// run validates the call and runs its job, with its roots, its approver
+// and streams serving its code's tool calls: the one place the pipeline
 // calls the runner.
-func (d Deps) run(ctx context.Context, c Call) contract.Result {
+func (d Deps) run(ctx context.Context, c Call, streams *initproto.Streams) contract.Result {
 	m := d.Manifest
 	runID := NewRunID()
 	var job contract.Job
@@ -212,14 +213,15 @@ func (d Deps) run(ctx context.Context, c Call) contract.Result {
 		return res
 	}
 	var res contract.Result
+	req := sandbox.RunRequest{Job: job, Mounts: c.Roots, Streams: streams, Approve: c.Approver}
 	if c.Args.SessionID == "" {
-		res = d.Runner.Run(ctx, job)
+		res = d.Runner.Run(ctx, req)
 	} else if sr := d.Runner.Sessions(); sr != nil && m.Sessions.Enabled {
 		client := c.Client
 		if client == "" {
 			client = PrincipalOf(ctx)
 		}
-		res = sr.RunInSession(ctx, c.Args.SessionID, client, job)
+		res = sr.RunInSession(ctx, c.Args.SessionID, client, req)
 	} else {
 		res = contract.Fail(job, contract.Invalid("this server keeps no sessions: run the code without session_id"))
 		res.Isolation = m.Isolation

@@ -25,7 +25,8 @@ type jobRunner struct {
 	jobs []contract.Job
 }
 
-func (r *jobRunner) Run(_ context.Context, job contract.Job) contract.Result {
+func (r *jobRunner) Run(_ context.Context, req sandbox.RunRequest) contract.Result {
+	job := req.Job
 	r.mu.Lock()
 	r.jobs = append(r.jobs, job)
 	r.mu.Unlock()

@@ -163,7 +163,8 @@ func SessionTools(d Deps) []server.ServerTool {
 			if ask != nil {
 				return ask, nil
 			}
-			info, fail := sr.OpenSession(sandbox.WithMounts(ctx, roots), sreq)
+			sreq.Mounts = roots
+			info, fail := sr.OpenSession(ctx, sreq)
 			if fail != nil {
 				return sessionAnswer(SessionResult{Error: fail}), nil
 			}

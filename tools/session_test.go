@@ -64,7 +64,7 @@ func TestSessionIDWithoutSessions(t *testing.T) {
 
 type noRunner struct{}
 
-func (noRunner) Run(context.Context, contract.Job) contract.Result {
+func (noRunner) Run(context.Context, sandbox.RunRequest) contract.Result {
 	panic("a session call ran as a one-off run")
 }
 func (noRunner) Sessions() sandbox.SessionRunner { return nil }

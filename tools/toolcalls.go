@@ -13,7 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/audit"
-	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/upstream"
 )
 
@@ -25,12 +25,13 @@ type ToolCallMetrics interface {
 // argsHeadBytes is how much of a call's arguments the audit log keeps.
 const argsHeadBytes = 256
 
-// withToolCalls lets the run's code call the upstream servers: the run's
-// handlers go with ctx; calls returns the audit of the calls made and how
-// many values it redacted.
-func (d Deps) withToolCalls(ctx context.Context) (context.Context, func() ([]audit.ToolCall, int)) {
+// toolCalls lets a run's code call the upstream servers: streams are the
+// run's handlers (nil without servers); calls returns the audit of the
+// calls made and how many values it redacted. The handlers serve under
+// the run's context, the run_code call's: Elicit asks its client.
+func (d Deps) toolCalls() (*initproto.Streams, func() ([]audit.ToolCall, int)) {
 	if d.Upstream == nil || len(d.Upstream.Servers()) == 0 {
-		return ctx, func() ([]audit.ToolCall, int) { return nil, 0 }
+		return nil, func() ([]audit.ToolCall, int) { return nil, 0 }
 	}
 	var mu sync.Mutex
 	var calls []audit.ToolCall
@@ -57,7 +58,7 @@ func (d Deps) withToolCalls(ctx context.Context) (context.Context, func() ([]aud
 		}
 	}
 	run := d.Upstream.NewRun(d.Manifest.ToolCalls, Elicit, observe)
-	return sandbox.WithStreams(ctx, run.Streams()), func() ([]audit.ToolCall, int) {
+	return run.Streams(), func() ([]audit.ToolCall, int) {
 		mu.Lock()
 		defer mu.Unlock()
 		return calls, redacted

@@ -14,13 +14,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
-
-// StreamTool is the stream kind of the code's tool calls: the request is
-// the first message's blob (JSON), the answer one message whose blob is
-// the JSON the in-box library reads.
-const StreamTool = "tool"
 
 // Error kinds the code sees (ToolError.kind in the libraries).
 const (
@@ -54,7 +48,7 @@ type Record struct {
 }
 
 // Run serves one run's tool calls: the policy, the run's bounds, the
-// audit. It is the sandbox.StreamHandler of StreamTool.
+// audit. It is the initproto.StreamHandler of initproto.StreamTool.
 type Run struct {
 	set     *Set
 	limits  manifest.ToolCalls
@@ -73,13 +67,13 @@ func (s *Set) NewRun(limits manifest.ToolCalls, ask Asker, observe func(Record))
 	return &Run{set: s, limits: limits, ask: ask, observe: observe}
 }
 
-// Streams are the run's handlers for sandbox.WithStreams.
-func (r *Run) Streams() *sandbox.Streams {
-	return &sandbox.Streams{Handlers: map[string]sandbox.StreamHandler{StreamTool: r},
+// Streams are the run's handlers of the streams its box opens.
+func (r *Run) Streams() *initproto.Streams {
+	return &initproto.Streams{Handlers: map[string]initproto.StreamHandler{initproto.StreamTool: r},
 		MaxBytes: 2*int64(r.limits.MaxBytes) + 1<<20,
 		// runbox-init sends no more than the run's calls may: a call past
 		// it is refused in the box, only a note of it reaching the server.
-		Budgets: map[string]int64{StreamTool: int64(r.limits.MaxBytes)}}
+		Budgets: map[string]int64{initproto.StreamTool: int64(r.limits.MaxBytes)}}
 }
 
 // refusal is the header data runbox-init sends, instead of the request,
@@ -125,7 +119,7 @@ type callError struct {
 }
 
 // ServeStream answers one request of the code.
-func (r *Run) ServeStream(ctx context.Context, s *sandbox.BoxStream) {
+func (r *Run) ServeStream(ctx context.Context, s *initproto.BoxStream) {
 	var a answer
 	var req request
 	var note refusal
@@ -151,7 +145,7 @@ func (r *Run) ServeStream(ctx context.Context, s *sandbox.BoxStream) {
 // RefuseStream answers a request the server would not read, past what
 // the run's streams may still carry (runbox-init refuses such calls
 // itself: only a box that does not keep to its budget gets here).
-func (r *Run) RefuseStream(_ context.Context, s *sandbox.BoxStream) {
+func (r *Run) RefuseStream(_ context.Context, s *initproto.BoxStream) {
 	out, _ := json.Marshal(r.tooLarge("", "", 0))
 	_ = initproto.Send(s, struct{}{}, out)
 }

@@ -3,5 +3,5 @@
 // current (tools/list_changed), restarts a server that died, and serves
 // the tool calls that code in a box makes over the box's channel, under
 // the manifest's policy and per-run bounds. It knows the channel only as
-// sandbox.StreamHandler; it knows nothing of Docker or Kubernetes.
+// initproto.StreamHandler; it knows nothing of Docker or Kubernetes.
 package upstream

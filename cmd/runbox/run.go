@@ -161,7 +161,16 @@ func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Intercep
 	if err != nil {
 		return nil, err
 	}
-	return sandbox.New(d, sandbox.Options{Manifest: m, Logger: logger, Interception: icpt}), nil
+	return sandbox.New(d, sandbox.Options{Manifest: m, Logger: logger, Network: proxies(m, icpt), CA: icpt.CAPEM()}), nil
+}
+
+// proxies makes each run's side of the manifest's network: egress's proxy
+// over its endpoints, adding the credentials icpt holds, asking the run's
+// approver for approve: ask entries.
+func proxies(m *manifest.Manifest, icpt *egress.Interception) func(time.Time, sandbox.Approver) sandbox.Network {
+	return func(deadline time.Time, approve sandbox.Approver) sandbox.Network {
+		return egress.New(egress.Options{Network: m.Network, Deadline: deadline, Approve: approve, Interception: icpt})
+	}
 }
 
 // interception reads the secrets of the manifest's network entries that

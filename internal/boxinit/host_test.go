@@ -98,7 +98,7 @@ func TestHost(t *testing.T) {
 				go func() {
 					time.Sleep(5 * time.Millisecond)
 					// The server's side counts the stream as done before
-					// the box can see its end, as sandbox.BoxStream does.
+					// the box can see its end, as initproto.BoxStream does.
 					open.Add(-1)
 					_, _ = st.Write([]byte("answer not read to its end\n"))
 					_ = st.Close()

@@ -233,7 +233,9 @@ const WriteTimeout = 10 * time.Second
 // The code's tool calls: the in-box libraries (runbox_tools for Python and
 // JavaScript) live in ToolsLib and reach runbox-init on ToolsSocket, a
 // unix socket inside the box; runbox-init carries each call to the server
-// on a stream of kind StreamTool.
+// on a stream of kind StreamTool, whose request is the first message's
+// blob (JSON) and whose answer is one message whose blob is the JSON the
+// in-box library reads.
 const (
 	StreamTool  = "tool"
 	ToolsLib    = "/tmp/.runbox/lib"

@@ -14,6 +14,12 @@
 // and waits for the server to end the session. Each side bounds what it
 // reads.
 //
-// The package owns only the format; it knows nothing of Docker, Kubernetes
-// or MCP.
+// Streams the box opens during its run (the code's tool calls, proxied
+// connections) are served on the server by the run's [StreamHandler]s,
+// by kind, under the bounds of its [Streams] (streams.go): the types
+// live here, with the channel, so that the handlers' packages (upstream,
+// egress's wiring) need not import the run algorithm.
+//
+// The package owns only the format and these types; it knows nothing of
+// Docker, Kubernetes or MCP.
 package initproto

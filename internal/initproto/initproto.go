@@ -33,13 +33,13 @@ type Job struct {
 	NProc int64 `json:"nproc,omitempty"`
 
 	// Streams are the kinds of stream the server serves for this run
-	// (sandbox.Streams): box-side services offer only these, since a box
+	// (its [Streams]' handlers): box-side services offer only these, since a box
 	// that opens any other kind is killed.
 	Streams []string `json:"streams,omitempty"`
 	// StreamBudgets are, by kind, the bytes the box's services may send
 	// on that kind's streams in all (a tool call's request and framing):
 	// a service refuses, itself, what would pass it, so the server never
-	// has to kill a box for one call too many (sandbox.Streams.Budgets).
+	// has to kill a box for one call too many ([Streams].Budgets).
 	StreamBudgets map[string]int64 `json:"stream_budgets,omitempty"`
 	// Proxy, when set, is the address runbox-init serves its HTTP proxy
 	// on before the program starts (ProxyAddr).

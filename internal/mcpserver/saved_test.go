@@ -24,7 +24,8 @@ type echoRunner struct {
 	jobs []contract.Job
 }
 
-func (r *echoRunner) Run(ctx context.Context, job contract.Job) contract.Result {
+func (r *echoRunner) Run(ctx context.Context, req sandbox.RunRequest) contract.Result {
+	job := req.Job
 	r.mu.Lock()
 	r.jobs = append(r.jobs, job)
 	r.mu.Unlock()

@@ -28,7 +28,8 @@ type gateRunner struct {
 	cancelled atomic.Int32
 }
 
-func (r *gateRunner) Run(ctx context.Context, job contract.Job) contract.Result {
+func (r *gateRunner) Run(ctx context.Context, req sandbox.RunRequest) contract.Result {
+	job := req.Job
 	select {
 	case <-r.gate:
 	case <-ctx.Done():

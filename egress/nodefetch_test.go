@@ -11,6 +11,7 @@ import (
 
 	"net/http/httptest"
 
+	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -40,8 +41,8 @@ await show(%q, {method: 'POST', body: 'hi'});
 await show('http://undeclared.example/');
 `, plain.URL+"/a", tlsSrv.URL+"/b")
 	cmd := exec.Command(node, "--input-type=module", "-e", script)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "NODE_EXTRA_CA_CERTS=" + ca, "NODE_OPTIONS=" + NodeOptions()}
-	for k, v := range BoxEnv(purl.Host) {
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "NODE_EXTRA_CA_CERTS=" + ca, "NODE_OPTIONS=" + initproto.NodeProxyOptions()}
+	for k, v := range initproto.ProxyEnv(purl.Host) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	out, err := cmd.CombinedOutput()

@@ -1,4 +1,4 @@
-package sandbox
+package initproto
 
 import (
 	"bufio"
@@ -10,16 +10,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/yamux"
-
-	"github.com/runbox-mcp/runbox/internal/initproto"
 )
 
-// StreamHandler serves one kind of stream that a box opens while its job
-// runs: the code's tool calls, its proxied connections. The handler owns
-// the stream until it returns; the stream is closed after it in any case.
-// ctx ends when the run does (the report is in, the box was killed, the
-// call was cancelled): a handler must return soon after, cancelling what
-// it started for the box.
+// StreamHandler serves, on the server, one kind of stream that a box
+// opens while its job runs: the code's tool calls, its proxied
+// connections. The handler owns the stream until it returns; the stream
+// is closed after it in any case. ctx ends when the run does (the report
+// is in, the box was killed, the call was cancelled): a handler must
+// return soon after, cancelling what it started for the box.
 type StreamHandler interface {
 	ServeStream(ctx context.Context, s *BoxStream)
 }
@@ -31,28 +29,36 @@ type StreamHandlerFunc func(ctx context.Context, s *BoxStream)
 func (f StreamHandlerFunc) ServeStream(ctx context.Context, s *BoxStream) { f(ctx, s) }
 
 // Streams are one run's handlers for the streams its box opens, by
-// [initproto.Header] Kind, and their bounds. A box that opens a kind with
-// no handler, or goes past a bound, breaks the channel protocol: it is
+// [Header] Kind, and their bounds. A box that opens a kind with no
+// handler, or goes past a bound, breaks the channel protocol: it is
 // killed and its run is a sandbox failure, as for any other flood; but a
 // first message too large for a [StreamRefuser]'s kind is that stream's
-// refusal alone. Bounds left zero take the defaults.
+// refusal alone. Bounds left zero take the defaults ([Streams.Bounded]).
 type Streams struct {
 	Handlers map[string]StreamHandler
 	// MaxOpen bounds the streams open at once; default and at most
-	// [initproto.MaxBoxStreams], which runbox-init keeps to.
+	// [MaxBoxStreams], which runbox-init keeps to.
 	MaxOpen int
-	// MaxTotal bounds the streams over the whole run; default 65536.
-	// Policy limits (tool calls per run) belong to the handlers, which
-	// answer them with errors the code sees; this only stops a flood.
+	// MaxTotal bounds the streams over the whole run; default
+	// [DefaultMaxStreams]. Policy limits (tool calls per run) belong to
+	// the handlers, which answer them with errors the code sees; this
+	// only stops a flood.
 	MaxTotal int
-	// MaxBytes bounds what the box sends on them together; default 256 MiB.
+	// MaxBytes bounds what the box sends on them together; default
+	// [DefaultMaxStreamBytes].
 	MaxBytes int64
 	// Budgets are, by kind, what runbox-init's services may send on
-	// that kind's streams in all (initproto.Job.StreamBudgets): they
-	// refuse a request past it themselves. Each must leave MaxBytes
-	// room for the others.
+	// that kind's streams in all (Job.StreamBudgets): they refuse a
+	// request past it themselves. Each must leave MaxBytes room for the
+	// others.
 	Budgets map[string]int64
 }
+
+// The bounds of a run's streams that Streams leave zero.
+const (
+	DefaultMaxStreams     = 1 << 16
+	DefaultMaxStreamBytes = 256 << 20
+)
 
 // StreamRefuser is a StreamHandler that answers, itself, a stream whose
 // first message is larger than the run's streams may still carry: the
@@ -64,57 +70,28 @@ type StreamRefuser interface {
 	RefuseStream(ctx context.Context, s *BoxStream)
 }
 
-const (
-	defaultMaxStreams     = 1 << 16
-	defaultMaxStreamBytes = 256 << 20
-)
-
-type streamsKey struct{}
-
-// WithStreams returns a context under which a [BoxRunner] run serves the
-// streams its box opens with s. Handlers are per run because what they
-// allow (policy, the client to ask) is the calling request's. A run with
-// streams is never answered from the [Cache].
-func WithStreams(ctx context.Context, s *Streams) context.Context {
-	return context.WithValue(ctx, streamsKey{}, s)
-}
-
-// StreamsFrom returns the streams WithStreams put in ctx, or nil.
-func StreamsFrom(ctx context.Context) *Streams {
-	s, _ := ctx.Value(streamsKey{}).(*Streams)
-	return s
-}
-
-// kinds are the kinds s serves, sorted; none for nil.
-func (s *Streams) kinds() []string {
+// Kinds are the kinds s serves, sorted (Job.Streams); none for nil.
+func (s *Streams) Kinds() []string {
 	if s == nil {
 		return nil
 	}
 	return slices.Sorted(maps.Keys(s.Handlers))
 }
 
-// budgets are the kinds' budgets for the job; nil for nil.
-func (s *Streams) budgets() map[string]int64 {
-	if s == nil {
-		return nil
-	}
-	return s.Budgets
-}
-
-// bounded is s with its defaults filled in; nil serves no kind.
-func (s *Streams) bounded() Streams {
+// Bounded is s with its defaults filled in; nil serves no kind.
+func (s *Streams) Bounded() Streams {
 	var b Streams
 	if s != nil {
 		b = *s
 	}
-	if b.MaxOpen <= 0 || b.MaxOpen > initproto.MaxBoxStreams {
-		b.MaxOpen = initproto.MaxBoxStreams
+	if b.MaxOpen <= 0 || b.MaxOpen > MaxBoxStreams {
+		b.MaxOpen = MaxBoxStreams
 	}
 	if b.MaxTotal <= 0 {
-		b.MaxTotal = defaultMaxStreams
+		b.MaxTotal = DefaultMaxStreams
 	}
 	if b.MaxBytes <= 0 {
-		b.MaxBytes = defaultMaxStreamBytes
+		b.MaxBytes = DefaultMaxStreamBytes
 	}
 	return b
 }
@@ -122,16 +99,23 @@ func (s *Streams) bounded() Streams {
 // BoxStream is a stream the box opened, its first message already read:
 // Header (with the kind's Data) and Blobs are the box's request. Read
 // returns what the box sends after it (read a further message with
-// initproto.Receive(s.Reader(), ...)); Write sends to the box; Close ends
-// the server's side (the box reads EOF after what was written).
+// Receive(s.Reader(), ...)); Write sends to the box; Close ends the
+// server's side (the box reads EOF after what was written).
 type BoxStream struct {
-	Header initproto.Header
+	Header Header
 	Blobs  [][]byte
 
 	r       *bufio.Reader
 	st      *yamux.Stream
 	once    sync.Once
 	release func()
+}
+
+// NewBoxStream is the stream st whose first message, h and blobs, was
+// read through r, which goes on reading it; release, if set, runs once at
+// Close, before the stream ends.
+func NewBoxStream(h Header, blobs [][]byte, r *bufio.Reader, st *yamux.Stream, release func()) *BoxStream {
+	return &BoxStream{Header: h, Blobs: blobs, r: r, st: st, release: release}
 }
 
 // Reader reads what the box sends after its first message.

@@ -1,4 +1,4 @@
-package egress
+package initproto
 
 import (
 	_ "embed"
@@ -8,13 +8,14 @@ import (
 //go:embed node_proxy.mjs
 var nodeProxy []byte
 
-// BoxEnv is what a box's environment gains when its manifest declares
-// endpoints: the proxy variables, upper and lower case (curl reads only
+// ProxyEnv is what a box's environment gains when its manifest declares
+// endpoints, pointing its programs at runbox-init's proxy at addr
+// (ProxyAddr): the proxy variables, upper and lower case (curl reads only
 // http_proxy in lower case; Python, pip and requests read either), an
 // empty NO_PROXY (nothing in a box is reachable but through the proxy),
-// and, for Node, NodeOptions to add to NODE_OPTIONS.
-func BoxEnv(proxyAddr string) map[string]string {
-	u := "http://" + proxyAddr
+// and npm's settings; for Node, NodeProxyOptions goes in NODE_OPTIONS.
+func ProxyEnv(addr string) map[string]string {
+	u := "http://" + addr
 	return map[string]string{
 		"HTTP_PROXY": u, "http_proxy": u,
 		"HTTPS_PROXY": u, "https_proxy": u,
@@ -26,14 +27,14 @@ func BoxEnv(proxyAddr string) map[string]string {
 }
 
 // TrustVars are the variables the image's TLS clients read a CA bundle
-// from: OpenSSL's (Python's ssl and urllib), requests', Node's extra CAs,
-// pip's and curl's.
+// (CABundle) from: OpenSSL's (Python's ssl and urllib), requests', Node's
+// extra CAs, pip's and curl's.
 var TrustVars = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PIP_CERT", "CURL_CA_BUNDLE"}
 
-// NodeOptions makes Node's fetch, which ignores the proxy variables
+// NodeProxyOptions makes Node's fetch, which ignores the proxy variables
 // before Node 24, go through the proxy: a module loaded before the
 // program (--import, Node 18.18 and later) as a data: URL, so nothing
 // needs to be installed in the image.
-func NodeOptions() string {
+func NodeProxyOptions() string {
 	return "--import=data:text/javascript;base64," + base64.StdEncoding.EncodeToString(nodeProxy)
 }
