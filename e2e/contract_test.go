@@ -299,8 +299,10 @@ var timedOut = outcome{kind: contract.KindTimeout, limit: contract.LimitWallTime
 	if !strings.HasPrefix(r.Stdout, "started") {
 		t.Errorf("output before the timeout is lost: %q", r.Stdout)
 	}
-	if r.Metrics.WallMs < 1500 || r.Metrics.WallMs > 2500 {
-		t.Errorf("killed after %d ms; the deadline was 1500 ms", r.Metrics.WallMs)
+	// Not before the deadline; after it, within a bound generous enough
+	// for a loaded machine (the kill, not the pace, is asserted).
+	if r.Metrics.WallMs < 5000 || r.Metrics.WallMs > 20000 {
+		t.Errorf("killed after %d ms; the deadline was 5000 ms", r.Metrics.WallMs)
 	}
 }}
 
