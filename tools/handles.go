@@ -367,8 +367,9 @@ func (h *Handles) sweep() {
 	}
 }
 
-// Close stops every run still going; runs nobody collected are
-// abandoned, and their audit lines written.
+// Close stops every run still going and waits for them (at most
+// closeWait); runs nobody collected are abandoned, and their audit lines
+// written.
 func (h *Handles) Close() {
 	var lines []*audit.Entry
 	h.mu.Lock()
@@ -378,9 +379,29 @@ func (h *Handles) Close() {
 			lines = append(lines, h.settleLocked(hd, EndAbandoned))
 		}
 	}
+	var going []*handle
+	for _, hd := range h.runs {
+		if hd.Ended.IsZero() {
+			going = append(going, hd)
+		}
+	}
 	h.mu.Unlock()
 	h.stop()
 	for _, e := range lines {
 		h.record(e)
 	}
+	// The stopped runs hand their boxes to the runner's removal before
+	// the runner itself closes (and waits for its removals).
+	deadline := time.NewTimer(closeWait)
+	defer deadline.Stop()
+	for _, hd := range going {
+		select {
+		case <-hd.done:
+		case <-deadline.C:
+			return
+		}
+	}
 }
+
+// closeWait bounds how long Close waits for the runs it stopped.
+const closeWait = 15 * time.Second
