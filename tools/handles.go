@@ -218,19 +218,24 @@ func (h *Handles) finish(hd *handle, answer *mcp.CallToolResult) {
 	close(hd.done)
 }
 
+// end marks hd's run as over: its call no longer answers running. It
+// returns the refusal of a run stopped at the cap.
+func (h *Handles) end(hd *handle) *contract.ErrorInfo {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hd.decided = true
+	return hd.refused
+}
+
 // hold is the run's audit hook: a background run's line waits for its
-// ending unless that is known already; every other line is written now
-// (a run stopped at a cap says so). It reports whether the line is held.
+// ending unless that is known already; every other line is written now.
+// It reports whether the line is held.
 func (h *Handles) hold(hd *handle, e *audit.Entry) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hd.decided = true
 	switch {
-	case hd.refused != nil:
-		e.Status = contract.StatusError
-		e.Error = &audit.Error{Kind: hd.refused.Kind, Limit: hd.refused.Limit, Message: hd.refused.Message}
-		return false
-	case !hd.Background:
+	case hd.refused != nil, !hd.Background:
 		return false
 	case hd.Cancelled:
 		h.settleLocked(hd, EndCancelled)

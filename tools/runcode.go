@@ -177,7 +177,7 @@ func (d Deps) Run(ctx context.Context, c Call) contract.Result {
 	}
 	ctx = sandbox.WithMounts(ctx, c.Roots)
 	ctx, calls := d.withToolCalls(ctx)
-	res := d.run(egress.WithApprover(ctx, c.Approver), c)
+	res := d.ended(ctx, d.run(egress.WithApprover(ctx, c.Approver), c))
 	if c.Args.SessionID == "" {
 		res.Roots = sandbox.Roots(c.Roots)
 	}

@@ -50,6 +50,19 @@ func runIDOf(ctx context.Context) string {
 	return NewRunID()
 }
 
+// ended tells the run's handle, if it has one, that the run is over
+// (so its call waits for the answer rather than answering running), and
+// returns the result as the pipeline counts and audits it: a run stopped
+// at the long runs' cap is that refusal.
+func (d Deps) ended(ctx context.Context, res contract.Result) contract.Result {
+	if hd, ok := ctx.Value(handleKey{}).(*handle); ok && d.Handles != nil {
+		if bad := d.Handles.end(hd); bad != nil {
+			res.Status, res.Error = contract.StatusError, bad
+		}
+	}
+	return res
+}
+
 // record writes a run's audit line, unless its handle holds it until the
 // client collects or abandons the run.
 func (d Deps) record(ctx context.Context, e audit.Entry) error {

@@ -248,6 +248,25 @@ func TestLongRunCaps(t *testing.T) {
 	if !r.wasStopped(refused.RunID) {
 		t.Fatal("the refused run goes on")
 	}
+	// It is counted as what it answered.
+	deadline := time.Now().Add(20 * time.Second)
+	for counted := false; !counted; {
+		obs := d.Metrics.(*observed)
+		obs.mu.Lock()
+		for _, res := range obs.res {
+			if res.RunID == refused.RunID {
+				counted = true
+				if res.Error == nil || res.Error.Limit != contract.LimitBackgroundRuns {
+					t.Errorf("the refused run counted as %+v", res.Error)
+				}
+			}
+		}
+		obs.mu.Unlock()
+		if !counted && time.Now().After(deadline) {
+			t.Fatal("the refused run was never counted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if b := callAs(t, d, "bob", RunCodeName, slowCall); b.Status != contract.StatusRunning {
 		t.Fatalf("bob's first: %+v", b)
 	}
