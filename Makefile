@@ -67,7 +67,7 @@ release:
 e2e: e2e/ts/node_modules e2e/clients/node_modules k8s-up
 	RUNBOX_PODMAN_HOST=$$(bash scripts/podman.sh | sed 's/^DOCKER_HOST=//') \
 	RUNBOX_K8S_KUBECONFIG=$$(bash scripts/k8s/up.sh 2>/dev/null) \
-	  $(GO) test -count=1 -tags e2e -timeout 40m ./e2e/
+	  $(GO) test -count=1 -tags e2e -timeout 60m ./e2e/
 
 ## k8s-up: start the single-node Kubernetes test cluster (root; binaries built once from the
 ## Go module proxy into .cache/k8s) and import the runbox-init image into it

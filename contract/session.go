@@ -50,3 +50,28 @@ func SessionsFull(who string, max int) ErrorInfo {
 
 // LostHint is added to the hint of a call that lost its session.
 const LostHint = " The session's interpreter was killed, so its state is gone: open a new session and re-run the set-up code."
+
+// SessionInfo describes an open session: session_open's and
+// session_list's answer.
+type SessionInfo struct {
+	ID        string        `json:"session_id"`
+	Language  string        `json:"language"`
+	Calls     int           `json:"calls"`
+	OpenedAt  time.Time     `json:"opened_at"`
+	LastUsed  time.Time     `json:"last_used_at"`
+	IdleTTL   float64       `json:"idle_ttl_seconds"`
+	ExpiresAt time.Time     `json:"expires_at"`
+	EndsAt    time.Time     `json:"max_lifetime_ends_at"`
+	Limits    SessionLimits `json:"limits"`
+	// Roots are the client's roots mounted in the session's box when it
+	// opened; a restarted server does not know them.
+	Roots []Root `json:"roots,omitempty"`
+}
+
+// SessionLimits are the limits a session runs under.
+type SessionLimits struct {
+	Memory         int64   `json:"memory_bytes"`
+	Pids           int64   `json:"pids"`
+	WorkspaceBytes int64   `json:"workspace_bytes"`
+	CPUs           float64 `json:"cpus"`
+}

@@ -293,7 +293,8 @@ func runtimeError(typ, msg string, line int) outcome {
 	}}
 }
 
-// timedOut: killed at the deadline of 1.5 s, with the output before it.
+// timedOut: killed at the deadline, with the output before it (5 s: on a
+// loaded machine an interpreter may take seconds to print its first line).
 var timedOut = outcome{kind: contract.KindTimeout, limit: contract.LimitWallTime, check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
 	if !strings.HasPrefix(r.Stdout, "started") {
 		t.Errorf("output before the timeout is lost: %q", r.Stdout)
@@ -358,11 +359,11 @@ func contractCases() []contractCase {
 			}}},
 
 		// Programs that ignore SIGTERM.
-		{name: "timeout/python", lang: "python", args: map[string]any{"timeout_seconds": 1.5}, want: timedOut,
+		{name: "timeout/python", lang: "python", args: map[string]any{"timeout_seconds": 5}, want: timedOut,
 			code: "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.01)\n"},
-		{name: "timeout/javascript", lang: "javascript", args: map[string]any{"timeout_seconds": 1.5}, want: timedOut,
+		{name: "timeout/javascript", lang: "javascript", args: map[string]any{"timeout_seconds": 5}, want: timedOut,
 			code: "process.on('SIGTERM', () => {});\nconsole.log('started');\nwhile (true) {}\n"},
-		{name: "timeout/bash", lang: "bash", args: map[string]any{"timeout_seconds": 1.5}, want: timedOut,
+		{name: "timeout/bash", lang: "bash", args: map[string]any{"timeout_seconds": 5}, want: timedOut,
 			code: "trap '' TERM INT\necho started\nwhile :; do :; done\n"},
 
 		// Quiet for longer than any timer of the box channel's: a run
@@ -557,7 +558,7 @@ os.symlink("/proc/self/environ", "env")
 			want: runtimeError("SyntaxError", "JSON", 2)},
 		// alone: a session that kept the timer (it must not) would tick
 		// into later cells.
-		{name: "timeout/javascript-interval", lang: "javascript", args: map[string]any{"timeout_seconds": 2}, varies: true, alone: true,
+		{name: "timeout/javascript-interval", lang: "javascript", args: map[string]any{"timeout_seconds": 5}, varies: true, alone: true,
 			code: "setInterval(() => console.log('tick'), 200);\n",
 			want: outcome{kind: contract.KindTimeout, limit: contract.LimitWallTime, check: func(t *testing.T, r contract.Result, _ *mcp.CallToolResult) {
 				if !strings.HasPrefix(r.Stdout, "tick\n") {

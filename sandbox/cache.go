@@ -51,6 +51,10 @@ func NewCache(next Runner, m *manifest.Manifest, digest func(context.Context, st
 		now: time.Now, entries: map[string]*cached{}}
 }
 
+// Sessions are the wrapped runner's: the cache never answers a session's
+// call.
+func (c *Cache) Sessions() SessionRunner { return c.next.Sessions() }
+
 // Close closes the wrapped runner.
 func (c *Cache) Close() error { return c.next.Close() }
 

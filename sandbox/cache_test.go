@@ -24,7 +24,8 @@ func (r *countingRunner) Run(_ context.Context, job contract.Job) contract.Resul
 	return res
 }
 
-func (r *countingRunner) Close() error { return nil }
+func (r *countingRunner) Sessions() SessionRunner { return nil }
+func (r *countingRunner) Close() error            { return nil }
 
 func TestCache(t *testing.T) {
 	m := manifest.Default()

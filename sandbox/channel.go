@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -16,23 +18,34 @@ import (
 
 // channel is the server's side of a box's channel: one stream multiplexer
 // session over the box's attached stdin and stdout (internal/initproto).
-// Everything it reads is bounded: the whole session, the report, each
-// artifact, the streams the box may open, and the time artifacts may take
-// once the report is in.
+// A one-off box's channel carries one call; a session box's outlives the
+// calls made over it. Either way the streams the box opens go through one
+// accept loop to the running call's boxStreams (channel_streams.go): its
+// artifacts to its collector, its tool calls and proxied connections to its
+// handlers, under its bounds. A stream opened while no call runs (a
+// process a cell left behind, or a call's straggler) is refused: never
+// served with another call's handlers.
+//
+// Everything it reads is bounded: each call's bytes on the whole channel,
+// the report, each artifact, the streams the box may open, and the time
+// artifacts may take once the report is in.
 type channel struct {
-	conn   Conn
-	limits manifest.Limits
-	// artifactWait bounds the artifacts' arrival once the report is in.
-	artifactWait time.Duration
-	// counted fails the session once the box sent more than maxStream.
+	conn Conn
+	// counted fails the channel once the box sent more than the running
+	// call may (begin sets its bound).
 	counted *countingConn
-	mu      sync.Mutex
-	sess    *yamux.Session
-	// boxStreams serves the streams the box opens (channel_streams.go).
-	*boxStreams
+	mux     *yamux.Session
+	// done is closed when the accept loop ends (the channel is gone).
+	done chan struct{}
+
+	mu sync.Mutex
+	// call serves the running call's streams; nil between calls.
+	call *boxStreams
+	// refused counts the streams refused since the last call began.
+	refused int
 }
 
-// collected is what came over the channel.
+// collected is what came over the channel for one call.
 type collected struct {
 	report   *initproto.Report
 	contents [][]byte
@@ -40,19 +53,28 @@ type collected struct {
 	// its report is not believed and it is killed.
 	violation string
 	err       error
+	// unsent is a report whose artifacts did not all come: not the
+	// call's, but what it says of a session's state holds.
+	unsent *initproto.Report
 }
 
-// newChannel is the channel over conn; streams serve the streams the box
-// opens during its run (nil: none), with ctx until the run ends.
-func newChannel(ctx context.Context, conn Conn, l manifest.Limits, artifactWait time.Duration, streams *Streams) *channel {
-	c := &channel{conn: conn, limits: l, artifactWait: artifactWait}
-	c.boxStreams = newBoxStreams(ctx, l, streams)
-	c.counted = &countingConn{Conn: conn, max: maxStream(l) + c.boxStreams.maxBytes()}
-	return c
+// newChannel is the channel over rw, which reads and writes conn's bytes
+// (conn itself, or a session's reset framing over it); the box may send
+// max bytes before the first call begins.
+func newChannel(conn Conn, rw io.ReadWriteCloser, max int64) (*channel, error) {
+	counted := &countingConn{ReadWriteCloser: rw, max: max}
+	mux, err := yamux.Client(initproto.Coalesce(counted), initproto.MuxConfig())
+	if err != nil {
+		return nil, err
+	}
+	c := &channel{conn: conn, counted: counted, mux: mux, done: make(chan struct{})}
+	go c.accept()
+	return c, nil
 }
 
-// maxStream bounds what is accepted from a box: the report with its capped
-// output plus the artifacts, and room for the multiplexer's framing.
+// maxStream bounds what is accepted from a box in one call: the report
+// with its capped output plus the artifacts, and room for the
+// multiplexer's framing.
 func maxStream(l manifest.Limits) int64 {
 	return 4*int64(l.OutputBytes) + 2*int64(l.ArtifactBytes) + 4<<20
 }
@@ -63,26 +85,80 @@ func maxReport(l manifest.Limits) int64 {
 	return 2*int64(l.OutputBytes) + 64<<10
 }
 
-// run sends the job and collects the report and the artifacts it names.
-func (c *channel) run(job *initproto.Job) (got collected) {
-	sess, err := yamux.Client(initproto.Coalesce(c.counted), initproto.MuxConfig())
-	if err != nil {
-		got.err = err
-		return got
+// maxIdleStreams bounds the streams a box may open between two calls
+// before its channel is closed (the next call of a session opens a new
+// one; the session's state, in the box, is kept).
+const maxIdleStreams = initproto.MaxBoxStreams
+
+// accept serves the streams the box opens until the channel ends.
+func (c *channel) accept() {
+	defer close(c.done)
+	for {
+		st, err := c.mux.AcceptStream()
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		call := c.call
+		ok := true
+		if call != nil {
+			ok = call.admit(st)
+		} else {
+			c.refused++
+			ok = c.refused <= maxIdleStreams
+			refuse(st)
+		}
+		c.mu.Unlock()
+		if !ok {
+			_ = c.mux.Close()
+			return
+		}
 	}
+}
+
+// begin makes a call's boxStreams the channel's: from now on the streams
+// the box opens are the call's, served by streams with ctx under l's
+// bounds, until finish. A session's call is named by a random Call that
+// its box's streams carry, so one of an earlier call that arrives late is
+// told apart; a one-off box's streams carry 0.
+func (c *channel) begin(ctx context.Context, l manifest.Limits, streams *Streams, session bool) *boxStreams {
+	b := newBoxStreams(ctx, l, streams)
+	b.sess = c.mux
+	if session {
+		var n [8]byte
+		_, _ = rand.Read(n[:])
+		b.call = binary.BigEndian.Uint64(n[:]) | 1
+	}
+	c.counted.bound(maxStream(l) + b.maxBytes())
 	c.mu.Lock()
-	c.sess = sess
+	c.call, c.refused = b, 0
 	c.mu.Unlock()
+	return b
+}
+
+// finish ends b's turn: streams opened from now on are refused, b's
+// handlers are cancelled and its streams released.
+func (c *channel) finish(b *boxStreams) {
+	c.mu.Lock()
+	if c.call == b {
+		c.call = nil
+	}
+	c.mu.Unlock()
+	b.end()
+}
+
+// run sends the call's job and collects the report and the artifacts it
+// names, within wait once the report is in.
+func (c *channel) run(b *boxStreams, job *initproto.Job, wait time.Duration) (got collected) {
 	defer func() {
 		if got.err != nil && c.counted.over() {
-			got.violation = fmt.Sprintf("it sent more than the %d bytes a run may", c.counted.max)
+			got.violation = fmt.Sprintf("it sent more than the %d bytes a run may", c.counted.limit())
 		}
-		if why := c.broken(); why != "" && got.violation == "" {
+		if why := b.broken(); why != "" && got.violation == "" {
 			got.violation = why
 		}
 	}()
-	go c.accept(sess)
-	st, err := sess.OpenStream()
+	st, err := c.mux.OpenStream()
 	if err != nil {
 		got.err = err
 		return got
@@ -92,7 +168,7 @@ func (c *channel) run(job *initproto.Job) (got collected) {
 		_ = initproto.SendJob(st, job)
 		_ = st.Close()
 	}()
-	rep, err := initproto.ReceiveReport(st, maxReport(c.limits))
+	rep, err := initproto.ReceiveReport(st, maxReport(b.limits))
 	if err != nil {
 		got.err = fmt.Errorf("reading the report: %w", err)
 		if errors.Is(err, initproto.ErrTooLarge) {
@@ -101,17 +177,28 @@ func (c *channel) run(job *initproto.Job) (got collected) {
 		return got
 	}
 	got.report = rep
-	want, violation := sentArtifacts(rep, c.limits)
+	want, violation := sentArtifacts(rep, b.limits)
 	if violation != "" {
 		got.violation = violation
 		return got
 	}
-	got.contents, got.violation, got.err = c.artifacts(want)
+	if len(want) == 0 {
+		return got
+	}
+	got.contents, got.violation, got.err = collectArtifacts(b.arts, c.done, want, wait)
 	if got.err != nil {
 		// A report whose artifacts did not all come is not the run's.
-		got.report, got.contents = nil, nil
+		got.report, got.contents, got.unsent = nil, nil, rep
 	}
 	return got
+}
+
+// interrupt asks the box to interrupt the code a session's cell runs.
+func (c *channel) interrupt() {
+	if st, err := c.mux.OpenStream(); err == nil {
+		_ = initproto.Send(st, initproto.Header{Kind: initproto.StreamInterrupt})
+		_ = st.Close()
+	}
 }
 
 // sentArtifacts are the artifacts a report names as sent, whose streams
@@ -131,12 +218,6 @@ func sentArtifacts(rep *initproto.Report, l manifest.Limits) (want []initproto.A
 	return want, ""
 }
 
-// artifacts takes one stream per artifact the report names as sent, as
-// the accept loop read them.
-func (c *channel) artifacts(want []initproto.Artifact) (contents [][]byte, violation string, err error) {
-	return collectArtifacts(c.arts, c.lost, want, c.artifactWait)
-}
-
 // collectArtifacts takes one artifact stream's message from arts per
 // artifact in want, within wait; lost closes when no more can come.
 func collectArtifacts(arts <-chan artifactStream, lost <-chan struct{}, want []initproto.Artifact, wait time.Duration) (contents [][]byte, violation string, err error) {
@@ -150,7 +231,7 @@ func collectArtifacts(arts <-chan artifactStream, lost <-chan struct{}, want []i
 		case <-timer.C:
 			return nil, "", errors.New("waiting for artifacts: the box did not send them in time")
 		case <-lost:
-			return nil, "", errors.New("waiting for artifacts: the session ended")
+			return nil, "", errors.New("waiting for artifacts: the channel ended")
 		}
 		h, blobs, err := a.h, a.blobs, a.err
 		i := -1
@@ -174,24 +255,24 @@ func collectArtifacts(arts <-chan artifactStream, lost <-chan struct{}, want []i
 	return contents, "", nil
 }
 
-// close ends the session (and with it the connection); runbox-init exits.
+// close ends the channel's multiplexer and its connection; a one-off
+// box's runbox-init exits.
 func (c *channel) close() {
-	c.mu.Lock()
-	sess := c.sess
-	c.mu.Unlock()
-	if sess != nil {
-		_ = sess.Close()
-	}
+	_ = c.mux.Close()
 	_ = c.conn.Close()
-	c.boxStreams.end()
 }
 
-// countingConn fails reads past max bytes, so a box that floods its
-// channel ends its session instead of the server's memory.
+// closed says whether the channel ended (the box, a flood between calls,
+// or another server's attach reset it).
+func (c *channel) closed() bool { return c.mux.IsClosed() }
+
+// countingConn fails reads past its bound, so a box that floods its
+// channel ends it instead of the server's memory. Each call sets the bound
+// anew: a session's channel counts each call's bytes from its start.
 type countingConn struct {
-	Conn
-	max  int64
+	io.ReadWriteCloser
 	mu   sync.Mutex
+	max  int64
 	read int64
 }
 
@@ -205,11 +286,18 @@ func (c *countingConn) Read(p []byte) (int, error) {
 	if int64(len(p)) > left {
 		p = p[:left]
 	}
-	n, err := c.Conn.Read(p)
+	n, err := c.ReadWriteCloser.Read(p)
 	c.mu.Lock()
 	c.read += int64(n)
 	c.mu.Unlock()
 	return n, err
+}
+
+// bound starts a call's count: max bytes from now on.
+func (c *countingConn) bound(max int64) {
+	c.mu.Lock()
+	c.max, c.read = max, 0
+	c.mu.Unlock()
 }
 
 func (c *countingConn) over() bool {
@@ -218,6 +306,10 @@ func (c *countingConn) over() bool {
 	return c.read >= c.max
 }
 
-var errFlood = errors.New("the box sent more than a run may")
+func (c *countingConn) limit() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.max
+}
 
-var _ io.ReadWriteCloser = (*countingConn)(nil)
+var errFlood = errors.New("the box sent more than a run may")

@@ -39,7 +39,7 @@ func FuzzChannel(f *testing.F) {
 		<-sess.CloseChan()
 	}()
 	l := manifest.Default().Limits
-	newChannel(context.Background(), fakeConn{host}, l, time.Second, nil).run(&initproto.Job{})
+	runOnce(fakeConn{host}, l, time.Second)
 	host.Close()
 	<-boxDone
 	f.Add(rec.bytes())
@@ -63,7 +63,7 @@ func FuzzChannel(f *testing.F) {
 		l.OutputBytes, l.ArtifactBytes = 1<<16, 1<<16
 		done := make(chan collected, 1)
 		go func() {
-			done <- newChannel(context.Background(), fakeConn{host}, l, 200*time.Millisecond, nil).run(&initproto.Job{})
+			done <- runOnce(fakeConn{host}, l, 200*time.Millisecond)
 		}()
 		select {
 		case c := <-done:
@@ -81,6 +81,18 @@ func FuzzChannel(f *testing.F) {
 		}
 		host.Close()
 	})
+}
+
+// runOnce is a one-off run's call over conn, as the runner makes it.
+func runOnce(conn Conn, l manifest.Limits, wait time.Duration) collected {
+	ch, err := newChannel(conn, conn, maxStream(l))
+	if err != nil {
+		return collected{err: err}
+	}
+	defer ch.close()
+	b := ch.begin(context.Background(), l, nil, false)
+	defer ch.finish(b)
+	return ch.run(b, &initproto.Job{}, wait)
 }
 
 // recorder keeps what a box writes.

@@ -16,9 +16,9 @@ import (
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
-// boxStreams accepts every stream the box opens, from the start of the
-// session to its end: artifacts go to the report's collector, other kinds
-// to the run's handlers. It is the channel's only acceptor.
+// boxStreams serves the streams the box opens during one call, as the
+// channel's accept loop hands them on: artifacts go to the report's
+// collector, other kinds to the call's handlers.
 type boxStreams struct {
 	bounds Streams
 	limits manifest.Limits
@@ -26,8 +26,6 @@ type boxStreams struct {
 	cancel context.CancelFunc
 	// arts carries the artifact streams read so far.
 	arts chan artifactStream
-	// lost is closed when the session ends.
-	lost chan struct{}
 
 	accepted  int          // streams accepted (the accept loop's own)
 	live      atomic.Int64 // accepted streams not yet done with
@@ -60,7 +58,7 @@ type artifactStream struct {
 func newBoxStreams(ctx context.Context, l manifest.Limits, s *Streams) *boxStreams {
 	ctx, cancel := context.WithCancel(ctx)
 	return &boxStreams{bounds: s.bounded(), limits: l, ctx: ctx, cancel: cancel,
-		arts: make(chan artifactStream, l.Artifacts+1), lost: make(chan struct{}),
+		arts:    make(chan artifactStream, l.Artifacts+1),
 		streams: map[*yamux.Stream]struct{}{}}
 }
 
@@ -88,21 +86,6 @@ func (b *boxStreams) broken() string {
 		return *p
 	}
 	return ""
-}
-
-// accept serves the streams the box opens until the session ends.
-func (b *boxStreams) accept(sess *yamux.Session) {
-	b.sess = sess
-	defer close(b.lost)
-	for {
-		st, err := sess.AcceptStream()
-		if err != nil {
-			return
-		}
-		if !b.admit(st) {
-			return
-		}
-	}
 }
 
 // admit counts a stream the box opened against the run's bounds and

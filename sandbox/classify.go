@@ -19,6 +19,14 @@ type outcome struct {
 	backstop bool
 	// cancelled: the call was cancelled and the box killed.
 	cancelled bool
+	// interrupted: a session's call was cancelled and its cell
+	// interrupted; the box lives on.
+	interrupted bool
+	// violation: the box broke the channel protocol and was killed.
+	violation bool
+	// session is what a session box's report said of its state (nil for
+	// a one-off box, or when no report came).
+	session *initproto.SessionState
 	// lost explains why no report arrived (platform error, stream cut).
 	lost string
 	// gone: the platform took the box away.

@@ -1,7 +1,8 @@
 // Package sandbox is the run algorithm, once for every platform: the
 // [Runner] interface and its [BoxRunner] (admission with slots and a
 // bounded queue, the warm pool, deadlines and the backstop, cancellation,
-// the exchange with runbox-init over the box's two-way channel,
+// sessions, the exchange with runbox-init over the box's two-way channel
+// (one call, call.go, for a one-off run and a session's cell),
 // classification into the contract's error kinds, and the result), the
 // result [Cache], image [Probe]s, and the labels and [Owner] that let a
 // restarted server reap what a crashed one left. Streams a box opens

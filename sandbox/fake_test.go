@@ -185,7 +185,14 @@ func testManifest(t *testing.T, edit func(*manifest.Manifest)) *manifest.Manifes
 
 func newTestRunner(t *testing.T, d *fakeDriver, m *manifest.Manifest) *BoxRunner {
 	t.Helper()
-	r := New(d, Options{Manifest: m})
+	return newTestRunnerOf(t, d, d, m)
+}
+
+// newTestRunnerOf is a runner over drv, whose boxes d counts; when the
+// test ends, it checks that every box it started was removed.
+func newTestRunnerOf(t *testing.T, drv Driver, d *fakeDriver, m *manifest.Manifest) *BoxRunner {
+	t.Helper()
+	r := New(drv, Options{Manifest: m})
 	r.grace = 300 * time.Millisecond
 	t.Cleanup(func() {
 		_ = r.Close()

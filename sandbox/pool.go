@@ -188,13 +188,6 @@ func (p *pool) drain() {
 	}
 }
 
-// startsUnderWay reports how many boxes the pool is starting.
-func (p *pool) startsUnderWay() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.starting
-}
-
 // idle reports how many boxes wait, per language.
 func (p *pool) idle() map[string]int {
 	p.mu.Lock()

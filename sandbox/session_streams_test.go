@@ -194,7 +194,7 @@ func TestSessionStreams(t *testing.T) {
 		var served atomic.Int64
 		call(tagged(ctx, "t", &served), "flood "+strconv.Itoa(maxIdleStreams+20))
 		r.sessionsOf().mu.Lock()
-		var ch *sessionChannel
+		var ch *channel
 		for _, ls := range r.sessionsOf().live {
 			ch = ls.ch
 		}

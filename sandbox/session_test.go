@@ -178,6 +178,13 @@ func (b *fakeSessionBox) stream(sess *yamux.Session, st *yamux.Stream) {
 	if b.streams(sess, st, h.Job) {
 		return
 	}
+	if code == "script" && b.d.behave != nil {
+		// A one-off box's script (fake_test.go), played as a cell: the
+		// cell runs on until the channel ends, as a hung one would.
+		b.d.behave(sess, st, h.Job)
+		<-sess.CloseChan()
+		return
+	}
 	b.mu.Lock()
 	b.calls++
 	rep := &initproto.Report{Session: &initproto.SessionState{Calls: b.calls}, Stderr: []byte{}}
@@ -236,18 +243,7 @@ func sessionRunner(t *testing.T, edit func(*manifest.Manifest)) (*fakeSessionDri
 	t.Helper()
 	d := &fakeSessionDriver{}
 	m := testManifest(t, edit)
-	r := New(d, Options{Manifest: m})
-	r.grace = 300 * time.Millisecond
-	t.Cleanup(func() {
-		_ = r.Close()
-		if s, rm := d.started.Load(), d.removed.Load(); s != rm {
-			t.Errorf("%d boxes started, %d removed", s, rm)
-		}
-		if a := r.alive.Load(); a != 0 {
-			t.Errorf("%d boxes still counted alive", a)
-		}
-	})
-	return d, r, m
+	return d, newTestRunnerOf(t, d, &d.fakeDriver, m), m
 }
 
 func TestSessions(t *testing.T) {
@@ -276,10 +272,10 @@ func TestSessions(t *testing.T) {
 		if res := r.RunInSession(ctx, "s_nonsense", "alice", job); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
 			t.Fatalf("an unknown id: %+v", res.Error)
 		}
-		if got := r.Sessions("alice"); len(got) != 1 || got[0].Calls != 2 {
+		if got := r.ListSessions("alice"); len(got) != 1 || got[0].Calls != 2 {
 			t.Fatalf("list %+v", got)
 		}
-		if got := r.Sessions("mallory"); len(got) != 0 {
+		if got := r.ListSessions("mallory"); len(got) != 0 {
 			t.Fatalf("mallory sees %+v", got)
 		}
 		if fail := r.CloseSession(ctx, info.ID, "mallory"); fail == nil || fail.Kind != contract.KindSessionNotFound {
@@ -373,8 +369,8 @@ func TestSessions(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		if opened != 2 || len(r.Sessions("x")) != 2 {
-			t.Fatalf("%d opened, %d listed", opened, len(r.Sessions("x")))
+		if opened != 2 || len(r.ListSessions("x")) != 2 {
+			t.Fatalf("%d opened, %d listed", opened, len(r.ListSessions("x")))
 		}
 	})
 
@@ -399,6 +395,27 @@ func TestSessions(t *testing.T) {
 		time.Sleep(time.Second)
 		if res := r.RunInSession(ctx, a.ID, "a", testJob(t, m, time.Second)); res.Error == nil || res.Error.Kind != contract.KindSessionNotFound {
 			t.Fatalf("after the idle TTL: %+v", res.Error)
+		}
+	})
+
+	t.Run("a call that comes as the idle TTL ends finds the session closed or open, never lost", func(t *testing.T) {
+		_, r, m := sessionRunner(t, func(m *manifest.Manifest) { m.Sessions.MaxPerClient, m.Sessions.MaxOpen = 64, 64 })
+		old := sessionTick
+		sessionTick = time.Millisecond
+		defer func() { sessionTick = old }()
+		lang, _ := m.Language("python")
+		job := testJob(t, m, 5*time.Second)
+		for i := range 200 {
+			info, fail := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "a", Limits: m.SessionLimits(), IdleTTL: 20 * time.Millisecond})
+			if fail != nil {
+				t.Fatal(fail)
+			}
+			time.Sleep(time.Duration(15+i%10) * time.Millisecond)
+			res := r.RunInSession(ctx, info.ID, "a", job)
+			if res.Error != nil && res.Error.Kind != contract.KindSessionNotFound {
+				t.Fatalf("call %d: %+v", i, res.Error)
+			}
+			_ = r.CloseSession(ctx, info.ID, "a")
 		}
 	})
 }

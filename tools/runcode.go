@@ -218,7 +218,7 @@ func (d Deps) run(ctx context.Context, c Call) contract.Result {
 	var res contract.Result
 	if c.Args.SessionID == "" {
 		res = d.Runner.Run(ctx, job)
-	} else if sr, ok := sandbox.SessionsOf(d.Runner); ok && m.Sessions.Enabled {
+	} else if sr := d.Runner.Sessions(); sr != nil && m.Sessions.Enabled {
 		client := c.Client
 		if client == "" {
 			client = PrincipalOf(ctx)

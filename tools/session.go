@@ -62,11 +62,11 @@ type SessionListArgs struct{}
 
 // SessionResult is the structured answer of the session tools.
 type SessionResult struct {
-	Status   contract.Status       `json:"status" jsonschema:"enum=ok,enum=error"`
-	Session  *sandbox.SessionInfo  `json:"session,omitempty" jsonschema:"description=The session opened."`
-	Sessions []sandbox.SessionInfo `json:"sessions,omitempty" jsonschema:"description=The caller's open sessions."`
-	Closed   bool                  `json:"closed,omitempty"`
-	Error    *contract.ErrorInfo   `json:"error,omitempty"`
+	Status   contract.Status        `json:"status" jsonschema:"enum=ok,enum=error"`
+	Session  *contract.SessionInfo  `json:"session,omitempty" jsonschema:"description=The session opened."`
+	Sessions []contract.SessionInfo `json:"sessions,omitempty" jsonschema:"description=The caller's open sessions."`
+	Closed   bool                   `json:"closed,omitempty"`
+	Error    *contract.ErrorInfo    `json:"error,omitempty"`
 }
 
 func sessionAnswer(res SessionResult) *mcp.CallToolResult {
@@ -134,8 +134,8 @@ func sessionTool(name, title, desc string, args any, readOnly, destructive bool)
 // manifest enables sessions and the runner keeps them.
 func SessionTools(d Deps) []server.ServerTool {
 	m := d.Manifest
-	sr, ok := sandbox.SessionsOf(d.Runner)
-	if !m.Sessions.Enabled || !ok {
+	sr := d.Runner.Sessions()
+	if !m.Sessions.Enabled || sr == nil {
 		return nil
 	}
 	s, sl := m.Sessions, m.SessionLimits()
@@ -184,7 +184,7 @@ func SessionTools(d Deps) []server.ServerTool {
 			if err := decodeStrict(req, &a); err != nil {
 				return sessionAnswer(SessionResult{Error: invalid("bad arguments: %v", err)}), nil
 			}
-			return sessionAnswer(SessionResult{Sessions: sr.Sessions(PrincipalOf(ctx))}), nil
+			return sessionAnswer(SessionResult{Sessions: sr.ListSessions(PrincipalOf(ctx))}), nil
 		}},
 	}
 }

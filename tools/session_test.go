@@ -8,6 +8,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 func TestValidateOpen(t *testing.T) {
@@ -66,7 +67,8 @@ type noRunner struct{}
 func (noRunner) Run(context.Context, contract.Job) contract.Result {
 	panic("a session call ran as a one-off run")
 }
-func (noRunner) Close() error { return nil }
+func (noRunner) Sessions() sandbox.SessionRunner { return nil }
+func (noRunner) Close() error                    { return nil }
 
 // The audit log names a session by its key, never by its id (a
 // capability), even in the stored arguments.

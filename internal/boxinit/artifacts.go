@@ -15,30 +15,74 @@ import (
 	"github.com/runbox-mcp/runbox/internal/initproto"
 )
 
-// collectArtifacts reports the regular files in the workspace that the run
-// created or changed, in path order. Symlinks and other special files are
-// never followed or read. Everything in the box is dead by now, so nothing
-// can swap a file under us.
-func collectArtifacts(job *initproto.Job, inputs map[string]string, rep *initproto.Report) [][]byte {
+// baseline is the workspace as the program found it: the stamp of each
+// regular file, and the hash of each input file and of the code.
+type baseline struct {
+	stamps map[string]fileStamp
+	inputs map[string]string
+}
+
+// fileStamp tells whether a file changed without reading it.
+type fileStamp struct {
+	size, mtime, ctime int64
+	ino                uint64
+}
+
+func stamp(p string) (fileStamp, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(p, &st); err != nil {
+		return fileStamp{}, false
+	}
+	return fileStamp{size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: st.Ino}, true
+}
+
+// snapshot stamps the workspace's regular files before the program runs.
+func snapshot(dir string) map[string]fileStamp {
+	out := map[string]fileStamp{}
+	walkWorkspace(dir, func(p string) {
+		if st, ok := stamp(p); ok {
+			out[p] = st
+		}
+	})
+	return out
+}
+
+// collect reports the regular files in the workspace that the call created
+// or changed, in path order: those whose stamp differs from before, less
+// the inputs and the code found with the content they were given. The
+// unchanged files are never read, so a large data file a session loaded
+// once costs nothing on later calls. Symlinks and other special files are
+// never followed or read.
+func collect(job *initproto.Job, before baseline, rep *initproto.Report) [][]byte {
 	var paths []string
-	_ = filepath.WalkDir(job.Dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && installed(d) {
-			return fs.SkipDir
+	walkWorkspace(job.Dir, func(p string) {
+		if st, ok := stamp(p); ok && st == before.stamps[p] {
+			return
 		}
-		if err != nil || !d.Type().IsRegular() {
-			return nil // directories are walked; links and devices skipped
-		}
-		rel, err := filepath.Rel(job.Dir, p)
-		if err == nil {
+		if rel, err := filepath.Rel(job.Dir, p); err == nil {
 			paths = append(paths, filepath.ToSlash(rel))
 		}
-		return nil
 	})
 	sort.Strings(paths)
 	return readArtifacts(job, paths, func(rel, sum string) bool {
-		h, isInput := inputs[rel]
+		h, isInput := before.inputs[rel]
 		return isInput && h == sum
 	}, rep)
+}
+
+// walkWorkspace calls fn with the path of each regular file in the
+// workspace dir, outside the directories of installed packages; links and
+// devices are skipped, never followed.
+func walkWorkspace(dir string, fn func(path string)) {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && installed(d) {
+			return fs.SkipDir
+		}
+		if err == nil && d.Type().IsRegular() {
+			fn(p)
+		}
+		return nil
+	})
 }
 
 // installed says whether d is a directory of installed packages, whose

@@ -9,6 +9,13 @@
 // artifacts without following symlinks, answers with the report on the job
 // stream and sends each artifact on a stream of its own.
 //
+// A session box keeps one interpreter alive (session.go, with a driver
+// per language in drivers/) and runs each job as a cell of it. A one-off
+// job and a session's cell go through one call algorithm (call.go): they
+// differ only in how the code runs (a process of its own, or a cell sent
+// to the interpreter), and in what is a session's own (the state kept,
+// the last expression shown).
+//
 // It must stay small, static and independent of the image: it relies on
 // nothing in the box but the interpreter named in the job. It knows nothing
 // of Docker or MCP.

@@ -33,7 +33,13 @@ func installTo(dest string) error {
 		return err
 	}
 	defer src.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dest), ".runbox-init-*")
+	return replaceFile(dest, src, 0o555)
+}
+
+// replaceFile writes what src holds to path with mode, all at once: a new
+// file renamed over whatever was there, so nothing sees it half written.
+func replaceFile(path string, src io.Reader, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".runbox-*")
 	if err != nil {
 		return err
 	}
@@ -42,12 +48,12 @@ func installTo(dest string) error {
 		tmp.Close()
 		return err
 	}
-	if err := tmp.Chmod(0o555); err != nil {
+	if err := tmp.Chmod(mode); err != nil {
 		tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), dest)
+	return os.Rename(tmp.Name(), path)
 }

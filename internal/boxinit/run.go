@@ -23,7 +23,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/runbox-mcp/runbox/internal/initproto"
-	"github.com/runbox-mcp/runbox/internal/procstat"
 )
 
 // checkTimeout bounds a syntax check (bash -n is instant on sane input).
@@ -126,44 +125,16 @@ func prewarmThreads(n int) {
 }
 
 // Run runs one job and returns the report and the content of each sent
-// artifact, in the report's order.
+// artifact, in the report's order: the call algorithm (call) with the
+// program run as a process of its own.
 func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Report, [][]byte) {
-	if opts.Self == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return &initproto.Report{InitError: "finding own binary: " + err.Error()}, nil
-		}
-		opts.Self = self
-	}
-	if opts.CgroupRoot == "" {
-		opts.CgroupRoot = "/sys/fs/cgroup"
-	}
-	if opts.Scratch == nil {
-		opts.Scratch = []string{job.Dir, "/tmp"}
+	opts, err := opts.withDefaults(job.Dir)
+	if err != nil {
+		return &initproto.Report{InitError: "finding own binary: " + err.Error()}, nil
 	}
 	// Orphans of the program must be reaped by us even when we are not
 	// PID 1 (tests on the host).
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-	inputs, err := unpack(job)
-	if err != nil {
-		if full := noSpace(job, err); full != nil {
-			return full, nil
-		}
-		return &initproto.Report{InitError: err.Error()}, nil
-	}
-	stopServices, err := startServices(ctx, opts, job)
-	if err != nil {
-		return &initproto.Report{InitError: err.Error()}, nil
-	}
-	// Stopped when the program has ended, before the report goes out.
-	defer stopServices()
-
-	rep := &initproto.Report{OOMKills: -1}
-	cg := cgroupFiles(opts.CgroupRoot)
-	pidsMaxBefore := cg.pidsMaxEvents()
-	var usageBefore unix.Rusage
-	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &usageBefore)
 
 	r := opts.Reaper
 	if r == nil {
@@ -180,80 +151,40 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 		_ = pre.ctl.Close()
 		pre = nil
 	}
+	prog := program{run: func(ctx context.Context, job *initproto.Job) runResult {
+		return runProcess(ctx, r, opts.Self, job, pre)
+	}}
+	if pre != nil {
+		prog.pid = pre.pid
+	}
+	return call(ctx, job, opts, prog)
+}
 
+// runProcess runs a one-off job's program: the syntax check first, if the
+// job has one, and then the program, started now or prestarted (pre).
+func runProcess(ctx context.Context, r *reaper, self string, job *initproto.Job, pre *process) runResult {
+	timeout := time.Duration(job.TimeoutMs) * time.Millisecond
 	if len(job.Check) > 0 {
-		check := run(ctx, r, opts.Self, job, job.Check, nil, min(checkTimeout, time.Duration(job.TimeoutMs)*time.Millisecond))
-		if check.startErr == "" && !check.timedOut && check.status.Exited() && check.status.ExitStatus() != 0 {
-			rep.CheckFailed = true
-			rep.ExitCode = check.status.ExitStatus()
-			rep.Stderr, rep.StderrTruncated, rep.StderrBytes = check.stderr.bytes()
-			rep.Stdout = []byte{}
-			return rep, nil
+		check := run(ctx, r, self, job, job.Check, nil, min(checkTimeout, timeout))
+		if check.startErr == "" && !check.timedOut && check.signal == 0 && check.exitCode != 0 {
+			return runResult{checkFailed: true, exitCode: check.exitCode,
+				stdout: newCapture(job.MaxOutputBytes), stderr: check.stderr}
 		}
 	}
-
-	var res runResult
-	var preloadMs int64
 	if pre != nil {
-		preloadMs = processCPUMs(pre.pid)
-		res = pre.supervise(ctx, r, job, job.Stdin, time.Duration(job.TimeoutMs)*time.Millisecond)
-	} else {
-		res = run(ctx, r, opts.Self, job, job.Argv, job.Stdin, time.Duration(job.TimeoutMs)*time.Millisecond)
+		return pre.supervise(ctx, r, job, job.Stdin, timeout)
 	}
-	rep.StartError = res.startErr
-	rep.TimedOut = res.timedOut
-	rep.WallMs = res.wall.Milliseconds()
-	if !res.ended.IsZero() {
-		rep.EndedUnixMs = res.ended.UnixMilli()
-	}
-	switch {
-	case res.status.Exited():
-		rep.ExitCode = res.status.ExitStatus()
-	case res.status.Signaled():
-		rep.Signal = int(res.status.Signal())
-		rep.ExitCode = 128 + rep.Signal
-	}
-	rep.Stdout, rep.StdoutTruncated, rep.StdoutBytes = res.stdout.bytes()
-	rep.Stderr, rep.StderrTruncated, rep.StderrBytes = res.stderr.bytes()
-
-	var usage unix.Rusage
-	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &usage)
-	// A prestarted interpreter's imports ran before the job: not its time.
-	rep.CPUMs = max(0, cpuMs(&usage)-cpuMs(&usageBefore)-preloadMs)
-	rep.PeakMemoryBytes = cg.peakMemory()
-	if rep.PeakMemoryBytes <= 0 {
-		rep.PeakMemoryBytes = usage.Maxrss * 1024
-	}
-	rep.OOMKills = cg.oomKills()
-	if before, after := pidsMaxBefore, cg.pidsMaxEvents(); after > before {
-		rep.PidsLimitHit = true
-	}
-	rep.DiskFull = fullMount(opts.Scratch)
-
-	contents := collectArtifacts(job, inputs, rep)
-	return rep, contents
-}
-
-// processCPUMs reads a running process's CPU time from /proc (0 if unknown).
-func processCPUMs(pid int) int64 {
-	utime, _ := strconv.ParseInt(procstat.Field(pid, 14), 10, 64)
-	stime, _ := strconv.ParseInt(procstat.Field(pid, 15), 10, 64)
-	return (utime + stime) * 1000 / 100 // USER_HZ is 100 on Linux
-}
-
-func cpuMs(u *unix.Rusage) int64 {
-	return (u.Utime.Sec+u.Stime.Sec)*1000 + (u.Utime.Usec+u.Stime.Usec)/1000
+	return run(ctx, r, self, job, job.Argv, job.Stdin, timeout)
 }
 
 // unpack writes the input files and the code into the workspace and returns
-// their hashes, so that unchanged inputs are not reported as artifacts.
-func unpack(job *initproto.Job) (map[string]string, error) {
-	return unpackWith(job, os.O_EXCL)
-}
-
-// unpackWith is unpack with the flag that meets a file already there:
-// os.O_EXCL refuses it (a fresh box), os.O_TRUNC replaces it (a session).
-func unpackWith(job *initproto.Job, exists int) (map[string]string, error) {
+// their hashes, so that unchanged inputs are not reported as artifacts. A
+// file already there is refused, or replaced (never through a link).
+func unpack(job *initproto.Job, replace bool) (map[string]string, error) {
+	exists := os.O_EXCL
+	if replace {
+		exists = os.O_TRUNC
+	}
 	if job.Dir == "" || !filepath.IsAbs(job.Dir) {
 		return nil, fmt.Errorf("job dir %q is not absolute", job.Dir)
 	}
@@ -314,15 +245,6 @@ func noSpace(job *initproto.Job, err error) *initproto.Report {
 func sha256hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
-}
-
-type runResult struct {
-	startErr       string
-	timedOut       bool
-	status         syscall.WaitStatus
-	wall           time.Duration
-	ended          time.Time // when the main process was seen to end
-	stdout, stderr *capture
 }
 
 // process is a started program: its pipes and what reads them.
@@ -474,7 +396,7 @@ func (p *process) supervise(ctx context.Context, r *reaper, job *initproto.Job, 
 	}
 	res.ended = time.Now()
 	res.wall = res.ended.Sub(begun)
-	res.status = r.mainStatus
+	res.setStatus(r.mainStatus)
 	// Whatever the program left running dies with it: nothing persists,
 	// and the output pipes close.
 	killAll(p.pid)

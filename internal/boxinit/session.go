@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,7 +21,7 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"github.com/runbox-mcp/runbox/internal/initproto"
-	"github.com/runbox-mcp/runbox/internal/procstat"
+	"github.com/runbox-mcp/runbox/internal/pymain"
 )
 
 // The persistent interpreters' drivers, one per error format.
@@ -42,7 +41,7 @@ func driverArgv(s initproto.Session) ([]string, error) {
 	}
 	switch s.Driver {
 	case "python":
-		return []string{s.Interpreter, "-c", pythonDriver}, nil
+		return []string{s.Interpreter, "-c", pymain.Source + pythonDriver}, nil
 	case "node":
 		// --expose-internals: the REPL's own rewrite of top-level await.
 		return []string{s.Interpreter, "--expose-internals", "-e", nodeDriver}, nil
@@ -73,23 +72,23 @@ type session struct {
 	out  *cellOut
 	errs *cellOut
 
-	mu        sync.Mutex // one cell at a time
-	calls     int
-	lost      string
-	interrupt chan struct{}
+	mu          sync.Mutex // one cell at a time
+	calls       int
+	lost        string
+	interrupt   chan struct{}
+	interrupted bool // the running cell was interrupted
 }
 
 // newSession starts the interpreter; a failure to start is the session's
 // loss, said on its first call.
 func newSession(spec initproto.Session, opts Options) *session {
-	s := &session{spec: spec, opts: opts, r: newReaper(), out: &cellOut{}, errs: &cellOut{}, interrupt: make(chan struct{}, 1)}
-	if s.opts.CgroupRoot == "" {
-		s.opts.CgroupRoot = "/sys/fs/cgroup"
+	var argv []string
+	var err error
+	s := &session{spec: spec, r: newReaper(), out: &cellOut{}, errs: &cellOut{}, interrupt: make(chan struct{}, 1)}
+	s.opts, err = opts.withDefaults(spec.Dir)
+	if err == nil {
+		argv, err = driverArgv(spec)
 	}
-	if s.opts.Scratch == nil {
-		s.opts.Scratch = []string{spec.Dir, "/tmp"}
-	}
-	argv, err := driverArgv(spec)
 	if err == nil {
 		s.p, err = start(s.r, s.opts.Self, argv, spec.Env, spec.Dir, spec.CPUSeconds, spec.NProc, true)
 	}
@@ -102,58 +101,48 @@ func newSession(spec initproto.Session, opts Options) *session {
 	return s
 }
 
-// run runs one job as a cell of the interpreter; host is the channel the
-// job came on, the way of the cell's box services to the server.
+// run runs one job as a cell of the interpreter, through the call
+// algorithm (call) as a one-off job runs; host is the channel the job came
+// on, the way of the cell's box services to the server (a reset since the
+// last cell replaced it).
 func (s *session) run(job *initproto.Job, host *Host) (*initproto.Report, [][]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
-	rep := &initproto.Report{OOMKills: -1, Session: &initproto.SessionState{Calls: s.calls}}
+	state := &initproto.SessionState{Calls: s.calls}
 	if s.lost != "" {
-		rep.Session.Lost = s.lost
-		rep.Stdout, rep.Stderr = []byte{}, []byte{}
-		return rep, nil
+		state.Lost = s.lost
+		return &initproto.Report{OOMKills: -1, Session: state, Stdout: []byte{}, Stderr: []byte{}}, nil
 	}
 	if s.p.startError() != "" || !s.p.alive(s.r) {
 		s.readers()
-		rep.StartError = s.p.startError()
 		s.lose("the interpreter ended before its first call")
-		rep.Session.Lost = s.lost
-		return rep, nil
+		state.Lost = s.lost
+		return &initproto.Report{OOMKills: -1, Session: state, StartError: s.p.startError()}, nil
 	}
-	_, err := unpackSession(job)
-	if err != nil {
-		if full := noSpace(job, err); full != nil {
-			full.Session = rep.Session
-			return full, nil
-		}
-		return &initproto.Report{InitError: err.Error(), Session: rep.Session}, nil
-	}
-	// The box services run for the cell, as for a one-off job, over the
-	// channel this job came on (a reset since the last cell replaced it);
-	// stopped when the cell has ended, before the report goes out. A
-	// process the cell leaves behind finds them gone until the next cell.
 	opts := s.opts
 	opts.Host = host.ForCall(job.Call)
-	stopServices, err := startServices(context.Background(), opts, job)
-	if err != nil {
-		return &initproto.Report{InitError: err.Error(), Session: rep.Session}, nil
+	s.interrupted = false
+	rep, contents := call(context.Background(), job, opts, program{replace: true, pid: s.p.pid, run: s.cell})
+	rep.Session = state
+	if rep.OOMKills > 0 && s.lost != "" && !rep.TimedOut {
+		s.lost = "the interpreter ran out of memory and was killed"
 	}
-	defer stopServices()
-	before := snapshot(job.Dir)
+	state.Lost = s.lost
+	state.Interrupted = s.interrupted && s.lost == ""
+	return rep, contents
+}
 
-	cg := cgroupFiles(s.opts.CgroupRoot)
-	oomBefore, pidsBefore := cg.oomKills(), cg.pidsMaxEvents()
-	cpuBefore := treeCPUMs(s.p.pid)
-	var usageBefore syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &usageBefore)
-
+// cell sends the job to the interpreter as a cell and waits for its end:
+// the driver's marker, the deadline (which loses the session), an
+// interrupt, or the interpreter's death.
+func (s *session) cell(_ context.Context, job *initproto.Job) runResult {
 	var nonce [16]byte
 	_, _ = rand.Read(nonce[:])
 	marker := "\x1erbx" + hex.EncodeToString(nonce[:]) + "\x1e"
-	stdout, stderr := newCapture(job.MaxOutputBytes), newCapture(job.MaxOutputBytes)
-	outSeen := s.out.begin(stdout, []byte(marker), false)
-	errSeen := s.errs.begin(stderr, []byte(marker), true)
+	res := runResult{stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
+	outSeen := s.out.begin(res.stdout, []byte(marker), false)
+	errSeen := s.errs.begin(res.stderr, []byte(marker), true)
 	select {
 	case <-s.interrupt: // meant for a cell that has ended
 	default:
@@ -187,10 +176,10 @@ wait:
 		case <-s.r.mainDone:
 			s.lose("")
 		case <-timer.C:
-			rep.TimedOut = true
+			res.timedOut = true
 			s.lose(fmt.Sprintf("the call ran past its %s timeout and the interpreter was killed", time.Duration(job.TimeoutMs)*time.Millisecond))
 		case <-s.interrupt:
-			rep.Session.Interrupted = true
+			s.interrupted = true
 			s.signalInterrupt()
 			graceC = time.After(interruptGrace)
 			// Once more: a SIGINT that came before the driver took the
@@ -202,48 +191,20 @@ wait:
 			s.lose("the interrupted call did not stop and the interpreter was killed")
 		}
 	}
-	ended := time.Now()
+	res.ended = time.Now()
+	res.wall = res.ended.Sub(begun)
 	if finished {
 		select {
 		case <-outSeen:
 		case <-time.After(markerWait):
 		}
-		status, checkFailed := s.errs.status()
-		rep.ExitCode = status
-		rep.CheckFailed = checkFailed
-	} else if s.r.mainStatus.Signaled() {
-		rep.Signal = int(s.r.mainStatus.Signal())
-		rep.ExitCode = 128 + rep.Signal
-	} else if s.r.mainStatus.Exited() {
-		rep.ExitCode = s.r.mainStatus.ExitStatus()
+		res.exitCode, res.checkFailed = s.errs.status()
+	} else {
+		res.setStatus(s.r.mainStatus)
 	}
 	s.out.end()
 	s.errs.end()
-	rep.WallMs = ended.Sub(begun).Milliseconds()
-	rep.EndedUnixMs = ended.UnixMilli()
-	rep.Stdout, rep.StdoutTruncated, rep.StdoutBytes = stdout.bytes()
-	rep.Stderr, rep.StderrTruncated, rep.StderrBytes = stderr.bytes()
-	if s.lost == "" {
-		rep.CPUMs = max(0, treeCPUMs(s.p.pid)-cpuBefore)
-	} else {
-		var usage syscall.Rusage
-		_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &usage)
-		rep.CPUMs = max(0, rusageMs(&usage)-rusageMs(&usageBefore))
-	}
-	rep.PeakMemoryBytes = cg.peakMemory()
-	if after := cg.oomKills(); after >= 0 && oomBefore >= 0 {
-		rep.OOMKills = after - oomBefore
-	}
-	if rep.OOMKills > 0 && s.lost != "" && !rep.TimedOut {
-		s.lost = "the interpreter ran out of memory and was killed"
-	}
-	rep.PidsLimitHit = cg.pidsMaxEvents() > pidsBefore
-	rep.DiskFull = fullMount(s.opts.Scratch)
-	rep.Session.Lost = s.lost
-	if rep.Session.Lost != "" {
-		rep.Session.Interrupted = false
-	}
-	return rep, collectChanged(job, before, rep)
+	return res
 }
 
 // lose kills the interpreter and everything it started: the state is gone.
@@ -292,36 +253,19 @@ func (s *session) interruptNow() {
 	}
 }
 
-// treeCPUMs is a process's CPU time with that of its waited-for children.
-func treeCPUMs(pid int) int64 {
-	var total int64
-	for _, f := range []int{14, 15, 16, 17} {
-		n, _ := strconv.ParseInt(procstat.Field(pid, f), 10, 64)
-		total += n
-	}
-	return total * 1000 / 100 // USER_HZ is 100 on Linux
-}
-
-func rusageMs(u *syscall.Rusage) int64 {
-	return (u.Utime.Sec+u.Stime.Sec)*1000 + (u.Utime.Usec+u.Stime.Usec)/1000
-}
-
 // cellRequest is what a session's driver reads on descriptor 4 for one
 // cell: a line naming the code and the marker, and the cell's stdin after
 // it. The Python driver reads a JSON line and that many raw bytes; the bash
 // driver reads "length marker path" and that many characters of printf %b
-// text (bash variables hold no NUL bytes); the Node driver gets no stdin.
+// text (bash variables hold no NUL bytes); the Python and Node drivers
+// read a JSON line and that many raw bytes.
 func cellRequest(driver string, job *initproto.Job, marker string) []byte {
-	switch driver {
-	case "bash":
+	if driver == "bash" {
 		in := printfEscape(job.Stdin)
 		return []byte(fmt.Sprintf("%d %s %s\n%s", len(in), marker, job.CodePath, in))
-	case "python":
-		b, _ := json.Marshal(map[string]any{"path": job.CodePath, "stdin": len(job.Stdin), "marker": marker})
-		return append(append(b, '\n'), job.Stdin...)
 	}
-	b, _ := json.Marshal(map[string]any{"path": job.CodePath, "stdin": 0, "marker": marker})
-	return append(b, '\n')
+	b, _ := json.Marshal(map[string]any{"path": job.CodePath, "stdin": len(job.Stdin), "marker": marker})
+	return append(append(b, '\n'), job.Stdin...)
 }
 
 // printfEscape encodes data as ASCII that bash's printf %b turns back
@@ -341,13 +285,6 @@ func printfEscape(data []byte) string {
 		b.WriteByte(hexDigits[c&0xf])
 	}
 	return b.String()
-}
-
-// unpackSession writes the input files and the code into the workspace,
-// replacing what earlier calls left (never through a link), and returns
-// their hashes.
-func unpackSession(job *initproto.Job) (map[string]string, error) {
-	return unpackWith(job, os.O_TRUNC)
 }
 
 // serveSession is a session box's side of the channel: it waits for a

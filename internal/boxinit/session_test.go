@@ -108,18 +108,22 @@ func TestPythonSessionKeepsState(t *testing.T) {
 	}
 }
 
+// interruptOnceStarted interrupts s's running cell once the cell has
+// written the file "started".
+func interruptOnceStarted(s *session) {
+	for range time.Tick(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(s.spec.Dir, "started")); err == nil {
+			s.interruptNow()
+			return
+		}
+	}
+}
+
 func TestPythonSessionInterruptKeepsState(t *testing.T) {
 	s, run := newTestSession(t, "python", "python3")
 	run("n = 7\n", cellTimeout)
 	// Interrupted once it runs: before, the interrupt is dropped.
-	go func() {
-		for range time.Tick(20 * time.Millisecond) {
-			if _, err := os.Stat(filepath.Join(s.spec.Dir, "started")); err == nil {
-				s.interruptNow()
-				return
-			}
-		}
-	}()
+	go interruptOnceStarted(s)
 	rep := run("import time\nopen('started', 'w').close()\nwhile True:\n    time.sleep(0.01)\n", cellTimeout)
 	if !rep.Session.Interrupted || rep.Session.Lost != "" || !strings.Contains(string(rep.Stderr), "KeyboardInterrupt") {
 		t.Fatalf("interrupted cell: %+v, stderr %q", rep.Session, rep.Stderr)
@@ -165,6 +169,42 @@ func TestNodeSessionKeepsDeclarationsAndAwaits(t *testing.T) {
 	rep = run("\nnull.x\n", cellTimeout)
 	if rep.ExitCode != 1 || !strings.Contains(string(rep.Stderr), "TypeError") || !strings.Contains(string(rep.Stderr), "main.js:2") {
 		t.Fatalf("an error: %d %q", rep.ExitCode, rep.Stderr)
+	}
+	// A server a cell unref()s outlives the cell, as it would not keep
+	// `node main.js` from exiting: the next cell reaches it.
+	if rep := run("globalThis.srv = require('http').createServer((q, r) => r.end('hi')).listen(0, '127.0.0.1')\nsrv.unref()\n", cellTimeout); rep.ExitCode != 0 {
+		t.Fatalf("a cell that starts a server: %d %q", rep.ExitCode, rep.Stderr)
+	}
+	rep = run("const r = await fetch('http://127.0.0.1:' + srv.address().port)\nconsole.log(await r.text())\n", cellTimeout)
+	if rep.ExitCode != 0 || string(rep.Stdout) != "hi\n" {
+		t.Fatalf("the next cell: %d %q %q", rep.ExitCode, rep.Stdout, rep.Stderr)
+	}
+}
+
+// A Node cell ends where `node main.js` would exit: process.exit and an
+// uncaught error end the cell, not the session, and stop what it left
+// running (a timer that would keep the next cell from ending); the
+// declarations stay.
+func TestNodeSessionCellEndsAsTheProcessWould(t *testing.T) {
+	s, run := newTestSession(t, "node", "node")
+	run("const kept = 42\n", cellTimeout)
+	if rep := run("setInterval(() => console.log('tick'), 10)\nsetTimeout(() => { throw new Error('late') }, 100)\n", cellTimeout); rep.ExitCode != 1 || !strings.Contains(string(rep.Stderr), "Error: late") {
+		t.Fatalf("a late error: %d %q", rep.ExitCode, rep.Stderr)
+	}
+	if rep := run("console.log(kept)\n", cellTimeout); rep.ExitCode != 0 || string(rep.Stdout) != "42\n" || rep.Session.Lost != "" {
+		t.Fatalf("after the error, the interval is gone and the state stays: %d %.100q %.100q %+v", rep.ExitCode, rep.Stdout, rep.Stderr, rep.Session)
+	}
+	if rep := run("process.exit(7)\n", cellTimeout); rep.ExitCode != 7 || rep.Session.Lost != "" {
+		t.Fatalf("process.exit: %d %+v", rep.ExitCode, rep.Session)
+	}
+	// An interrupt ends a cell waiting on the event loop.
+	go interruptOnceStarted(s)
+	rep := run("require('fs').writeFileSync('started', '')\nsetInterval(() => {}, 1000)\n", cellTimeout)
+	if rep.ExitCode != 130 || !rep.Session.Interrupted || rep.Session.Lost != "" {
+		t.Fatalf("an interrupted cell: %d %+v %q", rep.ExitCode, rep.Session, rep.Stderr)
+	}
+	if rep := run("console.log(kept + 1)\n", cellTimeout); string(rep.Stdout) != "43\n" {
+		t.Fatalf("after the interrupt: %q %q", rep.Stdout, rep.Stderr)
 	}
 }
 
@@ -344,6 +384,7 @@ func TestSessionStdinTakesNoFile(t *testing.T) {
 	for _, tc := range []struct{ driver, interpreter, read, skip string }{
 		{"python", "python3", "import hashlib, sys\nprint(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())\n", "pass\n"},
 		{"bash", "bash", "sha256sum | cut -d' ' -f1\n", "true\n"},
+		{"node", "node", "{\n  const h = require('crypto').createHash('sha256')\n  process.stdin.on('data', c => h.update(c)).on('end', () => console.log(h.digest('hex')))\n}\n", "0\n"},
 	} {
 		t.Run(tc.driver, func(t *testing.T) {
 			s, _ := newTestSession(t, tc.driver, tc.interpreter)

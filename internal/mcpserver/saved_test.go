@@ -15,6 +15,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // echoRunner answers every job with its stdin as stdout.
@@ -30,7 +31,8 @@ func (r *echoRunner) Run(ctx context.Context, job contract.Job) contract.Result 
 	code := 0
 	return contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, ExitCode: &code, Stdout: job.Stdin, Artifacts: []contract.Artifact{}}
 }
-func (r *echoRunner) Close() error { return nil }
+func (r *echoRunner) Sessions() sandbox.SessionRunner { return nil }
+func (r *echoRunner) Close() error                    { return nil }
 
 func inProcess(t *testing.T, m *manifest.Manifest, r *echoRunner) (*client.Client, chan string) {
 	t.Helper()

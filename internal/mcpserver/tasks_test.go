@@ -18,6 +18,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // gateRunner answers a job when its gate opens, or says cancelled when
@@ -36,7 +37,8 @@ func (r *gateRunner) Run(ctx context.Context, job contract.Job) contract.Result 
 	code := 0
 	return contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, ExitCode: &code, Stdout: "out:" + job.Code, Artifacts: []contract.Artifact{}}
 }
-func (r *gateRunner) Close() error { return nil }
+func (r *gateRunner) Sessions() sandbox.SessionRunner { return nil }
+func (r *gateRunner) Close() error                    { return nil }
 
 // modernCall is a JSON-RPC request of protocol 2026-07-28; tasks says
 // whether it declares the Tasks extension.

@@ -72,10 +72,10 @@ type Docker struct {
 var _ sandbox.Driver = (*Docker)(nil)
 
 // New connects to the engine named by the environment (DOCKER_HOST,
-// else the local socket) with API version negotiation. An engine that is
-// down is not an error here: calls report it until it is back.
+// else the local socket); the client negotiates the API version. An engine
+// that is down is not an error here: calls report it until it is back.
 func New(opts Options, owner sandbox.Owner) (*Docker, error) {
-	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}

@@ -109,6 +109,11 @@ func (l *seccompLog) addOOM(cgroup string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ooms = keepLatest(append(l.ooms, cgroup))
+	l.wake()
+}
+
+// wake tells the waiters (await) that a record arrived; under l.mu.
+func (l *seccompLog) wake() {
 	close(l.fresh)
 	l.fresh = make(chan struct{})
 }
@@ -155,8 +160,7 @@ func (l *seccompLog) add(k seccompKill) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.kills = keepLatest(append(l.kills, k))
-	close(l.fresh)
-	l.fresh = make(chan struct{})
+	l.wake()
 }
 
 // find names the system call a process of uid was killed for, waiting up

@@ -33,10 +33,8 @@ import (
 )
 
 const (
-	apiTimeout    = sandbox.APITimeout
-	killTimeout   = sandbox.KillTimeout
-	reapInterval  = time.Minute
-	backstopGrace = sandbox.BackstopGrace
+	apiTimeout  = sandbox.APITimeout
+	killTimeout = sandbox.KillTimeout
 )
 
 // Kubernetes backend constants.

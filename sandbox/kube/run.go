@@ -115,6 +115,7 @@ func (k *Kube) waitRunning(ctx context.Context, p *corev1.Pod) error {
 			}
 			return err
 		}
+	events:
 		for ev := range w.ResultChan() {
 			switch ev.Type {
 			case watch.Deleted:
@@ -122,11 +123,10 @@ func (k *Kube) waitRunning(ctx context.Context, p *corev1.Pod) error {
 				return &sandbox.EngineError{Msg: "the sandbox pod was deleted before it started", Hint: "The cluster deleted the sandbox pod, not because of your code: run it again."}
 			case watch.Error:
 				// An expired resource version: start again from a Get.
-				rv = ""
-				continue
+				break events
 			}
 			if np, ok := ev.Object.(*corev1.Pod); ok {
-				p, rv = np, np.ResourceVersion
+				p = np
 				if done, err := k.podStarted(p); done {
 					w.Stop()
 					return err
@@ -237,7 +237,11 @@ func (p *pod) Exchange(ctx context.Context) (sandbox.Conn, error) {
 	go func() {
 		err := exec.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: c.diag})
 		outW.CloseWithError(err)
-		inR.CloseWithError(err)
+		// The writer's end: the runner's writes fail from now on, and
+		// client-go's copy of stdin, which may still be reading, reads
+		// the end of its input (a reader closed under it is an error
+		// client-go logs on stderr for every box).
+		inW.Close()
 	}()
 	return c, nil
 }

@@ -2,80 +2,251 @@
 // scripts of its main context, so top-level declarations and globals
 // persist; a cell with top-level await is rewritten the way Node's REPL
 // does it. runbox-init writes a JSON line per cell on descriptor 4
-// ({"path", "stdin", "marker"}; "stdin" is 0: a cell reads no stdin); the
-// cell ends with the marker on stdout,
-// and on stderr the marker, the status and "\x1e".
-'use strict';
-const vm = require('vm');
-const fs = require('fs');
-const util = require('util');
-const readline = require('readline');
-// The driver's own references: a cell may replace what it can reach
-// (JSON.parse = null, fs.writeSync = null), and the session must still
-// take the next cell.
-const { parse } = JSON;
-const { writeSync, readFileSync, createReadStream } = fs;
-const { inspect } = util;
-const { Script } = vm;
-const exit = process.exit.bind(process);
-let processTopLevelAwait = null;
-try { ({ processTopLevelAwait } = require('internal/repl/await')); } catch (e) { /* without --expose-internals */ }
+// ({"path", "stdin", "marker"}) and then the cell's stdin, "stdin" bytes of
+// it; the cell ends with the marker on stdout, and on stderr the marker,
+// the status and "\x1e".
+//
+// A cell's stdin is its own: process.stdin is a stream of those bytes, and
+// fs.readFileSync of descriptor 0 or /dev/stdin reads them (Node cannot
+// replace its descriptor 0, which stays the driver's).
+//
+// A cell ends where `node main.js` would exit, with the status it would
+// exit with: once the event loop has no more work for it (the request
+// pipe does not keep the loop alive while a cell runs), at its first
+// uncaught exception or unhandled rejection (1), or at process.exit(n)
+// (n). A cell that ends early has its timers cleared and the handles it
+// left (sockets, servers, child processes) closed, as the process's end
+// would; its declarations stay.
+//
+// All of the driver is inside a function: a script's top-level const and
+// let are the whole context's, and a cell must be free to declare fs or
+// current itself.
+(function driver() {
+  'use strict';
+  const vm = require('vm');
+  const fs = require('fs');
+  const net = require('net');
+  const util = require('util');
+  const timers = require('timers');
+  const { Readable } = require('stream');
+  // The driver's own references: a cell may replace what it can reach
+  // (JSON.parse = null, fs.writeSync = null), and the session must still
+  // take the next cell.
+  const { parse } = JSON;
+  const { writeSync, readFileSync } = fs;
+  const { inspect } = util;
+  const { Script } = vm;
+  const { setTimeout, setInterval, setImmediate, clearTimeout, clearInterval, clearImmediate } = timers;
+  const activeHandles = process._getActiveHandles.bind(process);
+  const driverExit = process.exit.bind(process);
+  const stdio = [process.stdout, process.stderr];
+  let processTopLevelAwait = null;
+  try { ({ processTopLevelAwait } = require('internal/repl/await')); } catch (e) { /* without --expose-internals */ }
 
-let current = null; // { failed, interrupt }
-function report(err) {
-  let text;
-  if (err instanceof Error || (err && typeof err.stack === 'string')) {
-    text = inspect(err);
-  } else {
-    text = 'Uncaught ' + inspect(err);
-  }
-  writeSync(2, text + '\n');
-}
-process.on('uncaughtException', (err) => { report(err); if (current) current.failed = true; });
-process.on('unhandledRejection', (err) => { report(err); if (current) current.failed = true; });
-process.on('SIGINT', () => { if (current && current.interrupt) current.interrupt(); });
+  // current is the running cell: { marker, timers, awaited, interrupt }.
+  let current = null;
 
-async function cell(path) {
-  const source = readFileSync(path, 'utf8');
-  let code = source;
-  if (processTopLevelAwait && /\bawait\b/.test(source)) {
-    try { new Script(source, { filename: path }); } catch (e) {
-      const wrapped = processTopLevelAwait(source);
-      if (wrapped !== null) code = wrapped;
+  function report(err) {
+    let text;
+    if (err instanceof Error || (err && typeof err.stack === 'string')) {
+      text = inspect(err);
+    } else {
+      text = 'Uncaught ' + inspect(err);
     }
+    writeSync(2, text + '\n');
   }
-  let script;
-  try {
-    script = new Script(code, { filename: path });
-  } catch (e) {
-    report(e);
-    return 1;
-  }
-  const interrupted = new Promise((_, reject) => {
-    current.interrupt = () => reject(new Error('Script execution was interrupted by `SIGINT`'));
-  });
-  try {
-    const value = script.runInThisContext({ breakOnSigint: true, displayErrors: false });
-    if (code !== source) await Promise.race([value, interrupted]);
-  } catch (e) {
-    report(e);
-    return /interrupted by `SIGINT`/.test(String(e && e.message)) ? 130 : 1;
-  }
-  return current.failed ? 1 : 0;
-}
 
-const rl = readline.createInterface({ input: createReadStream(null, { fd: 4 }), crlfDelay: Infinity });
-(async () => {
-  for await (const line of rl) {
-    const req = parse(line);
-    current = { failed: false, interrupt: null };
-    process.argv[1] = req.path;
-    let status;
-    try { status = await cell(req.path); } catch (e) { report(e); status = 1; }
+  // process.exit in a cell ends the cell, not the session: thrown, it stops
+  // the code where it stands, as the process's exit would.
+  class CellExit {
+    constructor(code) { this.code = code; }
+  }
+  process.exit = function exit(code) {
+    if (code === undefined) code = process.exitCode;
+    throw new CellExit((Number(code) | 0) & 0xff);
+  };
+
+  // Timers a cell starts are its own: cleared when it ends.
+  function tracked(start, clear) {
+    return function (...args) {
+      const t = start(...args);
+      if (current) current.timers.push([t, clear]);
+      return t;
+    };
+  }
+  globalThis.setTimeout = timers.setTimeout = tracked(setTimeout, clearTimeout);
+  globalThis.setInterval = timers.setInterval = tracked(setInterval, clearInterval);
+  globalThis.setImmediate = timers.setImmediate = tracked(setImmediate, clearImmediate);
+
+  // fail ends the cell at an exception that reached the top.
+  function fail(err) {
+    if (err instanceof CellExit) {
+      end(err.code, true);
+      return;
+    }
+    report(err);
+    end(1, true);
+  }
+  process.on('uncaughtException', fail);
+  process.on('unhandledRejection', fail);
+  process.on('SIGINT', () => { if (current && current.interrupt) current.interrupt(); });
+  // The loop has no more work: a cell ends as the process would exit.
+  process.on('beforeExit', () => {
+    if (!current) return;
+    if (current.awaited === 'pending') {
+      writeSync(2, 'Warning: Detected unsettled top-level await\n');
+      end(13, false);
+      return;
+    }
+    end(process.exitCode === undefined ? 0 : (Number(process.exitCode) | 0) & 0xff, false);
+  });
+
+  const ctl = new net.Socket({ fd: 4, readable: true, writable: false });
+
+  // end ends the running cell with status; early, what it left running is
+  // stopped.
+  function end(status, early) {
+    const cell = current;
+    if (!cell) return;
     current = null;
-    for (const [fd, s] of [[1, req.marker], [2, req.marker + status + '\x1e']]) {
+    process.exitCode = undefined;
+    for (const [t, clear] of cell.timers) clear(t);
+    if (early) {
+      for (const h of activeHandles()) {
+        if (h === ctl || stdio.includes(h)) continue;
+        try {
+          if (typeof h.kill === 'function') h.kill('SIGKILL');
+          else if (typeof h.destroy === 'function') h.destroy();
+          else if (typeof h.close === 'function') h.close();
+        } catch (e) { /* already closing */ }
+      }
+    }
+    for (const [fd, s] of [[1, cell.marker], [2, cell.marker + status + '\x1e']]) {
       try { writeSync(fd, s); } catch (e) { /* closed by the cell */ }
     }
+    ctl.ref();
+    setImmediate(next);
   }
-  exit(0);
+
+  // cellStdin gives the cell its stdin: a fresh process.stdin over data,
+  // and data for a read of descriptor 0 or /dev/stdin as a whole.
+  let stdinData = Buffer.alloc(0);
+  let stdinStream = null;
+  Object.defineProperty(process, 'stdin', {
+    configurable: true,
+    enumerable: true,
+    get() {
+      if (!stdinStream) {
+        stdinStream = new Readable({ read() {} });
+        stdinStream.fd = 0;
+        stdinStream.isTTY = false;
+        stdinStream.push(stdinData);
+        stdinStream.push(null);
+      }
+      return stdinStream;
+    },
+  });
+  function isStdin(f) {
+    return f === 0 || f === '/dev/stdin' || f === '/proc/self/fd/0';
+  }
+  fs.readFileSync = function (file, options) {
+    if (current && isStdin(file)) {
+      const enc = typeof options === 'string' ? options : options && options.encoding;
+      return enc ? stdinData.toString(enc) : Buffer.from(stdinData);
+    }
+    return readFileSync.apply(fs, arguments);
+  };
+  function cellStdin(data) {
+    if (stdinStream) stdinStream.destroy();
+    stdinStream = null;
+    stdinData = data;
+  }
+
+  function start(req, data) {
+    cellStdin(data);
+    current = { marker: req.marker, timers: [], awaited: null, interrupt: null };
+    process.argv[1] = req.path;
+    process.exitCode = undefined;
+    // The request pipe keeps the loop alive between cells only.
+    ctl.unref();
+    const cell = current;
+    let source;
+    try {
+      source = readFileSync(req.path, 'utf8');
+    } catch (e) {
+      fail(e);
+      return;
+    }
+    let code = source;
+    if (processTopLevelAwait && /\bawait\b/.test(source)) {
+      try { new Script(source, { filename: req.path }); } catch (e) {
+        const wrapped = processTopLevelAwait(source);
+        if (wrapped !== null) code = wrapped;
+      }
+    }
+    let script;
+    try {
+      script = new Script(code, { filename: req.path });
+    } catch (e) {
+      fail(e);
+      return;
+    }
+    cell.interrupt = () => {
+      report(new Error('Script execution was interrupted by `SIGINT`'));
+      end(130, true);
+    };
+    let value;
+    try {
+      value = script.runInThisContext({ breakOnSigint: true, displayErrors: false });
+    } catch (e) {
+      if (/interrupted by `SIGINT`/.test(String(e && e.message))) {
+        report(e);
+        end(130, true);
+        return;
+      }
+      fail(e);
+      return;
+    }
+    if (code !== source && current === cell) {
+      // The rewritten cell's promise: its rejection is the cell's error, as
+      // a module's top-level await's would be.
+      cell.awaited = 'pending';
+      Promise.resolve(value).then(() => { cell.awaited = 'settled'; }, (e) => {
+        cell.awaited = 'settled';
+        if (current === cell) fail(e);
+      });
+    }
+  }
+
+  // The request pipe carries a JSON line per cell, then its stdin bytes.
+  const requests = [];
+  let buffered = Buffer.alloc(0);
+  let want = null;
+  ctl.on('data', (chunk) => {
+    buffered = Buffer.concat([buffered, chunk]);
+    for (;;) {
+      if (want === null) {
+        const i = buffered.indexOf(10);
+        if (i < 0) break;
+        const line = buffered.subarray(0, i).toString('utf8');
+        buffered = buffered.subarray(i + 1);
+        if (line.trim() === '') continue;
+        try { want = parse(line); } catch (e) { continue; }
+        if (!(want.stdin > 0)) want.stdin = 0;
+      }
+      if (buffered.length < want.stdin) break;
+      requests.push([want, Buffer.from(buffered.subarray(0, want.stdin))]);
+      buffered = buffered.subarray(want.stdin);
+      want = null;
+    }
+    next();
+  });
+  ctl.on('end', () => driverExit(0));
+  ctl.on('error', () => driverExit(0));
+
+  function next() {
+    if (current || requests.length === 0) return;
+    const [req, data] = requests.shift();
+    start(req, data);
+  }
 })();

@@ -1,0 +1,228 @@
+package sandbox
+
+import (
+	"context"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// admitted runs call under one of the runner's slots: the admission of a
+// one-off run and of a session's call alike. A call refused (the queue
+// full) or cancelled while it waits answers at once.
+func (r *BoxRunner) admitted(ctx context.Context, job contract.Job, call func() contract.Result) contract.Result {
+	release, queueMs, refused := r.slots.take(ctx, job, r.m)
+	if refused != nil {
+		return *refused
+	}
+	r.active()
+	defer r.active()
+	defer release()
+	res := call()
+	res.Metrics.QueueMs = queueMs
+	res.Isolation = r.d.Isolation()
+	return res
+}
+
+// callJob is the job runbox-init is sent for job.
+func (r *BoxRunner) callJob(job contract.Job) *initproto.Job {
+	ij := initJob(r.m, job, r.d.Isolation())
+	ij.CA = r.caPEM()
+	return ij
+}
+
+// call gives box b its job over ch and collects the outcome: the one
+// exchange of a one-off run and of a session's cell. The box's streams are
+// served by streams under lim's bounds, every cap applies, and past the
+// deadline, or when the box breaks the protocol, it is killed. The two
+// differ in what a cancellation does (a one-off box is killed; a session's
+// cell is interrupted and its report awaited, session's bound), and in the
+// channel afterwards: a one-off box's is closed, a session's kept while it
+// is sound.
+func (r *BoxRunner) call(ctx context.Context, b Box, ch *channel, job contract.Job, ij *initproto.Job, lim manifest.Limits, streams *Streams, session bool) (o outcome) {
+	o.program = kernelComm(ij.Argv)
+	// A session's handlers end with the call, not with its cancellation:
+	// a cancelled call interrupts the cell, which must meet the interrupt
+	// where it is (in a tool call, say), not a tool call failed under it
+	// a moment before.
+	hctx := ctx
+	if session {
+		hctx = context.WithoutCancel(ctx)
+	}
+	bs := ch.begin(hctx, lim, streams, session)
+	ij.Streams, ij.StreamBudgets, ij.Call = streams.kinds(), streams.budgets(), bs.call
+	sent := time.Now()
+	got := make(chan collected, 1)
+	go func() { got <- ch.run(bs, ij, r.grace) }()
+
+	backstop := time.NewTimer(job.Timeout + r.grace)
+	defer backstop.Stop()
+	var c collected
+wait:
+	for {
+		select {
+		case c = <-got:
+			break wait
+		case <-backstop.C:
+			o.backstop = true
+			c = r.killAndCollect(b, ch, got)
+			break wait
+		case <-ctx.Done():
+			if !session {
+				o.cancelled = true
+				c = r.killAndCollect(b, ch, got)
+				break wait
+			}
+			o.interrupted = true
+			ch.interrupt()
+			backstop.Reset(sessionInterruptWait + r.grace)
+			ctx = context.WithoutCancel(ctx)
+		}
+	}
+	ch.finish(bs)
+	o.report, o.contents = c.report, c.contents
+	if !session || o.report == nil || c.violation != "" {
+		// Ending a one-off box's channel lets its runbox-init exit; a
+		// session's call that came without its report leaves the channel
+		// in no known state, and its next call opens another.
+		ch.close()
+	}
+	if c.violation != "" {
+		// A box that floods or lies on the channel is not believed.
+		b.Kill()
+		o.report, o.contents, o.violation = nil, nil, true
+		o.lost = "the box broke the channel protocol (" + c.violation + ") and was killed"
+		r.log.Warn("box broke the channel protocol", "run_id", job.RunID, "box", b.ID(), "why", c.violation)
+		return o
+	}
+	switch {
+	case o.report != nil:
+		o.session = sessionState(session, o.report)
+		if d := ch.conn.Diag(); d != "" {
+			r.log.Debug("runbox-init stderr", "run_id", job.RunID, "stderr", d)
+		}
+	case c.unsent != nil:
+		// The report came, its artifacts did not: not the call's answer,
+		// though what it says of a session's state holds.
+		o.session = sessionState(session, c.unsent)
+		o.lost = "the box's report came without the artifacts it names: " + c.err.Error()
+		r.log.Warn("box sent a report without its artifacts", "run_id", job.RunID, "box", b.ID(), "err", c.err)
+	default:
+		o.lost = "the box ended without a report"
+		if c.err != nil {
+			o.lost += ": " + c.err.Error()
+		}
+		if first, _, _ := strings.Cut(strings.TrimSpace(ch.conn.Diag()), "\n"); first != "" {
+			o.lost += " (runbox-init: " + first + ")"
+		}
+		if !o.cancelled {
+			r.log.Warn("box ended without a report", "run_id", job.RunID, "box", b.ID(), "err", c.err, "init_stderr", ch.conn.Diag())
+		}
+	}
+	if o.cancelled {
+		return o
+	}
+	return r.judge(ctx, b, o, sent)
+}
+
+// sessionState is what a session box's report says of its state: a box
+// that answered lives on, unless it says its state is lost.
+func sessionState(session bool, rep *initproto.Report) *initproto.SessionState {
+	switch {
+	case !session:
+		return nil
+	case rep.Session == nil:
+		return &initproto.SessionState{}
+	}
+	return rep.Session
+}
+
+// result is the call's answer: its outcome classified, and the image's
+// digest, asked after the run (a platform may learn it from the box).
+func (r *BoxRunner) result(ctx context.Context, job contract.Job, o outcome) contract.Result {
+	res := buildResult(r.m, job, o)
+	res.Image, _ = r.d.ImageDigest(context.WithoutCancel(ctx), job.Language.Image)
+	return res
+}
+
+// judge asks the platform what only it knows: OOM when the box could not
+// tell, the deadline, the box's loss, a forbidden call's name.
+func (r *BoxRunner) judge(ctx context.Context, b Box, o outcome, sent time.Time) outcome {
+	q := VerdictQuery{State: needsVerdict(o), Sent: sent}
+	if o.report != nil && seccompDeath(o.report) {
+		q.Syscall = true
+		if ms := o.report.EndedUnixMs; ms > 0 {
+			q.Ended = time.UnixMilli(ms)
+		}
+		if o.report.Signal == sigSYS {
+			q.Comm = o.program
+		}
+	}
+	if !q.State && !q.Syscall {
+		return o
+	}
+	v := b.Verdict(context.WithoutCancel(ctx), q)
+	o.oomKilled = v.OOMKilled
+	o.syscall = v.Syscall
+	switch {
+	case v.Deadline && o.report == nil:
+		o.backstop = true
+	case v.Gone != "" && o.report == nil && !o.backstop:
+		o.lost, o.gone = v.Gone, true
+	}
+	if v.Err != nil && o.report == nil && !o.oomKilled && !o.backstop {
+		o.lost = AsEngineError(v.Err).Msg
+	}
+	return o
+}
+
+// killAndCollect kills the box and waits for its channel to end; a
+// platform that does not end it in time has the channel cut under it.
+func (r *BoxRunner) killAndCollect(b Box, ch *channel, got <-chan collected) collected {
+	b.Kill()
+	select {
+	case c := <-got:
+		return c
+	case <-time.After(KillTimeout):
+		ch.close()
+		return <-got
+	}
+}
+
+// needsVerdict says whether the platform must be asked about the box's
+// end. The box reads its memory cgroup's oom_kill counter itself: when
+// that is 0 and nothing died of an unexplained SIGKILL, asking again would
+// only add round trips to every call. A session's box whose state lives
+// on has not ended: a platform asked would wait for its end, then kill it.
+func needsVerdict(o outcome) bool {
+	if o.session != nil && o.session.Lost == "" && !o.backstop {
+		return false
+	}
+	rep := o.report
+	return rep == nil || rep.OOMKills != 0 || o.backstop ||
+		(rep.Signal == sigKILL && !rep.TimedOut)
+}
+
+// kernelComm is the name the kernel gives a process that runs argv: its
+// executable's file name, cut to the 15 bytes of a task's comm.
+func kernelComm(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	name := path.Base(argv[0])
+	return name[:min(len(name), 15)]
+}
+
+// seccompDeath says whether the program, or a command a shell script ran,
+// was killed by the seccomp filter (SIGSYS). A shell reports its child's
+// death as "Bad system call" and status 128+31.
+func seccompDeath(rep *initproto.Report) bool {
+	if rep.Signal == sigSYS {
+		return true
+	}
+	return rep.ExitCode == 128+sigSYS && strings.Contains(string(rep.Stderr), "Bad system call")
+}
