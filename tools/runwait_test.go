@@ -12,6 +12,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // gateRunner runs each job until the test releases it (answering "done")
@@ -40,7 +41,8 @@ func (r *gateRunner) Run(ctx context.Context, job contract.Job) contract.Result 
 		return contract.Fail(job, contract.Cancelled())
 	}
 }
-func (r *gateRunner) Close() error { return nil }
+func (r *gateRunner) Sessions() sandbox.SessionRunner { return nil }
+func (r *gateRunner) Close() error                    { return nil }
 
 func (r *gateRunner) wasStopped(id string) bool {
 	r.mu.Lock()
