@@ -52,6 +52,11 @@ type Entry struct {
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// Session is set for a call run in a session.
 	Session *Session `json:"session,omitempty"`
+	// Background is set for a run that went on after its call answered
+	// (limits.answer_within_seconds): how it ended for its client,
+	// waited (collected with run_wait), cancelled (run_cancel) or
+	// abandoned (never collected).
+	Background string `json:"background,omitempty"`
 }
 
 // ToolCall is one call of the code to an upstream server's tool.

@@ -15,6 +15,9 @@ type Status string
 const (
 	StatusOK    Status = "ok"
 	StatusError Status = "error"
+	// StatusRunning: the run goes on in the background; the answer is a
+	// handle (Running), run_wait collects the result.
+	StatusRunning Status = "running"
 )
 
 // Kind is the contract's type of failure.
@@ -53,10 +56,13 @@ const (
 	LimitOpenFiles Limit = "open_files"
 	LimitBusy      Limit = "busy"
 	LimitBudget    Limit = "budget"
+	// LimitBackgroundRuns: the long runs a client or the server may hold
+	// at once (limits.max_background_runs, _per_client).
+	LimitBackgroundRuns Limit = "background_runs"
 )
 
 // Limits lists every limit name, in the order the contract names them.
-var Limits = []Limit{LimitWallTime, LimitCPUTime, LimitMemory, LimitPids, LimitDisk, LimitOpenFiles, LimitBusy, LimitBudget}
+var Limits = []Limit{LimitWallTime, LimitCPUTime, LimitMemory, LimitPids, LimitDisk, LimitOpenFiles, LimitBusy, LimitBudget, LimitBackgroundRuns}
 
 // Job is one validated request to run code.
 type Job struct {
@@ -82,9 +88,12 @@ type File struct {
 type Result struct {
 	RunID    string     `json:"run_id" jsonschema:"description=Identifier of this run; artifacts and the whole output are addressed under it."`
 	Language string     `json:"language"`
-	Status   Status     `json:"status" jsonschema:"enum=ok,enum=error"`
+	Status   Status     `json:"status" jsonschema:"enum=ok,enum=error,enum=running"`
 	ExitCode *int       `json:"exit_code" jsonschema:"description=The program's exit status (128+N when killed by signal N); null when it never ran."`
 	Error    *ErrorInfo `json:"error" jsonschema:"description=Why the run failed; null when status is ok."`
+	// Running is set, alone with the run's id and language, when Status
+	// is running.
+	Running *Running `json:"running,omitempty" jsonschema_description:"Present when status is running: the run goes on in the background; call run_wait with run_id to collect its result, run_cancel to stop it."`
 	// Session is set when the call ran in a session (run_code's session_id).
 	Session *SessionRef `json:"session,omitempty" jsonschema:"description=The session the call ran in: its id, the call's number and whether its state lives on."`
 	// StdoutTruncated: the stdout in this answer is not all the program
@@ -113,6 +122,15 @@ type Result struct {
 	StderrBytes int64 `json:"-"`
 }
 
+// Running is the handle of a run still going when its call answered.
+type Running struct {
+	ElapsedMs int64 `json:"elapsed_ms" jsonschema_description:"How long the run has been going."`
+	// Output says whether output so far is shown: the box hands its
+	// output over when the run ends, so it never is yet.
+	Output string `json:"output" jsonschema_description:"What of the output is known yet (none: the output comes with the result)."`
+	Next   string `json:"next" jsonschema_description:"What to call next."`
+}
+
 // Cut says what an answer leaves out of a stream, and where the rest is.
 type Cut struct {
 	// Bytes is the whole stream as the program wrote it.
@@ -131,7 +149,7 @@ type ErrorInfo struct {
 	Line    int    `json:"line,omitempty" jsonschema:"description=1-based line in the submitted code."`
 	Column  int    `json:"column,omitempty" jsonschema:"description=1-based column in the submitted code."`
 	Syscall string `json:"syscall,omitempty" jsonschema:"description=For forbidden_syscall: the system call the sandbox killed the program for, when known."`
-	Limit   Limit  `json:"limit,omitempty" jsonschema:"enum=wall_time,enum=cpu_time,enum=memory,enum=pids,enum=disk,enum=open_files,enum=busy,enum=budget"`
+	Limit   Limit  `json:"limit,omitempty" jsonschema:"enum=wall_time,enum=cpu_time,enum=memory,enum=pids,enum=disk,enum=open_files,enum=busy,enum=budget,enum=background_runs"`
 	Hint    string `json:"hint"`
 }
 

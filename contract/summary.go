@@ -24,6 +24,10 @@ func Summary(res Result) string {
 	if res.ExitCode != nil {
 		fmt.Fprintf(&b, " · exit %d", *res.ExitCode)
 	}
+	if r := res.Running; r != nil {
+		fmt.Fprintf(&b, " · %d ms so far · run %s\noutput: %s\nnext: %s\n", r.ElapsedMs, res.RunID, r.Output, r.Next)
+		return b.String()
+	}
 	fmt.Fprintf(&b, " · %d ms · run %s\n", res.Metrics.WallMs, res.RunID)
 	if e := res.Error; e != nil {
 		fmt.Fprintf(&b, "error: %s", e.Kind)

@@ -165,3 +165,31 @@ func OutputCut(stdoutBytes, stderrBytes int64, kept manifest.ByteSize) ErrorInfo
 		Message: fmt.Sprintf("the program wrote %d bytes to stdout and %d to stderr; only the first and last %s of each were kept", stdoutBytes, stderrBytes, kept),
 		Hint:    "Print a summary instead of everything, or write large output to a file in /workspace to get it back as an artifact."}
 }
+
+// BackgroundFull refuses a run that outlasted the call's wait (or a call
+// made as a task) when its client, or the server, holds all the long runs
+// the manifest allows.
+func BackgroundFull(cap int, perClient bool) ErrorInfo {
+	who, field := "the server holds", "limits.max_background_runs"
+	if perClient {
+		who, field = "you hold", "limits.max_background_runs_per_client"
+	}
+	return ErrorInfo{Kind: KindResourceLimit, Limit: LimitBackgroundRuns,
+		Message: fmt.Sprintf("%s %d long runs, the most allowed (%s): this run was stopped", who, cap, field),
+		Hint:    "Collect your runs with run_wait or stop one with run_cancel, then run this again; or make it shorter."}
+}
+
+// UnknownRun answers run_wait or run_cancel for a run id the caller holds
+// no run of: never said apart from another client's run.
+func UnknownRun(runID string) ErrorInfo {
+	return ErrorInfo{Kind: KindInvalidRequest, Message: fmt.Sprintf("no run %q of yours is held: unknown, another client's, or its result expired", runID),
+		Hint: "Use the run_id a run_code answer with status running gave you; a run's result is kept for a while after it ends, then dropped."}
+}
+
+// StillRunning is the handle of a run that goes on after its call
+// answered.
+func StillRunning(elapsed time.Duration, waitTool string) *Running {
+	return &Running{ElapsedMs: elapsed.Milliseconds(),
+		Output: "none yet: the sandbox hands the output over when the run ends",
+		Next:   fmt.Sprintf("call %s with this run_id to wait for the result (it answers running again if the run is still going); run_cancel stops it", waitTool)}
+}

@@ -21,7 +21,7 @@ import (
 
 // builtinTools are the tools runbox serves itself with sessions and saved
 // tools on (and no upstream servers).
-var builtinTools = []string{"run_code", "session_open", "session_close", "session_list", "save_tool", "delete_tool"}
+var builtinTools = []string{"run_code", "run_wait", "run_cancel", "session_open", "session_close", "session_list", "save_tool", "delete_tool"}
 
 // callToolOn calls a tool, failing the test if no answer comes in time.
 func callToolOn(t *testing.T, c *client.Client, name string, args map[string]any) *mcp.CallToolResult {

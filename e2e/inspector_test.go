@@ -24,13 +24,13 @@ func TestInspectorCLI(t *testing.T) {
 		}
 		return v
 	}
-	// A default server's tools: run_code and the session tools.
+	// A default server's tools: run_code, the run handle's and the session tools.
 	var names []string
 	for _, tl := range inspect("--method", "tools/list")["tools"].([]any) {
 		names = append(names, tl.(map[string]any)["name"].(string))
 	}
 	slices.Sort(names)
-	if strings.Join(names, ",") != "run_code,session_close,session_list,session_open" {
+	if strings.Join(names, ",") != "run_cancel,run_code,run_wait,session_close,session_list,session_open" {
 		t.Fatalf("tools: %v", names)
 	}
 	if r := inspect("--method", "resources/list")["resources"].([]any); len(r) != 1 {

@@ -114,7 +114,7 @@ print("sum has 42:", "42" in str(total), "| file:", text if isinstance(text, str
 		}
 		// The default server's tools and search_tools; no tool per upstream tool.
 		slices.Sort(names)
-		if strings.Join(names, ",") != "run_code,search_tools,session_close,session_list,session_open" {
+		if strings.Join(names, ",") != "run_cancel,run_code,run_wait,search_tools,session_close,session_list,session_open" {
 			t.Fatalf("tools %v", names)
 		}
 		for _, want := range []string{"everything (", " tools)", "memory (9 tools)", "fs (", "import runbox_tools"} {

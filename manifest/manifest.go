@@ -223,7 +223,18 @@ type Language struct {
 // Limits are the resource bounds of every run.
 type Limits struct {
 	TimeoutSeconds    float64 `json:"timeout_seconds" jsonschema_description:"Default wall-clock limit of a run."`
-	MaxTimeoutSeconds float64 `json:"max_timeout_seconds" jsonschema_description:"The largest timeout_seconds a call may ask for."`
+	MaxTimeoutSeconds float64 `json:"max_timeout_seconds" jsonschema_description:"The largest timeout_seconds a call may ask for: up to a day, for long runs (answer_within_seconds)."`
+	// AnswerWithinSeconds bounds how long a call waits for its run before
+	// answering with a handle (status running and the run_id; run_wait
+	// and run_cancel take it from there): clients cut calls at about
+	// 60 s.
+	AnswerWithinSeconds float64 `json:"answer_within_seconds" jsonschema_description:"A run still going after this long answers with status running and its run_id, and goes on in the background: run_wait collects it, run_cancel ends it. The default suits a client that waits 60 s; 0 makes every call wait for its run's end. Calls made as MCP tasks are never cut."`
+	// MaxBackgroundRuns and MaxBackgroundRunsPerClient cap the long runs
+	// held at once (runs answered with a handle and still running, and
+	// calls made as MCP tasks): past them a run is refused with
+	// resource_limit.
+	MaxBackgroundRuns          int `json:"max_background_runs" jsonschema_description:"Most long runs (runs in the background after answer_within_seconds, and calls made as MCP tasks) the server holds at once; past it a run is refused with resource_limit."`
+	MaxBackgroundRunsPerClient int `json:"max_background_runs_per_client" jsonschema_description:"Most long runs one client (a bearer token's name over HTTP, the connection over stdio) holds at once; past it its run is refused with resource_limit."`
 	// CPUSeconds, when positive, caps the CPU time of the program.
 	CPUSeconds int64 `json:"cpu_seconds,omitempty" jsonschema_description:"CPU-time limit of the program in seconds; 0 means none beyond the wall clock."`
 
@@ -262,6 +273,10 @@ func (l Limits) Timeout() time.Duration { return seconds(l.TimeoutSeconds) }
 // MaxTimeout returns the largest per-call timeout a caller may ask for.
 func (l Limits) MaxTimeout() time.Duration { return seconds(l.MaxTimeoutSeconds) }
 
+// AnswerWithin is how long a call waits for its run before answering
+// with a handle; 0: until the run ends.
+func (l Limits) AnswerWithin() time.Duration { return seconds(l.AnswerWithinSeconds) }
+
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // Default returns the built-in manifest.
@@ -296,21 +311,26 @@ func Default() *Manifest {
 		Limits: Limits{
 			TimeoutSeconds:    30,
 			MaxTimeoutSeconds: 300,
-			Memory:            512 * MiB,
-			CPUs:              1,
-			Pids:              128,
-			OpenFiles:         1024,
-			WorkspaceBytes:    64 * MiB,
-			WorkspaceFiles:    16384,
-			TmpBytes:          64 * MiB,
-			OutputBytes:       256 * KiB,
-			AnswerChars:       DefaultAnswerChars,
-			CodeBytes:         512 * KiB,
-			InputBytes:        32 * MiB,
-			InputFiles:        256,
-			Artifacts:         64,
-			ArtifactBytes:     32 * MiB,
-			ImageBytes:        4 * MiB,
+			// A client that waits 60 s gets its answer (or a handle) in
+			// time, with room for the answer's way back.
+			AnswerWithinSeconds:        45,
+			MaxBackgroundRuns:          16,
+			MaxBackgroundRunsPerClient: 4,
+			Memory:                     512 * MiB,
+			CPUs:                       1,
+			Pids:                       128,
+			OpenFiles:                  1024,
+			WorkspaceBytes:             64 * MiB,
+			WorkspaceFiles:             16384,
+			TmpBytes:                   64 * MiB,
+			OutputBytes:                256 * KiB,
+			AnswerChars:                DefaultAnswerChars,
+			CodeBytes:                  512 * KiB,
+			InputBytes:                 32 * MiB,
+			InputFiles:                 256,
+			Artifacts:                  64,
+			ArtifactBytes:              32 * MiB,
+			ImageBytes:                 4 * MiB,
 		},
 		Isolation:   IsolationRunc,
 		Network:     Network{Allow: []Endpoint{}, MaxBytes: 64 * MiB, ConnectionSeconds: 60, MaxConnections: 256},
@@ -420,7 +440,10 @@ func (m *Manifest) Validate() error {
 			bad(field, v, fmt.Sprintf("from %s to %s", lo, hi))
 		}
 	}
-	rangeF("limits.max_timeout_seconds", lim.MaxTimeoutSeconds, 1, 3600)
+	rangeF("limits.max_timeout_seconds", lim.MaxTimeoutSeconds, 1, 24*3600)
+	rangeF("limits.answer_within_seconds", lim.AnswerWithinSeconds, 0, 3600)
+	rangeI("limits.max_background_runs", int64(lim.MaxBackgroundRuns), 0, 100000)
+	rangeI("limits.max_background_runs_per_client", int64(lim.MaxBackgroundRunsPerClient), 0, int64(lim.MaxBackgroundRuns))
 	rangeF("limits.timeout_seconds", lim.TimeoutSeconds, 0.1, lim.MaxTimeoutSeconds)
 	rangeI("limits.cpu_seconds", lim.CPUSeconds, 0, 3600)
 	rangeB("limits.memory", lim.Memory, 16*MiB, 64*GiB)

@@ -155,3 +155,29 @@ func TestLoadDefault(t *testing.T) {
 		t.Fatal("a named missing file is accepted")
 	}
 }
+
+// Long runs: a timeout may be up to a day; the bound before a handle is
+// at most an hour, 0 included (calls wait); a client's cap is at most the
+// server's.
+func TestLongRunLimits(t *testing.T) {
+	for _, c := range []struct {
+		set   func(*Limits)
+		field string
+	}{
+		{func(l *Limits) { l.MaxTimeoutSeconds = 24*3600 + 1 }, "limits.max_timeout_seconds"},
+		{func(l *Limits) { l.AnswerWithinSeconds = -1 }, "limits.answer_within_seconds"},
+		{func(l *Limits) { l.MaxBackgroundRunsPerClient = 17 }, "limits.max_background_runs_per_client"},
+		{func(l *Limits) { l.MaxBackgroundRuns = -1; l.MaxBackgroundRunsPerClient = 0 }, "limits.max_background_runs"},
+	} {
+		m := Default()
+		c.set(&m.Limits)
+		if err := m.Validate(); err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: %v", c.field, err)
+		}
+	}
+	m := Default()
+	m.Limits.MaxTimeoutSeconds, m.Limits.TimeoutSeconds, m.Limits.AnswerWithinSeconds = 24*3600, 7200, 0
+	if err := m.Validate(); err != nil {
+		t.Fatalf("a day's timeout, no handle: %v", err)
+	}
+}

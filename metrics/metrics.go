@@ -29,6 +29,10 @@ type Metrics struct {
 	toolSeconds *prometheus.HistogramVec
 	conns       *prometheus.CounterVec
 	bytes       *prometheus.CounterVec
+	// background counts runs that went on after their call answered, by
+	// how they ended; longRuns is the long runs held now.
+	background *prometheus.CounterVec
+	longRuns   prometheus.Gauge
 }
 
 // New registers every metric; src may be nil (no runner gauges).
@@ -69,6 +73,15 @@ func New(version, isolation string, src Source) *Metrics {
 		Buckets: []float64{0.001, 0.005, 0.025, 0.1, 0.5, 1, 5, 30, 120},
 	}, []string{"server"})
 	reg.MustRegister(m.toolCalls, m.toolSeconds)
+	m.background = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "runbox_background_runs_total",
+		Help: "Runs that went on in the background after their call answered running (limits.answer_within_seconds), by how they ended: waited (collected with run_wait), cancelled (run_cancel), abandoned (never collected).",
+	}, []string{"ended"})
+	m.longRuns = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "runbox_long_runs",
+		Help: "Long runs held now: background runs still going and calls made as MCP tasks (capped by limits.max_background_runs).",
+	})
+	reg.MustRegister(m.background, m.longRuns)
 	reg.MustRegister(m.runs, m.latency, m.queue, m.conns, m.bytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "runbox_build_info", Help: "Always 1; labels say the version and isolation level.",
@@ -112,6 +125,20 @@ func (m *Metrics) Observe(res contract.Result) {
 		m.conns.WithLabelValues(outcome).Inc()
 		m.bytes.WithLabelValues("out").Add(float64(c.BytesOut))
 		m.bytes.WithLabelValues("in").Add(float64(c.BytesIn))
+	}
+}
+
+// BackgroundEnded counts a background run by how it ended.
+func (m *Metrics) BackgroundEnded(ending string) {
+	if m != nil {
+		m.background.WithLabelValues(ending).Inc()
+	}
+}
+
+// LongRunsHeld sets how many long runs the server holds.
+func (m *Metrics) LongRunsHeld(n int) {
+	if m != nil {
+		m.longRuns.Set(float64(n))
 	}
 }
 

@@ -83,6 +83,15 @@ How to work with it:
 5. %s
 6. When a run fails, read error.kind, error.line and error.hint, fix that one thing, and run again. Do not retry the same code unchanged.`,
 		l.TimeoutSeconds, l.MaxTimeoutSeconds, l.OutputBytes/2, m.Artifacts.TTL(), networkAdvice(m))
+	if l.AnswerWithinSeconds > 0 {
+		fmt.Fprintf(&b, `
+
+Long runs (up to timeout_seconds %g):
+- A run still going after %gs answers status "running" with its run_id, and goes on in the background. Its output comes with its result: none is shown while it runs.
+- Call run_wait with that run_id: it waits up to %gs and answers "running" again while the run goes on (call it again), then the full result, exactly as run_code would have answered.
+- Call run_cancel with the run_id to stop a run you no longer need (its sandbox is killed). You may hold %d such runs at once; past that a run is refused with error.kind resource_limit (limit background_runs): collect or cancel one first.`,
+			l.MaxTimeoutSeconds, l.AnswerWithinSeconds, l.AnswerWithinSeconds, l.MaxBackgroundRunsPerClient)
+	}
 	if s := m.Sessions; s.Enabled {
 		sl := m.SessionLimits()
 		fmt.Fprintf(&b, `
@@ -192,6 +201,8 @@ func advice(m *manifest.Manifest, kind contract.Kind, limit contract.Limit) stri
 			return fmt.Sprintf("- The disk filled up (/workspace %s, /tmp %s). Write less or aggregate.", l.WorkspaceBytes, l.TmpBytes)
 		case "busy", "budget":
 			return "- Not your code: the server is busy or this session's budget is spent. Wait, or stop and report to the user."
+		case "background_runs":
+			return fmt.Sprintf("- Not your code: you (or the server) hold the most long runs allowed (%d of yours). Collect finished ones with run_wait or stop one with run_cancel, then run again.", l.MaxBackgroundRunsPerClient)
 		}
 		return "- A limit of the sandbox was hit; see the hint."
 	case "output_limit":

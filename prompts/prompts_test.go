@@ -123,3 +123,20 @@ func TestGuideSaysWhenASessionPays(t *testing.T) {
 		t.Error("the guide offers sessions the server does not keep")
 	}
 }
+
+// The guide tells the agent how to use run_wait and run_cancel, with the
+// manifest's bound, and says nothing of them when calls always wait.
+func TestGuideSaysHowToWaitForALongRun(t *testing.T) {
+	m := manifest.Default()
+	m.Limits.AnswerWithinSeconds = 20
+	text := GuideText(m)
+	for _, want := range []string{"after 20s answers status \"running\"", "run_wait", "run_cancel", "background_runs"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the guide does not say %q:\n%s", want, text)
+		}
+	}
+	m.Limits.AnswerWithinSeconds = 0
+	if text := GuideText(m); strings.Contains(text, "run_wait") {
+		t.Errorf("the guide offers run_wait the server does not serve:\n%s", text)
+	}
+}

@@ -9,7 +9,11 @@
 // session, and counts and audits it. The run_code handler and every saved
 // tool call it after settling the call's input requests, and turn its
 // contract.Result into a CallToolResult; `runbox run`, `runbox replay` and
-// doctor call it too. Every failure an agent can fix, bad arguments
+// doctor call it too. Around it for MCP calls, the run handle (runwait.go,
+// handles.go): a run still going after limits.answer_within_seconds
+// answers status running and goes on; run_wait collects it, run_cancel
+// stops it; long runs (those, and calls made as MCP tasks) are capped per
+// client and per server. Every failure an agent can fix, bad arguments
 // included, is a result with isError and a typed error.kind, never a
 // protocol error. The package knows nothing of Docker or Kubernetes: it
 // runs calls through a sandbox.Runner, and treats the manifest as

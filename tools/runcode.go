@@ -43,6 +43,10 @@ type Deps struct {
 	Upstream *upstream.Set
 	// ToolMetrics counts the code's tool calls; nil counts none.
 	ToolMetrics ToolCallMetrics
+	// Handles answers runs past limits.answer_within_seconds with a
+	// handle and caps long runs (runwait.go); nil: every call waits for
+	// its run.
+	Handles *Handles
 }
 
 // progressEvery is how often a long run reports progress to a client that
@@ -92,7 +96,7 @@ func (d Deps) callTool(ctx context.Context, req mcp.CallToolRequest, c Call) *mc
 		stop := reportProgress(ctx, req.Params.Meta.ProgressToken)
 		defer stop()
 	}
-	return answer(ctx, m, d.Store, d.Run(ctx, c))
+	return d.answerCall(ctx, req, c)
 }
 
 // reportProgress sends notifications/progress until stopped, so a client
@@ -173,7 +177,7 @@ func (d Deps) Run(ctx context.Context, c Call) contract.Result {
 		}
 	}
 	streams, calls := d.toolCalls()
-	res := d.run(ctx, c, streams)
+	res := d.ended(ctx, d.run(ctx, c, streams))
 	if c.Args.SessionID == "" {
 		res.Roots = sandbox.Roots(c.Roots)
 	}
@@ -188,7 +192,7 @@ func (d Deps) Run(ctx context.Context, c Call) contract.Result {
 		var n int
 		e.ToolCalls, n = calls()
 		e.Redacted += n
-		if err := d.Audit.Record(e); err != nil && d.Logger != nil {
+		if err := d.record(ctx, e); err != nil && d.Logger != nil {
 			d.Logger.Warn("audit log", "run_id", res.RunID, "err", err)
 		}
 	}
@@ -200,7 +204,7 @@ func (d Deps) Run(ctx context.Context, c Call) contract.Result {
 // calls the runner.
 func (d Deps) run(ctx context.Context, c Call, streams *initproto.Streams) contract.Result {
 	m := d.Manifest
-	runID := NewRunID()
+	runID := runIDOf(ctx)
 	var job contract.Job
 	bad := c.Bad
 	if bad == nil {

@@ -23,7 +23,10 @@ func TestToolSnapshots(t *testing.T) {
 	for _, st := range SessionTools(Deps{Manifest: m, Runner: (*sandbox.BoxRunner)(nil)}) {
 		all = append(all, st.Tool)
 	}
-	if len(all) != 4 {
+	for _, st := range RunHandleTools(Deps{Manifest: m, Handles: NewHandles(m, nil, nil, nil)}) {
+		all = append(all, st.Tool)
+	}
+	if len(all) != 6 {
 		t.Fatalf("%d tools", len(all))
 	}
 	for _, tool := range all {

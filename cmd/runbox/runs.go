@@ -58,7 +58,7 @@ func listRuns(cfg config, m *manifest.Manifest) (int, error) {
 		return 0, nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tRUN ID\tCLIENT\tLANGUAGE\tRESULT\tWALL\tCODE\tREPLAY")
+	fmt.Fprintln(tw, "TIME\tRUN ID\tCLIENT\tLANGUAGE\tRESULT\tWALL\tBACKGROUND\tCODE\tREPLAY")
 	for _, e := range entries {
 		result := string(e.Status)
 		if e.Error != nil {
@@ -79,7 +79,13 @@ func listRuns(cfg config, m *manifest.Manifest) (int, error) {
 		if len(e.Args) > 0 {
 			canReplay = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d ms\t%s\t%s\n", e.Time.Local().Format(time.DateTime), e.RunID, client, e.Language, result, e.Metrics.WallMs, code, canReplay)
+		// How a run that went on after its call answered ended: waited,
+		// cancelled or abandoned.
+		background := e.Background
+		if background == "" {
+			background = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d ms\t%s\t%s\t%s\n", e.Time.Local().Format(time.DateTime), e.RunID, client, e.Language, result, e.Metrics.WallMs, background, code, canReplay)
 	}
 	return 0, tw.Flush()
 }

@@ -158,6 +158,7 @@ func ServeHTTP(ctx context.Context, s *server.MCPServer, cfg HTTPConfig) error {
 		_ = msrv.Shutdown(sctx)
 	}
 	_ = shutdownMCP(sctx)
+	CloseHandles(s)
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -65,6 +65,12 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	store := tools.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
 	deps := tools.Deps{Manifest: m, Runner: r, Store: store, Budgets: tools.NewBudgets(m.Budgets),
 		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics}
+	var bm tools.BackgroundMetrics
+	if o.Metrics != nil {
+		bm = o.Metrics
+	}
+	deps.Handles = tools.NewHandles(m, o.Audit, bm, logger)
+	handles.Store(s, deps.Handles)
 	if hasUpstream(o) {
 		deps.Upstream = o.Upstream
 		if o.Metrics != nil {
@@ -78,6 +84,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 		o.Upstream.OnToolsChanged(d.again)
 	}
 	s.AddTools(tools.SessionTools(deps)...)
+	s.AddTools(tools.RunHandleTools(deps)...)
 	// The tools whose calls never run as tasks: every built-in but
 	// run_code (tasks.go).
 	builtins := map[string]bool{tools.SaveToolName: true, tools.DeleteToolName: true}
@@ -146,6 +153,7 @@ func ServeStdio(ctx context.Context, s *server.MCPServer, m *manifest.Manifest, 
 	server.WithQueueSize(workers * 2)(stdio)
 	stdio.SetErrorLogger(log.New(slogWriter{logger}, "", 0))
 	in, out = paramsGuard{s}.stdio(ctx, in, out)
+	defer CloseHandles(s)
 	if l := taskLayerOf(s); l != nil {
 		defer l.stop()
 		in, out = l.stdio(in, out)
@@ -155,6 +163,17 @@ func ServeStdio(ctx context.Context, s *server.MCPServer, m *manifest.Manifest, 
 		return nil
 	}
 	return err
+}
+
+// handles finds the long runs' registry of a server New returned.
+var handles sync.Map // *server.MCPServer → *tools.Handles
+
+// CloseHandles stops s's background runs (their boxes are killed) and
+// writes the audit lines of those nobody collected: when s stops serving.
+func CloseHandles(s *server.MCPServer) {
+	if h, ok := handles.LoadAndDelete(s); ok {
+		h.(*tools.Handles).Close()
+	}
 }
 
 // slogWriter sends mcp-go's log.Logger lines to slog.

@@ -82,13 +82,13 @@ func call(t *testing.T, c *client.Client, name string, args map[string]any) *mcp
 
 func TestSavedTools(t *testing.T) {
 	m := manifest.Default()
-	if got := toolNames(t, func() *client.Client { c, _ := inProcess(t, m, &echoRunner{}); return c }()); strings.Join(got, ",") != "run_code" {
+	if got := toolNames(t, func() *client.Client { c, _ := inProcess(t, m, &echoRunner{}); return c }()); strings.Join(got, ",") != "run_cancel,run_code,run_wait" {
 		t.Fatalf("saving off by default: %v", got)
 	}
 	m.SavedTools = manifest.SavedTools{Enabled: true, Dir: t.TempDir()}
 	r := &echoRunner{}
 	c, notes := inProcess(t, m, r)
-	if got := toolNames(t, c); strings.Join(got, ",") != "delete_tool,run_code,save_tool" {
+	if got := toolNames(t, c); strings.Join(got, ",") != "delete_tool,run_cancel,run_code,run_wait,save_tool" {
 		t.Fatalf("tools %v", got)
 	}
 	for _, bad := range []map[string]any{

@@ -37,7 +37,7 @@ const (
 
 	// taskIDPrefix marks the JSON-RPC id (and progress token) of a
 	// task's call as the layer hands it to mcp-go.
-	taskIDPrefix = "runbox-task/"
+	taskIDPrefix = tools.TaskCallPrefix
 
 	// taskPollInterval is the polling interval suggested to clients.
 	taskPollInterval = time.Second

@@ -110,7 +110,8 @@ func run() error {
 		ToolsGenerated: true,
 		Compatibility:  compat{Platforms: []string{platform}},
 	}
-	// run_code as the server registers it, and the session tools by name
+	// run_code as the server registers it, and the session and run handle
+	// tools by name
 	// (their descriptions depend on the running server's sessions); the
 	// server tells the rest at run time (saved tools, search_tools).
 	rc := tools.RunCode(tools.Deps{Manifest: manifest.Default()}).Tool
@@ -119,6 +120,8 @@ func run() error {
 		{Name: tools.SessionOpenName, Description: "Open a session whose interpreter keeps its state between run_code calls."},
 		{Name: tools.SessionCloseName, Description: "Close a session and remove its sandbox."},
 		{Name: tools.SessionListName, Description: "List your open sessions."},
+		{Name: tools.RunWaitName, Description: "Wait for a run that run_code answered with status running, and get its result."},
+		{Name: tools.RunCancelName, Description: "Stop a run that run_code answered with status running."},
 	}
 	data, err := json.MarshalIndent(b, "", "  ")
 	if err != nil {

@@ -1,0 +1,412 @@
+package tools
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/runbox-mcp/runbox/audit"
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// Ending says how a long run ended for its client: the audit line's
+// background field and the metrics' label.
+type Ending string
+
+// How a background run ends.
+const (
+	// EndWaited: run_wait (or run_cancel of a run already over) handed
+	// its result to the client.
+	EndWaited Ending = "waited"
+	// EndCancelled: run_cancel stopped it.
+	EndCancelled Ending = "cancelled"
+	// EndAbandoned: nobody collected it before it was dropped (its
+	// result expired, the server held too many, or the server stopped).
+	EndAbandoned Ending = "abandoned"
+)
+
+// BackgroundMetrics counts long runs; nil counts none.
+type BackgroundMetrics interface {
+	// BackgroundEnded counts a background run by how it ended.
+	BackgroundEnded(ending string)
+	// LongRunsHeld is how many long runs the server holds now.
+	LongRunsHeld(n int)
+}
+
+// Held is a run answered with a handle, as the registry keeps it: every
+// field is plain data, so that a store outliving the process can keep it
+// (issue 22 item 3).
+type Held struct {
+	RunID    string
+	Owner    string
+	Tool     string
+	Language string
+	Started  time.Time
+	// Ended is zero while the run goes on.
+	Ended time.Time
+	// Background: the call answered running; the run is a long run.
+	Background bool
+	// Cancelled: run_cancel asked to stop it.
+	Cancelled bool
+	// Ending is set once, when the client got its result or gave it up.
+	Ending Ending
+	// Answer is what run_code answered (would have answered) at the end.
+	Answer *mcp.CallToolResult
+	// Audit is the run's audit line, held until Ending is known.
+	Audit *audit.Entry
+}
+
+// handle is a Held run and what of it lives only in this process.
+type handle struct {
+	Held
+	cancel context.CancelFunc
+	done   chan struct{}
+	// decided: the run reached its audit line, so its end is imminent
+	// and the call waits for it rather than answering running.
+	decided bool
+	// refused says why the run was stopped at the bound instead of going
+	// to the background.
+	refused *contract.ErrorInfo
+}
+
+// Handles holds the runs that outlast limits.answer_within_seconds, by
+// run id, each bound to its owner (PrincipalOf: a bearer token's name
+// over HTTP, the connection over stdio), and counts the long runs (those
+// and calls made as MCP tasks) against the manifest's caps.
+type Handles struct {
+	within    time.Duration
+	keep      time.Duration
+	maxKept   int
+	perClient int
+	total     int
+	audit     *audit.Log
+	metrics   BackgroundMetrics
+	logger    *slog.Logger
+	now       func() time.Time
+
+	base context.Context
+	stop context.CancelFunc
+
+	mu     sync.Mutex
+	runs   map[string]*handle
+	long   map[string]int
+	nLong  int
+	closed bool
+}
+
+// NewHandles returns the registry of m's long runs. Finished results are
+// kept as long as their artifacts (artifacts.ttl_seconds, at least a
+// minute), at most maxKept of them.
+func NewHandles(m *manifest.Manifest, log *audit.Log, metrics BackgroundMetrics, logger *slog.Logger) *Handles {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	base, stop := context.WithCancel(context.Background())
+	return &Handles{
+		within: m.Limits.AnswerWithin(), keep: max(m.Artifacts.TTL(), time.Minute),
+		maxKept:   max(64, 4*m.Limits.MaxBackgroundRuns),
+		perClient: m.Limits.MaxBackgroundRunsPerClient, total: m.Limits.MaxBackgroundRuns,
+		audit: log, metrics: metrics, logger: logger, now: time.Now,
+		base: base, stop: stop, runs: map[string]*handle{}, long: map[string]int{},
+	}
+}
+
+// take counts a long run of owner, or says which cap refuses it.
+func (h *Handles) take(owner string) *contract.ErrorInfo {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.takeLocked(owner)
+}
+
+func (h *Handles) takeLocked(owner string) *contract.ErrorInfo {
+	if h.long[owner] >= h.perClient {
+		bad := contract.BackgroundFull(h.perClient, true)
+		return &bad
+	}
+	if h.nLong >= h.total {
+		bad := contract.BackgroundFull(h.total, false)
+		return &bad
+	}
+	h.long[owner]++
+	h.nLong++
+	h.held()
+	return nil
+}
+
+// release gives back a long run of owner.
+func (h *Handles) release(owner string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.releaseLocked(owner)
+}
+
+func (h *Handles) releaseLocked(owner string) {
+	if h.long[owner] <= 1 {
+		delete(h.long, owner)
+	} else {
+		h.long[owner]--
+	}
+	h.nLong--
+	h.held()
+}
+
+func (h *Handles) held() {
+	if h.metrics != nil {
+		h.metrics.LongRunsHeld(h.nLong)
+	}
+}
+
+// LongRuns is how many long runs the server holds, and how many of them
+// owner does.
+func (h *Handles) LongRuns(owner string) (total, ofOwner int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.nLong, h.long[owner]
+}
+
+// begin registers a run of owner's call of tool, not yet a long run.
+func (h *Handles) begin(owner, tool, language string, cancel context.CancelFunc) *handle {
+	h.sweep()
+	hd := &handle{Held: Held{RunID: NewRunID(), Owner: owner, Tool: tool, Language: language, Started: h.now()},
+		cancel: cancel, done: make(chan struct{})}
+	h.mu.Lock()
+	h.runs[hd.RunID] = hd
+	h.mu.Unlock()
+	return hd
+}
+
+// toBackground makes hd a long run at the bound: false when its run is
+// already ending (wait for done), or when a cap refuses it (hd.refused
+// set: its run is stopped).
+func (h *Handles) toBackground(hd *handle) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if hd.decided {
+		return false
+	}
+	if h.closed {
+		bad := contract.SandboxFailed("the server is stopping")
+		hd.refused = &bad
+		return false
+	}
+	if bad := h.takeLocked(hd.Owner); bad != nil {
+		hd.refused = bad
+		return false
+	}
+	hd.Background = true
+	return true
+}
+
+// finish takes the run's answer: the end of a foreground call (whose
+// handle is dropped), or the result a background run keeps for its
+// owner.
+func (h *Handles) finish(hd *handle, answer *mcp.CallToolResult) {
+	h.mu.Lock()
+	hd.decided = true
+	hd.Answer, hd.Ended = answer, h.now()
+	if hd.Background {
+		h.releaseLocked(hd.Owner)
+	} else {
+		delete(h.runs, hd.RunID)
+	}
+	h.mu.Unlock()
+	close(hd.done)
+}
+
+// end marks hd's run as over: its call no longer answers running. It
+// returns the refusal of a run stopped at the cap.
+func (h *Handles) end(hd *handle) *contract.ErrorInfo {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hd.decided = true
+	return hd.refused
+}
+
+// hold is the run's audit hook: a background run's line waits for its
+// ending unless that is known already; every other line is written now.
+// It reports whether the line is held.
+func (h *Handles) hold(hd *handle, e *audit.Entry) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hd.decided = true
+	switch {
+	case hd.refused != nil, !hd.Background:
+		return false
+	case hd.Cancelled:
+		h.settleLocked(hd, EndCancelled)
+		e.Background = string(EndCancelled)
+		return false
+	case h.closed:
+		h.settleLocked(hd, EndAbandoned)
+		e.Background = string(EndAbandoned)
+		return false
+	}
+	hd.Audit = e
+	return true
+}
+
+// settleLocked sets a background run's ending once, and returns its held
+// audit line to write (nil: none held).
+func (h *Handles) settleLocked(hd *handle, how Ending) *audit.Entry {
+	if hd.Ending != "" || !hd.Background {
+		return nil
+	}
+	hd.Ending = how
+	if h.metrics != nil {
+		h.metrics.BackgroundEnded(string(how))
+	}
+	e := hd.Audit
+	hd.Audit = nil
+	if e != nil {
+		e.Background = string(how)
+	}
+	h.logger.Info("background run", "run_id", hd.RunID, "tool", hd.Tool, "ended", how, "ms", h.now().Sub(hd.Started).Milliseconds())
+	return e
+}
+
+func (h *Handles) record(e *audit.Entry) {
+	if e == nil || h.audit == nil {
+		return
+	}
+	if err := h.audit.Record(*e); err != nil {
+		h.logger.Warn("audit log", "run_id", e.RunID, "err", err)
+	}
+}
+
+// find returns owner's background run id; another owner's reads as
+// unknown.
+func (h *Handles) find(owner, id string) (*handle, bool) {
+	h.sweep()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hd, ok := h.runs[id]
+	if !ok || hd.Owner != owner || !hd.Background {
+		return nil, false
+	}
+	return hd, true
+}
+
+// collect hands a finished run's answer to its owner: the run is waited.
+func (h *Handles) collect(hd *handle, how Ending) *mcp.CallToolResult {
+	h.mu.Lock()
+	e := h.settleLocked(hd, how)
+	out := hd.Answer
+	h.mu.Unlock()
+	h.record(e)
+	return out
+}
+
+// wait waits up to d for owner's run id: its answer once it ended, else
+// nil and the handle (still running).
+func (h *Handles) wait(ctx context.Context, owner, id string, d time.Duration) (*mcp.CallToolResult, *handle, bool) {
+	hd, ok := h.find(owner, id)
+	if !ok {
+		return nil, nil, false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-hd.done:
+		return h.collect(hd, EndWaited), hd, true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil, hd, true
+}
+
+// cancelWait is how long run_cancel waits for the stopped run's end.
+const cancelWait = 30 * time.Second
+
+// cancelRun stops owner's run id and answers its result (a run already
+// over answers the result it had).
+func (h *Handles) cancelRun(ctx context.Context, owner, id string) (*mcp.CallToolResult, *handle, bool) {
+	hd, ok := h.find(owner, id)
+	if !ok {
+		return nil, nil, false
+	}
+	h.mu.Lock()
+	how := EndWaited
+	if hd.Ended.IsZero() {
+		hd.Cancelled, how = true, EndCancelled
+	}
+	h.mu.Unlock()
+	hd.cancel()
+	t := time.NewTimer(cancelWait)
+	defer t.Stop()
+	select {
+	case <-hd.done:
+		return h.collect(hd, how), hd, true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil, hd, true
+}
+
+// sweep drops finished runs past their keeping time, and the oldest
+// finished past maxKept: one nobody collected is abandoned.
+func (h *Handles) sweep() {
+	now := h.now()
+	var lines []*audit.Entry
+	h.mu.Lock()
+	var ended []*handle
+	for _, hd := range h.runs {
+		if hd.Background && !hd.Ended.IsZero() {
+			ended = append(ended, hd)
+		}
+	}
+	sort.Slice(ended, func(i, j int) bool { return ended[i].Ended.Before(ended[j].Ended) })
+	for i, hd := range ended {
+		if now.Sub(hd.Ended) >= h.keep || len(ended)-i > h.maxKept {
+			lines = append(lines, h.settleLocked(hd, EndAbandoned))
+			delete(h.runs, hd.RunID)
+		}
+	}
+	h.mu.Unlock()
+	for _, e := range lines {
+		h.record(e)
+	}
+}
+
+// Close stops every run still going and waits for them (at most
+// closeWait); runs nobody collected are abandoned, and their audit lines
+// written.
+func (h *Handles) Close() {
+	var lines []*audit.Entry
+	h.mu.Lock()
+	h.closed = true
+	for _, hd := range h.runs {
+		if hd.Background && !hd.Ended.IsZero() {
+			lines = append(lines, h.settleLocked(hd, EndAbandoned))
+		}
+	}
+	var going []*handle
+	for _, hd := range h.runs {
+		if hd.Ended.IsZero() {
+			going = append(going, hd)
+		}
+	}
+	h.mu.Unlock()
+	h.stop()
+	for _, e := range lines {
+		h.record(e)
+	}
+	// The stopped runs hand their boxes to the runner's removal before
+	// the runner itself closes (and waits for its removals).
+	deadline := time.NewTimer(closeWait)
+	defer deadline.Stop()
+	for _, hd := range going {
+		select {
+		case <-hd.done:
+		case <-deadline.C:
+			return
+		}
+	}
+}
+
+// closeWait bounds how long Close waits for the runs it stopped.
+const closeWait = 15 * time.Second

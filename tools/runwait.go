@@ -1,0 +1,214 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/runbox-mcp/runbox/audit"
+	"github.com/runbox-mcp/runbox/contract"
+)
+
+// A run that outlasts limits.answer_within_seconds answers with a handle
+// (status running, its run_id) and goes on in the background; run_wait
+// collects it, run_cancel stops it. This is the layer around the
+// pipeline (Deps.Run) that does it, and the two tools.
+
+// Tool names of the handle.
+const (
+	RunWaitName   = "run_wait"
+	RunCancelName = "run_cancel"
+)
+
+// TaskCallPrefix begins the progress token of a call made as an MCP task
+// (internal/mcpserver's task layer gives each task's call one): such a
+// call answers at once as a task, so it is never cut, but it is a long
+// run for the caps.
+const TaskCallPrefix = "runbox-task/"
+
+// isTaskCall reports whether req is a task's call.
+func isTaskCall(req mcp.CallToolRequest) bool {
+	if req.Params.Meta == nil {
+		return false
+	}
+	token, ok := req.Params.Meta.ProgressToken.(string)
+	return ok && strings.HasPrefix(token, TaskCallPrefix)
+}
+
+type runIDKey struct{}
+type handleKey struct{}
+
+// runIDOf is the run id the layer chose for the call's run, or a new one.
+func runIDOf(ctx context.Context) string {
+	if id, ok := ctx.Value(runIDKey{}).(string); ok {
+		return id
+	}
+	return NewRunID()
+}
+
+// ended tells the run's handle, if it has one, that the run is over
+// (so its call waits for the answer rather than answering running), and
+// returns the result as the pipeline counts and audits it: a run stopped
+// at the long runs' cap is that refusal.
+func (d Deps) ended(ctx context.Context, res contract.Result) contract.Result {
+	if hd, ok := ctx.Value(handleKey{}).(*handle); ok && d.Handles != nil {
+		if bad := d.Handles.end(hd); bad != nil {
+			res.Status, res.Error = contract.StatusError, bad
+		}
+	}
+	return res
+}
+
+// record writes a run's audit line, unless its handle holds it until the
+// client collects or abandons the run.
+func (d Deps) record(ctx context.Context, e audit.Entry) error {
+	if hd, ok := ctx.Value(handleKey{}).(*handle); ok && d.Handles != nil && d.Handles.hold(hd, &e) {
+		return nil
+	}
+	return d.Audit.Record(e)
+}
+
+// answerCall runs the call and answers it: at its end, or with a handle
+// once limits.answer_within_seconds pass (a task's call is never cut, a
+// long run past the caps is refused).
+func (d Deps) answerCall(ctx context.Context, req mcp.CallToolRequest, c Call) *mcp.CallToolResult {
+	m, h := d.Manifest, d.Handles
+	if h == nil || (h.within <= 0 && !isTaskCall(req)) {
+		return answer(ctx, m, d.Store, d.Run(ctx, c))
+	}
+	owner := c.Client
+	if isTaskCall(req) {
+		if bad := h.take(owner); bad != nil {
+			return answer(ctx, m, nil, d.refused(c, *bad))
+		}
+		defer h.release(owner)
+		return answer(ctx, m, d.Store, d.Run(ctx, c))
+	}
+	// The run outlives the call: its context keeps the call's values
+	// (the client, its session, the server) but not its end.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	unhook := context.AfterFunc(h.base, cancel)
+	hd := h.begin(owner, req.Params.Name, c.Args.Language, cancel)
+	runCtx = context.WithValue(context.WithValue(runCtx, runIDKey{}, hd.RunID), handleKey{}, hd)
+	go func() {
+		defer unhook()
+		defer cancel()
+		h.finish(hd, answer(runCtx, m, d.Store, d.Run(runCtx, c)))
+	}()
+	t := time.NewTimer(h.within)
+	defer t.Stop()
+	select {
+	case <-hd.done:
+		return hd.Answer
+	case <-ctx.Done():
+		// The client gave up the call: stop the run, as a plain call.
+		cancel()
+		<-hd.done
+		return hd.Answer
+	case <-t.C:
+	}
+	if h.toBackground(hd) {
+		return d.running(ctx, hd)
+	}
+	if hd.refused != nil {
+		cancel()
+	}
+	<-hd.done
+	if hd.refused != nil {
+		res := contract.Fail(contract.Job{RunID: hd.RunID}, *hd.refused)
+		res.Language, res.Isolation = c.Args.Language, m.Isolation
+		return answer(ctx, m, nil, res)
+	}
+	return hd.Answer
+}
+
+// refused is the result of a call refused before it ran.
+func (d Deps) refused(c Call, bad contract.ErrorInfo) contract.Result {
+	res := contract.Fail(contract.Job{RunID: NewRunID()}, bad)
+	res.Language, res.Isolation = c.Args.Language, d.Manifest.Isolation
+	return res
+}
+
+// running is the answer of a run still going: its handle.
+func (d Deps) running(ctx context.Context, hd *handle) *mcp.CallToolResult {
+	res := contract.Result{RunID: hd.RunID, Language: hd.Language, Status: contract.StatusRunning,
+		Running: contract.StillRunning(time.Since(hd.Started), RunWaitName), Artifacts: []contract.Artifact{}, Isolation: d.Manifest.Isolation}
+	return answer(ctx, d.Manifest, nil, res)
+}
+
+// RunWaitArgs are run_wait's arguments.
+type RunWaitArgs struct {
+	RunID       string   `json:"run_id" jsonschema:"required,description=The run_id of a run_code answer whose status was running."`
+	WaitSeconds *float64 `json:"wait_seconds,omitempty" jsonschema:"description=How long to wait for the run's end before answering running again (at most the server's bound; the default is that bound)."`
+}
+
+// RunCancelArgs are run_cancel's arguments.
+type RunCancelArgs struct {
+	RunID string `json:"run_id" jsonschema:"required,description=The run_id of a run_code answer whose status was running."`
+}
+
+// RunHandleTools are run_wait and run_cancel, when the manifest answers
+// long runs with a handle (limits.answer_within_seconds above 0).
+func RunHandleTools(d Deps) []server.ServerTool {
+	m, h := d.Manifest, d.Handles
+	if h == nil || h.within <= 0 {
+		return nil
+	}
+	within := m.Limits.AnswerWithinSeconds
+	wait := handleTool(RunWaitName, "Wait for a background run", fmt.Sprintf("Wait for a run that run_code (or a saved tool) answered with status running, and get its result: "+
+		"while the run goes on this answers status running again after wait_seconds (at most %g, the default), so call it again; once the run ends it answers the full result, exactly as run_code would have. "+
+		"A finished run's result stays available for a while (the same as its artifacts); a run id of another client is unknown.", within), &RunWaitArgs{}, true, false)
+	cancelT := handleTool(RunCancelName, "Stop a background run", "Stop a run that run_code (or a saved tool) answered with status running: its sandbox is killed at once and this answers the run's result (error.kind sandbox, cancelled). A run that already ended answers its result.", &RunCancelArgs{}, false, true)
+	return []server.ServerTool{
+		{Tool: wait, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a RunWaitArgs
+			if err := decodeStrict(req, &a); err != nil {
+				return answer(ctx, m, nil, d.refused(Call{}, contract.Invalid("bad arguments: %v", err))), nil
+			}
+			wait := h.within
+			if a.WaitSeconds != nil {
+				if !(*a.WaitSeconds >= 0) {
+					return answer(ctx, m, nil, d.refused(Call{}, contract.Invalid("wait_seconds must be 0 or more, at most %g", within))), nil
+				}
+				wait = min(wait, time.Duration(*a.WaitSeconds*float64(time.Second)))
+			}
+			out, hd, ok := h.wait(ctx, PrincipalOf(ctx), a.RunID, wait)
+			return d.handleAnswer(ctx, a.RunID, out, hd, ok), nil
+		}},
+		{Tool: cancelT, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a RunCancelArgs
+			if err := decodeStrict(req, &a); err != nil {
+				return answer(ctx, m, nil, d.refused(Call{}, contract.Invalid("bad arguments: %v", err))), nil
+			}
+			out, hd, ok := h.cancelRun(ctx, PrincipalOf(ctx), a.RunID)
+			return d.handleAnswer(ctx, a.RunID, out, hd, ok), nil
+		}},
+	}
+}
+
+// handleAnswer is run_wait's and run_cancel's answer: the run's result,
+// its handle again while it goes on, or an unknown run.
+func (d Deps) handleAnswer(ctx context.Context, id string, out *mcp.CallToolResult, hd *handle, ok bool) *mcp.CallToolResult {
+	switch {
+	case !ok:
+		res := contract.Fail(contract.Job{RunID: id}, contract.UnknownRun(id))
+		res.Isolation = d.Manifest.Isolation
+		return answer(ctx, d.Manifest, nil, res)
+	case out == nil:
+		return d.running(ctx, hd)
+	}
+	return out
+}
+
+func handleTool(name, title, desc string, args any, readOnly, destructive bool) mcp.Tool {
+	t := mcp.NewToolWithRawSchema(name, desc, mustJSON(reflectSchema(args)))
+	t.Icons = Icons
+	t.RawOutputSchema = OutputSchema()
+	t.Annotations = mcp.ToolAnnotation{Title: title, ReadOnlyHint: mcp.ToBoolPtr(readOnly), DestructiveHint: mcp.ToBoolPtr(destructive),
+		IdempotentHint: mcp.ToBoolPtr(false), OpenWorldHint: mcp.ToBoolPtr(false)}
+	return t
+}

@@ -1,0 +1,353 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// gateRunner runs each job until the test releases it (answering "done")
+// or its call's context ends (answering the cancelled result), and says
+// which jobs were cancelled.
+type gateRunner struct {
+	release chan struct{}
+	mu      sync.Mutex
+	stopped map[string]bool
+}
+
+func newGateRunner() *gateRunner {
+	return &gateRunner{release: make(chan struct{}), stopped: map[string]bool{}}
+}
+
+func (r *gateRunner) Run(ctx context.Context, req sandbox.RunRequest) contract.Result {
+	job := req.Job
+	select {
+	case <-r.release:
+		code := 0
+		return contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, ExitCode: &code,
+			Stdout: "done\n", Artifacts: []contract.Artifact{}, Metrics: contract.Metrics{WallMs: 7}}
+	case <-ctx.Done():
+		r.mu.Lock()
+		r.stopped[job.RunID] = true
+		r.mu.Unlock()
+		return contract.Fail(job, contract.Cancelled())
+	}
+}
+func (r *gateRunner) Sessions() sandbox.SessionRunner { return nil }
+func (r *gateRunner) Close() error                    { return nil }
+
+func (r *gateRunner) wasStopped(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopped[id]
+}
+
+// handleDeps is the pipeline over r with handles answering after within.
+func handleDeps(t *testing.T, within time.Duration, perClient, total int, r *gateRunner) (Deps, *bgMetrics, func() []auditLine) {
+	t.Helper()
+	m := manifest.Default()
+	m.Limits.AnswerWithinSeconds = within.Seconds()
+	m.Limits.MaxBackgroundRunsPerClient, m.Limits.MaxBackgroundRuns = perClient, total
+	d, _, read := pipeline(t, m, r)
+	bm := &bgMetrics{ended: map[string]int{}}
+	d.Handles = NewHandles(m, d.Audit, bm, nil)
+	t.Cleanup(d.Handles.Close)
+	return d, bm, func() []auditLine {
+		var out []auditLine
+		for _, e := range read() {
+			out = append(out, auditLine{e.RunID, e.Background, e.Error})
+		}
+		return out
+	}
+}
+
+type auditLine struct {
+	run, background string
+	err             any
+}
+
+type bgMetrics struct {
+	mu    sync.Mutex
+	ended map[string]int
+	held  int
+}
+
+func (b *bgMetrics) BackgroundEnded(e string) { b.mu.Lock(); b.ended[e]++; b.mu.Unlock() }
+func (b *bgMetrics) LongRunsHeld(n int)       { b.mu.Lock(); b.held = n; b.mu.Unlock() }
+func (b *bgMetrics) get(e string) int         { b.mu.Lock(); defer b.mu.Unlock(); return b.ended[e] }
+
+// callAs calls tool of ds (run_code, run_wait or run_cancel) as client.
+func callAs(t *testing.T, d Deps, client, tool string, args map[string]any) contract.Result {
+	t.Helper()
+	var handler func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error)
+	if tool == RunCodeName {
+		handler = RunCode(d).Handler
+	}
+	for _, st := range RunHandleTools(d) {
+		if st.Tool.Name == tool {
+			handler = st.Handler
+		}
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = tool, args
+	out, err := handler(WithPrincipal(context.Background(), client), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res contract.Result
+	b, _ := json.Marshal(out.StructuredContent)
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if out.IsError != (res.Status == contract.StatusError) {
+		t.Fatalf("isError %v for status %s", out.IsError, res.Status)
+	}
+	return res
+}
+
+var slowCall = map[string]any{"language": "python", "code": "print(1)"}
+
+// A run past the bound answers running with its run_id; run_wait answers
+// running again while it goes on, then the result run_code would have
+// answered, under the same run_id; its audit line says it was waited.
+func TestRunWaitCollectsABackgroundRun(t *testing.T) {
+	r := newGateRunner()
+	d, bm, lines := handleDeps(t, 50*time.Millisecond, 4, 16, r)
+	first := callAs(t, d, "alice", RunCodeName, slowCall)
+	if first.Status != contract.StatusRunning || first.Running == nil || first.RunID == "" || first.Language != "python" {
+		t.Fatalf("first answer %+v", first)
+	}
+	again := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 0.05})
+	if again.Status != contract.StatusRunning || again.RunID != first.RunID {
+		t.Fatalf("run_wait while running: %+v", again)
+	}
+	if total, mine := d.Handles.LongRuns("alice"); total != 1 || mine != 1 {
+		t.Fatalf("long runs %d, alice's %d", total, mine)
+	}
+	close(r.release)
+	done := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": first.RunID})
+	if done.Status != contract.StatusOK || done.RunID != first.RunID || done.Stdout != "done\n" || done.Running != nil {
+		t.Fatalf("run_wait at the end: %+v", done)
+	}
+	// Asked again (an answer lost on the way), the result is the same.
+	if twice := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": first.RunID}); twice.Stdout != "done\n" {
+		t.Fatalf("second collection: %+v", twice)
+	}
+	if total, _ := d.Handles.LongRuns("alice"); total != 0 {
+		t.Fatalf("%d long runs held after the end", total)
+	}
+	if got := lines(); len(got) != 1 || got[0].run != first.RunID || got[0].background != "waited" {
+		t.Fatalf("audit %+v", got)
+	}
+	if bm.get("waited") != 1 {
+		t.Fatalf("metrics %+v", bm.ended)
+	}
+}
+
+// A run that ends within the bound answers as it always did: no handle,
+// no background line.
+func TestShortRunAnswersAsBefore(t *testing.T) {
+	r := newGateRunner()
+	close(r.release)
+	d, _, lines := handleDeps(t, 10*time.Second, 4, 16, r)
+	res := callAs(t, d, "alice", RunCodeName, slowCall)
+	if res.Status != contract.StatusOK || res.Stdout != "done\n" {
+		t.Fatalf("%+v", res)
+	}
+	if u := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": res.RunID}); u.Error == nil || u.Error.Kind != contract.KindInvalidRequest {
+		t.Fatalf("a foreground run has no handle: %+v", u)
+	}
+	if got := lines(); len(got) != 1 || got[0].background != "" || got[0].run != res.RunID {
+		t.Fatalf("audit %+v", got)
+	}
+}
+
+// Another client's run id reads as unknown to run_wait and run_cancel,
+// and its run goes on untouched.
+func TestRunHandlesAreTheirOwners(t *testing.T) {
+	r := newGateRunner()
+	d, _, _ := handleDeps(t, 50*time.Millisecond, 4, 16, r)
+	first := callAs(t, d, "alice", RunCodeName, slowCall)
+	for _, tool := range []string{RunWaitName, RunCancelName} {
+		res := callAs(t, d, "mallory", tool, map[string]any{"run_id": first.RunID})
+		if res.Error == nil || res.Error.Kind != contract.KindInvalidRequest || res.RunID != first.RunID {
+			t.Fatalf("%s of another's run: %+v", tool, res)
+		}
+	}
+	if r.wasStopped(first.RunID) {
+		t.Fatal("another client's run_cancel stopped the run")
+	}
+	if res := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": "r_NOSUCHRUN"}); res.Error == nil || res.Error.Kind != contract.KindInvalidRequest {
+		t.Fatalf("unknown id: %+v", res)
+	}
+}
+
+// run_wait waits at most the server's bound, whatever it asks; a
+// negative wait is a bad argument.
+func TestRunWaitIsBounded(t *testing.T) {
+	r := newGateRunner()
+	d, _, _ := handleDeps(t, 200*time.Millisecond, 4, 16, r)
+	first := callAs(t, d, "alice", RunCodeName, slowCall)
+	start := time.Now()
+	res := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 3600})
+	if res.Status != contract.StatusRunning {
+		t.Fatalf("%+v", res)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("run_wait of 3600 s waited %v: the bound is 200 ms", took)
+	}
+	if bad := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": -1}); bad.Error == nil || bad.Error.Kind != contract.KindInvalidRequest {
+		t.Fatalf("negative wait: %+v", bad)
+	}
+}
+
+// run_cancel stops the run (its call's context: the runner kills the box)
+// and answers its cancelled result; the audit line says cancelled.
+func TestRunCancelStopsTheRun(t *testing.T) {
+	r := newGateRunner()
+	d, bm, lines := handleDeps(t, 50*time.Millisecond, 4, 16, r)
+	first := callAs(t, d, "alice", RunCodeName, slowCall)
+	res := callAs(t, d, "alice", RunCancelName, map[string]any{"run_id": first.RunID})
+	if res.Status != contract.StatusError || res.Error.Kind != contract.KindSandbox || res.RunID != first.RunID {
+		t.Fatalf("%+v", res)
+	}
+	if !r.wasStopped(first.RunID) {
+		t.Fatal("the run was not stopped")
+	}
+	if got := lines(); len(got) != 1 || got[0].background != "cancelled" {
+		t.Fatalf("audit %+v", got)
+	}
+	if bm.get("cancelled") != 1 {
+		t.Fatalf("metrics %+v", bm.ended)
+	}
+	if total, _ := d.Handles.LongRuns("alice"); total != 0 {
+		t.Fatalf("%d long runs held after cancel", total)
+	}
+}
+
+// Past a client's cap, or the server's, a run that would go to the
+// background is stopped and refused with resource_limit/background_runs,
+// naming the cap; a task's call takes a long run from its start.
+func TestLongRunCaps(t *testing.T) {
+	r := newGateRunner()
+	d, _, lines := handleDeps(t, 50*time.Millisecond, 1, 2, r)
+	if a := callAs(t, d, "alice", RunCodeName, slowCall); a.Status != contract.StatusRunning {
+		t.Fatalf("alice's first: %+v", a)
+	}
+	refused := callAs(t, d, "alice", RunCodeName, slowCall)
+	if e := refused.Error; e == nil || e.Kind != contract.KindResourceLimit || e.Limit != contract.LimitBackgroundRuns ||
+		!contains(e.Message, "max_background_runs_per_client") {
+		t.Fatalf("alice past her cap: %+v", refused)
+	}
+	if !r.wasStopped(refused.RunID) {
+		t.Fatal("the refused run goes on")
+	}
+	// It is counted as what it answered.
+	deadline := time.Now().Add(20 * time.Second)
+	for counted := false; !counted; {
+		obs := d.Metrics.(*observed)
+		obs.mu.Lock()
+		for _, res := range obs.res {
+			if res.RunID == refused.RunID {
+				counted = true
+				if res.Error == nil || res.Error.Limit != contract.LimitBackgroundRuns {
+					t.Errorf("the refused run counted as %+v", res.Error)
+				}
+			}
+		}
+		obs.mu.Unlock()
+		if !counted && time.Now().After(deadline) {
+			t.Fatal("the refused run was never counted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if b := callAs(t, d, "bob", RunCodeName, slowCall); b.Status != contract.StatusRunning {
+		t.Fatalf("bob's first: %+v", b)
+	}
+	// A task's call of carol's: the server holds 2 already.
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = RunCodeName, slowCall
+	req.Params.Meta = &mcp.Meta{ProgressToken: TaskCallPrefix + "x"}
+	out, _ := RunCode(d).Handler(WithPrincipal(context.Background(), "carol"), req)
+	var task contract.Result
+	b, _ := json.Marshal(out.StructuredContent)
+	_ = json.Unmarshal(b, &task)
+	if e := task.Error; e == nil || e.Limit != contract.LimitBackgroundRuns || !contains(e.Message, "limits.max_background_runs)") {
+		t.Fatalf("a task past the server's cap: %+v", task)
+	}
+	found := false
+	for _, l := range lines() {
+		if l.run == refused.RunID {
+			found = true
+			if e, _ := json.Marshal(l.err); !contains(string(e), "background_runs") {
+				t.Fatalf("the refused run's audit line: %s", e)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("the refused run has no audit line")
+	}
+}
+
+// A task's call is never cut by the bound: it answers at its end.
+func TestTaskCallIsNotCut(t *testing.T) {
+	r := newGateRunner()
+	d, _, _ := handleDeps(t, 20*time.Millisecond, 4, 16, r)
+	go func() { time.Sleep(300 * time.Millisecond); close(r.release) }()
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = RunCodeName, slowCall
+	req.Params.Meta = &mcp.Meta{ProgressToken: TaskCallPrefix + "x"}
+	out, _ := RunCode(d).Handler(WithPrincipal(context.Background(), "alice"), req)
+	if out.IsError || !contains(out.Content[0].(mcp.TextContent).Text, "ok") {
+		t.Fatalf("%+v", out)
+	}
+	if total, _ := d.Handles.LongRuns("alice"); total != 0 {
+		t.Fatalf("the task's long run is still held: %d", total)
+	}
+}
+
+// A finished run nobody collects is dropped after its keeping time, and
+// its audit line says abandoned; so are those left when the server stops.
+func TestAbandonedRuns(t *testing.T) {
+	r := newGateRunner()
+	d, bm, lines := handleDeps(t, 50*time.Millisecond, 4, 16, r)
+	d.Handles.keep = 0
+	first := callAs(t, d, "alice", RunCodeName, slowCall)
+	close(r.release)
+	deadline := time.Now().Add(20 * time.Second)
+	for bm.get("abandoned") == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		d.Handles.sweep()
+	}
+	if got := lines(); len(got) != 1 || got[0].run != first.RunID || got[0].background != "abandoned" {
+		t.Fatalf("audit %+v", got)
+	}
+	if res := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": first.RunID}); res.Error == nil {
+		t.Fatalf("an abandoned run's result is still served: %+v", res)
+	}
+
+	r2 := newGateRunner()
+	d2, _, lines2 := handleDeps(t, 50*time.Millisecond, 4, 16, r2)
+	second := callAs(t, d2, "alice", RunCodeName, slowCall)
+	d2.Handles.Close()
+	for time.Now().Before(deadline) && len(lines2()) == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !r2.wasStopped(second.RunID) {
+		t.Fatal("a background run goes on after Close")
+	}
+	if got := lines2(); len(got) != 1 || got[0].background != "abandoned" {
+		t.Fatalf("audit after Close %+v", got)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
