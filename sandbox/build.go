@@ -12,8 +12,9 @@ import (
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
-// buildResult turns what came out of a box into the contract's result.
-func buildResult(m *manifest.Manifest, job contract.Job, o outcome) contract.Result {
+// buildResult turns what came out of a box into the contract's result,
+// classified against the limits the box ran under (a session box's own).
+func buildResult(job contract.Job, o outcome, lim manifest.Limits) contract.Result {
 	res := contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, Artifacts: []contract.Artifact{}}
 	if rep := o.report; rep != nil && rep.InitError == "" && rep.StartError == "" {
 		code := rep.ExitCode
@@ -36,7 +37,7 @@ func buildResult(m *manifest.Manifest, job contract.Job, o outcome) contract.Res
 			res.Artifacts = append(res.Artifacts, art)
 		}
 	}
-	if info := classify(job, m.Limits, o); info != nil {
+	if info := classify(job, lim, o); info != nil {
 		res.Status = contract.StatusError
 		res.Error = info
 	}

@@ -143,8 +143,8 @@ func sessionState(session bool, rep *initproto.Report) *initproto.SessionState {
 
 // result is the call's answer: its outcome classified, and the image's
 // digest, asked after the run (a platform may learn it from the box).
-func (r *BoxRunner) result(ctx context.Context, job contract.Job, o outcome) contract.Result {
-	res := buildResult(r.m, job, o)
+func (r *BoxRunner) result(ctx context.Context, job contract.Job, o outcome, lim manifest.Limits) contract.Result {
+	res := buildResult(job, o, lim)
 	res.Image, _ = r.d.ImageDigest(context.WithoutCancel(ctx), job.Language.Image)
 	return res
 }

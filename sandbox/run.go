@@ -52,7 +52,7 @@ func (r *BoxRunner) run(ctx context.Context, req RunRequest) contract.Result {
 	if o.cancelled {
 		return contract.Fail(job, contract.Cancelled())
 	}
-	res := r.result(ctx, job, o)
+	res := r.result(ctx, job, o, r.m.Limits)
 	if px != nil {
 		withNetwork(&res, px.Records())
 	}

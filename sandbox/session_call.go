@@ -114,7 +114,7 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 		ls.ch.close()
 		ls.ch = nil
 	}
-	res = r.result(ctx, job, o)
+	res = r.result(ctx, job, o, ls.limits)
 	call := 0
 	switch {
 	case o.violation:

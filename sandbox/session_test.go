@@ -292,12 +292,19 @@ func TestSessions(t *testing.T) {
 	t.Run("a lost session says so, then session_lost on the next call", func(t *testing.T) {
 		_, r, m := sessionRunner(t, nil)
 		lang, _ := m.Language("python")
-		info, _ := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "c", Limits: m.SessionLimits()})
+		// The session's own memory limit, not a one-off box's, is the one
+		// the answer names.
+		sl := m.SessionLimits()
+		sl.Memory = m.Limits.Memory / 2
+		info, _ := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "c", Limits: sl})
 		job := testJob(t, m, time.Second)
 		job.Code = "lose"
 		res := r.RunInSession(ctx, info.ID, "c", RunRequest{Job: job})
 		if res.Error == nil || res.Error.Kind != contract.KindOOM || res.Session.State != contract.SessionLost || !strings.Contains(res.Error.Hint, "new session") {
 			t.Fatalf("losing call: %+v %+v", res.Error, res.Session)
+		}
+		if !strings.Contains(res.Error.Message, sl.Memory.String()) || strings.Contains(res.Error.Message, m.Limits.Memory.String()) {
+			t.Fatalf("the OOM names the session's %s: %q", sl.Memory, res.Error.Message)
 		}
 		for range 2 {
 			if res := r.RunInSession(ctx, info.ID, "c", RunRequest{Job: job}); res.Error == nil || res.Error.Kind != contract.KindSessionLost || !strings.Contains(res.Error.Message, "memory") {
