@@ -115,8 +115,13 @@
       for (const h of activeHandles()) {
         if (h === ctl || stdio.includes(h)) continue;
         try {
-          if (typeof h.kill === 'function') h.kill('SIGKILL');
-          else if (typeof h.destroy === 'function') h.destroy();
+          if (typeof h.kill === 'function') {
+            // A child whose spawn failed (EAGAIN at the pids limit) has no
+            // pid: its kill would be kill(0, SIGKILL), the whole process
+            // group, the interpreter with it.
+            if (h.pid > 0) h.kill('SIGKILL');
+            else if (h._handle && typeof h._handle.close === 'function') h._handle.close();
+          } else if (typeof h.destroy === 'function') h.destroy();
           else if (typeof h.close === 'function') h.close();
         } catch (e) { /* already closing */ }
       }
