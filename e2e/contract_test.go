@@ -106,14 +106,16 @@ func backends() []backend {
 			// Requests equal limits and the test node has 2 CPUs to give:
 			// four one-off pods and the four session pods beside them
 			// (cells) of 0.5 CPU would leave pods Pending.
-			return kubeServer(t, manifest+"limits:\n  cpus: 0.25\n")
+			return kubeServer(t, strings.Replace(manifest, "limits:\n", "limits:\n  cpus: 0.25\n", 1))
 		}},
 	}
 }
 
 // contractManifest is the servers' manifest in TestContract: a session per
 // slot and language may be open at once.
-var contractManifest = "concurrency: " + strconv.Itoa(contractConcurrency) + "\nsessions:\n  max_open: 16\n  max_per_client: 16\n"
+// Every call answers with its result however long it runs (a loaded gVisor
+// takes most of a minute over oom/bash): answer_within_seconds 0.
+var contractManifest = "concurrency: " + strconv.Itoa(contractConcurrency) + "\nsessions:\n  max_open: 16\n  max_per_client: 16\nlimits:\n  answer_within_seconds: 0\n"
 
 // TestContract runs every contract case on every backend, one server per
 // backend; each case as a one-off run and as a session's cell, the runs in

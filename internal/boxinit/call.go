@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -102,9 +103,12 @@ func call(ctx context.Context, job *initproto.Job, opts Options, prog program) (
 	rep.CPUMs = max(0, cpuMs(prog.pid)-cpuBefore)
 	rep.PeakMemoryBytes = cg.peakMemory()
 	if rep.PeakMemoryBytes <= 0 {
+		// No cgroup figure (gVisor): the largest reaped child's, or a
+		// live interpreter's own high-water mark (a session's, not
+		// reaped; its peak so far, as a process's maxrss is).
 		var usage unix.Rusage
 		_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &usage)
-		rep.PeakMemoryBytes = usage.Maxrss * 1024
+		rep.PeakMemoryBytes = max(usage.Maxrss*1024, highWater(prog.pid))
 	}
 	if after := cg.oomKills(); after >= 0 && oomBefore >= 0 {
 		rep.OOMKills = after - oomBefore
@@ -151,4 +155,26 @@ func cpuMs(pid int) int64 {
 		ticks += n
 	}
 	return ms + ticks*1000/100 // USER_HZ is 100 on Linux
+}
+
+// highWater is a live process's peak resident memory (VmHWM), or, where
+// the kernel keeps no peak (gVisor), its resident memory now, the least
+// the peak was; 0 without a process.
+func highWater(pid int) int64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	var most int64
+	for _, line := range strings.Split(string(b), "\n") {
+		name, v, ok := strings.Cut(line, ":")
+		if ok && (name == "VmHWM" || name == "VmRSS") {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			most = max(most, kb*1024)
+		}
+	}
+	return most
 }

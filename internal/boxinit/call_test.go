@@ -174,3 +174,14 @@ func TestCellCPUTimeIsItsOwn(t *testing.T) {
 		t.Fatalf("a cell that burned 400 ms and ended the interpreter: %d ms, exit %d, lost %q", last.CPUMs, last.ExitCode, last.Session.Lost)
 	}
 }
+
+// A live process's high-water mark is what a session's cell reports as its
+// peak when no cgroup says (gVisor): this process's own is more than 0.
+func TestHighWater(t *testing.T) {
+	if hw := highWater(os.Getpid()); hw <= 0 {
+		t.Fatalf("VmHWM of this process: %d", hw)
+	}
+	if hw := highWater(0); hw != 0 {
+		t.Fatalf("no pid: %d", hw)
+	}
+}
