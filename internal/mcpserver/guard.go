@@ -58,13 +58,20 @@ func (g paramsGuard) refusal(ctx context.Context, msg []byte) []byte {
 // guard's answers never interleave with mcp-go's.
 func (g paramsGuard) stdio(ctx context.Context, in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 	lw := &lineWriter{w: out}
+	return filterLines(in, lw, func(line []byte, _ io.Writer) []byte { return g.refusal(ctx, line) }), lw
+}
+
+// filterLines reads in line by line: a line answer answers is answered
+// on lw, whole; any other goes on to the returned reader, which ends as
+// in does. answer may write lines of its own to that reader (pw).
+func filterLines(in io.Reader, lw *lineWriter, answer func(line []byte, pw io.Writer) []byte) io.Reader {
 	pr, pw := io.Pipe()
 	go func() {
 		br := bufio.NewReaderSize(in, 64<<10)
 		for {
 			line, err := br.ReadBytes('\n')
 			if len(line) > 0 {
-				if resp := g.refusal(ctx, line); resp != nil {
+				if resp := answer(line, pw); resp != nil {
 					_, _ = lw.Write(append(resp, '\n'))
 				} else if _, werr := pw.Write(line); werr != nil {
 					return
@@ -76,7 +83,7 @@ func (g paramsGuard) stdio(ctx context.Context, in io.Reader, out io.Writer) (io
 			}
 		}
 	}()
-	return pr, lw
+	return pr
 }
 
 // lineWriter serialises writes.

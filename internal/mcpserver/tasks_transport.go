@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -25,25 +24,8 @@ import (
 func (l *taskLayer) stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 	owner := "stdio/" + tasks.NewID()
 	lw := &lineWriter{w: out}
-	pr, pw := io.Pipe()
-	go func() {
-		br := bufio.NewReaderSize(in, 64<<10)
-		for {
-			line, err := br.ReadBytes('\n')
-			if len(line) > 0 {
-				if resp := l.stdioLine(owner, line, pw); resp != nil {
-					_, _ = lw.Write(append(resp, '\n'))
-				} else if _, werr := pw.Write(line); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				pw.CloseWithError(err)
-				return
-			}
-		}
-	}()
-	return pr, taskFilter{l: l, w: lw}
+	return filterLines(in, lw, func(line []byte, pw io.Writer) []byte { return l.stdioLine(owner, line, pw) }),
+		taskFilter{l: l, w: lw}
 }
 
 // stdioLine answers a line that the layer serves, and hands a task's call
