@@ -176,6 +176,10 @@ func TestResultCache(t *testing.T) {
 var prestartPrograms = []string{
 	"import pandas as pd\ndf = pd.DataFrame({'a': range(100)})\nprint(df.a.sum())",
 	"import sys\nprint(sys.argv, __name__, __file__, sys.path[0])\nimport __main__; print(__main__.__file__)",
+	// The code runs in the main thread as threading knows it (had the
+	// preload thread imported threading first, it would be the main
+	// thread, and the loader's shutdown would wait for its imports).
+	"import threading\nprint(threading.current_thread() is threading.main_thread(), threading.current_thread().name)",
 	"x = 1\nprint(x +* 2)\n",
 	"def f(a):\n    return 1 // a\nprint('before')\nf(0)\n",
 	"import sys; sys.exit(3)",

@@ -25,6 +25,10 @@ import (
 // thread is importing waits for that import (the interpreter's module
 // lock), which never costs more than importing it cold.
 const pythonLoader = `import _thread
+# threading before the preload thread starts: imported first by that
+# thread (pandas imports it), threading would take it for the main
+# thread, and the shutdown in _exit would wait for its imports to end.
+import threading
 _go = []
 def _preload(mods):
     # A bare thread: threading never lists it, so the code sees the
