@@ -3,13 +3,10 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/contract"
 )
@@ -47,9 +44,8 @@ print([l.split()[3].split(',')[0] for l in open('/proc/mounts') if ' /mnt/data '
 		if !strings.HasPrefix(r.Stdout, "7\nrefused 30\n['ro']") {
 			t.Fatalf("stdout %q", r.Stdout)
 		}
-		tools, err := s.c.ListTools(context.Background(), mcp.ListToolsRequest{})
-		if err != nil || !strings.Contains(tools.Tools[0].Description, "/mnt/data") {
-			t.Fatalf("the description does not name /mnt/data: %v", err)
+		if desc := toolDescriptions(t, s.c)["run_code"]; !strings.Contains(desc, "/mnt/data") {
+			t.Fatalf("run_code's description does not name /mnt/data:\n%s", desc)
 		}
 	})
 	t.Run("links inside never reach the host outside the folder", func(t *testing.T) {
