@@ -308,15 +308,24 @@ func (h *Handles) wait(ctx context.Context, owner, id string, d time.Duration) (
 	if !ok {
 		return nil, nil, false
 	}
+	if hd.endsWithin(ctx, d) {
+		return h.collect(hd, EndWaited), hd, true
+	}
+	return nil, hd, true
+}
+
+// endsWithin waits up to d, or until ctx ends, for the run to end, and
+// says whether it did.
+func (hd *handle) endsWithin(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-hd.done:
-		return h.collect(hd, EndWaited), hd, true
+		return true
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	return nil, hd, true
+	return false
 }
 
 // cancelWait is how long run_cancel waits for the stopped run's end.
@@ -336,13 +345,8 @@ func (h *Handles) cancelRun(ctx context.Context, owner, id string) (*mcp.CallToo
 	}
 	h.mu.Unlock()
 	hd.cancel()
-	t := time.NewTimer(cancelWait)
-	defer t.Stop()
-	select {
-	case <-hd.done:
+	if hd.endsWithin(ctx, cancelWait) {
 		return h.collect(hd, how), hd, true
-	case <-t.C:
-	case <-ctx.Done():
 	}
 	return nil, hd, true
 }
