@@ -11,6 +11,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/runstore"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -72,6 +73,7 @@ type handle struct {
 	// refused says why the run was stopped at the bound instead of going
 	// to the background.
 	refused *contract.ErrorInfo
+	keeping
 }
 
 // Handles holds the runs that outlast limits.answer_within_seconds, by
@@ -88,6 +90,13 @@ type Handles struct {
 	metrics   BackgroundMetrics
 	logger    *slog.Logger
 	now       func() time.Time
+	m         *manifest.Manifest
+
+	// store keeps the durable runs (durable.go); nil: none outlives the
+	// process.
+	store      *runstore.Store
+	adopter    Adopter
+	storeSwept time.Time
 
 	base context.Context
 	stop context.CancelFunc
@@ -111,7 +120,7 @@ func NewHandles(m *manifest.Manifest, log *audit.Log, metrics BackgroundMetrics,
 		within: m.Limits.AnswerWithin(), keep: max(m.Artifacts.TTL(), time.Minute),
 		maxKept:   max(64, 4*m.Limits.MaxBackgroundRuns),
 		perClient: m.Limits.MaxBackgroundRunsPerClient, total: m.Limits.MaxBackgroundRuns,
-		audit: log, metrics: metrics, logger: logger, now: time.Now,
+		audit: log, metrics: metrics, logger: logger, now: time.Now, m: m,
 		base: base, stop: stop, runs: map[string]*handle{}, long: map[string]int{},
 	}
 }
@@ -215,6 +224,7 @@ func (h *Handles) finish(hd *handle, answer *mcp.CallToolResult) {
 		delete(h.runs, hd.RunID)
 	}
 	h.mu.Unlock()
+	h.ended(hd)
 	close(hd.done)
 }
 
@@ -282,6 +292,7 @@ func (h *Handles) record(e *audit.Entry) {
 // unknown.
 func (h *Handles) find(owner, id string) (*handle, bool) {
 	h.sweep()
+	h.sweepStore()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hd, ok := h.runs[id]
@@ -298,17 +309,29 @@ func (h *Handles) collect(hd *handle, how Ending) *mcp.CallToolResult {
 	out := hd.Answer
 	h.mu.Unlock()
 	h.record(e)
+	if e != nil || how == EndCancelled {
+		h.save(hd)
+	}
 	return out
 }
 
-// wait waits up to d for owner's run id: its answer once it ended, else
-// nil and the handle (still running).
-func (h *Handles) wait(ctx context.Context, owner, id string, d time.Duration) (*mcp.CallToolResult, *handle, bool) {
-	hd, ok := h.find(owner, id)
+// lookup finds owner's run id: in this server, or in the run store.
+func (d Deps) lookup(ctx context.Context, owner, id string) (*handle, bool) {
+	if hd, ok := d.Handles.find(owner, id); ok {
+		return hd, true
+	}
+	return d.restore(ctx, owner, id)
+}
+
+// wait waits up to wait for owner's run id: its answer once it ended,
+// else nil and the handle (still running).
+func (d Deps) wait(ctx context.Context, owner, id string, wait time.Duration) (*mcp.CallToolResult, *handle, bool) {
+	h := d.Handles
+	hd, ok := d.lookup(ctx, owner, id)
 	if !ok {
 		return nil, nil, false
 	}
-	if hd.endsWithin(ctx, d) {
+	if hd.endsWithin(ctx, wait) {
 		return h.collect(hd, EndWaited), hd, true
 	}
 	return nil, hd, true
@@ -317,6 +340,13 @@ func (h *Handles) wait(ctx context.Context, owner, id string, d time.Duration) (
 // endsWithin waits up to d, or until ctx ends, for the run to end, and
 // says whether it did.
 func (hd *handle) endsWithin(ctx context.Context, d time.Duration) bool {
+	// An ended run answers its result even when d is 0 (a select of a
+	// closed done and a fired timer picks either).
+	select {
+	case <-hd.done:
+		return true
+	default:
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -333,8 +363,9 @@ const cancelWait = 30 * time.Second
 
 // cancelRun stops owner's run id and answers its result (a run already
 // over answers the result it had).
-func (h *Handles) cancelRun(ctx context.Context, owner, id string) (*mcp.CallToolResult, *handle, bool) {
-	hd, ok := h.find(owner, id)
+func (d Deps) cancelRun(ctx context.Context, owner, id string) (*mcp.CallToolResult, *handle, bool) {
+	h := d.Handles
+	hd, ok := d.lookup(ctx, owner, id)
 	if !ok {
 		return nil, nil, false
 	}
@@ -364,15 +395,24 @@ func (h *Handles) sweep() {
 		}
 	}
 	sort.Slice(ended, func(i, j int) bool { return ended[i].Ended.Before(ended[j].Ended) })
+	var gone []*handle
 	for i, hd := range ended {
 		if now.Sub(hd.Ended) >= h.keep || len(ended)-i > h.maxKept {
-			lines = append(lines, h.settleLocked(hd, EndAbandoned))
+			if !hd.remote {
+				lines = append(lines, h.settleLocked(hd, EndAbandoned))
+			}
 			delete(h.runs, hd.RunID)
+			if hd.durable && !hd.remote {
+				gone = append(gone, hd)
+			}
 		}
 	}
 	h.mu.Unlock()
 	for _, e := range lines {
 		h.record(e)
+	}
+	for _, hd := range gone {
+		h.store.Delete(hd.kindID())
 	}
 }
 
@@ -384,7 +424,9 @@ func (h *Handles) Close() {
 	h.mu.Lock()
 	h.closed = true
 	for _, hd := range h.runs {
-		if hd.Background && !hd.Ended.IsZero() {
+		// A durable run's line stays in its record, for the server
+		// that collects it after this one (or drops it as abandoned).
+		if hd.Background && !hd.Ended.IsZero() && !hd.durable {
 			lines = append(lines, h.settleLocked(hd, EndAbandoned))
 		}
 	}

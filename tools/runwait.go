@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -31,12 +32,55 @@ const (
 const TaskCallPrefix = "runbox-task/"
 
 // isTaskCall reports whether req is a task's call.
-func isTaskCall(req mcp.CallToolRequest) bool {
+func isTaskCall(req mcp.CallToolRequest) bool { return taskOf(req) != "" }
+
+// taskOf is the task id of a task's call, or "".
+func taskOf(req mcp.CallToolRequest) string {
 	if req.Params.Meta == nil {
-		return false
+		return ""
 	}
-	token, ok := req.Params.Meta.ProgressToken.(string)
-	return ok && strings.HasPrefix(token, TaskCallPrefix)
+	token, _ := req.Params.Meta.ProgressToken.(string)
+	id, _ := strings.CutPrefix(token, TaskCallPrefix)
+	if id == token {
+		return ""
+	}
+	return id
+}
+
+// AnswerWithinMeta is the tools/call _meta key with which a client says
+// how long it waits for a call's answer, in seconds: a run still going
+// then answers running (the run handle). 0 waits for the run's end,
+// however long (the client waits that long); without it the manifest's
+// limits.answer_within_seconds holds.
+const AnswerWithinMeta = "io.runbox/answer_within_seconds"
+
+// answerWithin is how long the call waits before answering running: the
+// client's AnswerWithinMeta, else the manifest's bound.
+func (h *Handles) answerWithin(req mcp.CallToolRequest) time.Duration {
+	if req.Params.Meta == nil {
+		return h.within
+	}
+	var secs float64
+	switch v := req.Params.Meta.AdditionalFields[AnswerWithinMeta].(type) {
+	case float64:
+		secs = v
+	case int:
+		secs = float64(v)
+	case int64:
+		secs = float64(v)
+	case json.Number:
+		f, err := v.Float64()
+		if err != nil {
+			return h.within
+		}
+		secs = f
+	default:
+		return h.within
+	}
+	if !(secs >= 0) || secs > 24*3600 {
+		return h.within
+	}
+	return time.Duration(secs * float64(time.Second))
 }
 
 type runIDKey struct{}
@@ -77,15 +121,28 @@ func (d Deps) record(ctx context.Context, e audit.Entry) error {
 // long run past the caps is refused).
 func (d Deps) answerCall(ctx context.Context, req mcp.CallToolRequest, c Call) *mcp.CallToolResult {
 	m, h := d.Manifest, d.Handles
-	if h == nil || (h.within <= 0 && !isTaskCall(req)) {
+	if h == nil {
 		return answer(ctx, m, d.Store, d.Run(ctx, c))
 	}
 	owner := c.Client
-	if isTaskCall(req) {
+	if task := taskOf(req); task != "" {
 		if bad := h.take(owner); bad != nil {
 			return answer(ctx, m, nil, d.refused(c, *bad))
 		}
 		defer h.release(owner)
+		if h.store == nil {
+			return answer(ctx, m, d.Store, d.Run(ctx, c))
+		}
+		// A task's call is durable from its start: its record, by task
+		// id, lets a restarted server finish the task.
+		hd := h.beginTask(owner, req.Params.Name, task, c)
+		runCtx := context.WithValue(context.WithValue(ctx, runIDKey{}, hd.RunID), handleKey{}, hd)
+		out := answer(runCtx, m, d.Store, d.Run(runCtx, c))
+		h.finish(hd, out)
+		return out
+	}
+	within := h.answerWithin(req)
+	if within <= 0 || h.within <= 0 {
 		return answer(ctx, m, d.Store, d.Run(ctx, c))
 	}
 	// The run outlives the call: its context keeps the call's values
@@ -99,7 +156,7 @@ func (d Deps) answerCall(ctx context.Context, req mcp.CallToolRequest, c Call) *
 		defer cancel()
 		h.finish(hd, answer(runCtx, m, d.Store, d.Run(runCtx, c)))
 	}()
-	t := time.NewTimer(h.within)
+	t := time.NewTimer(within)
 	defer t.Stop()
 	select {
 	case <-hd.done:
@@ -112,6 +169,10 @@ func (d Deps) answerCall(ctx context.Context, req mcp.CallToolRequest, c Call) *
 	case <-t.C:
 	}
 	if h.toBackground(hd) {
+		h.mu.Lock()
+		hd.call = recordCall(c)
+		h.mu.Unlock()
+		h.persist(hd)
 		return d.running(ctx, hd)
 	}
 	if hd.refused != nil {
@@ -176,7 +237,7 @@ func RunHandleTools(d Deps) []server.ServerTool {
 				}
 				wait = min(wait, time.Duration(*a.WaitSeconds*float64(time.Second)))
 			}
-			out, hd, ok := h.wait(ctx, PrincipalOf(ctx), a.RunID, wait)
+			out, hd, ok := d.wait(ctx, PrincipalOf(ctx), a.RunID, wait)
 			return d.handleAnswer(ctx, a.RunID, out, hd, ok), nil
 		}},
 		{Tool: cancelT, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -184,7 +245,7 @@ func RunHandleTools(d Deps) []server.ServerTool {
 			if err := decodeStrict(req, &a); err != nil {
 				return answer(ctx, m, nil, d.refused(Call{}, contract.Invalid("bad arguments: %v", err))), nil
 			}
-			out, hd, ok := h.cancelRun(ctx, PrincipalOf(ctx), a.RunID)
+			out, hd, ok := d.cancelRun(ctx, PrincipalOf(ctx), a.RunID)
 			return d.handleAnswer(ctx, a.RunID, out, hd, ok), nil
 		}},
 	}

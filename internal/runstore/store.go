@@ -296,8 +296,10 @@ func (s *Store) List(kind string) []Entry {
 }
 
 // Sweep removes the expired records (every server's: expiry is the
-// same for all), and temporary files a killed writer left.
-func (s *Store) Sweep() {
+// same for all, but a record a live server holds stays), and temporary
+// files a killed writer left. gone, when set, is told each record
+// removed.
+func (s *Store) Sweep(gone func(Entry)) {
 	des, err := os.ReadDir(s.dir)
 	if err != nil {
 		return
@@ -319,6 +321,9 @@ func (s *Store) Sweep() {
 			if release, held := s.tryHold(e.Kind, e.ID); held {
 				s.remove(e.Kind, e.ID)
 				release()
+				if gone != nil {
+					gone(e)
+				}
 			}
 		}
 	}

@@ -158,12 +158,16 @@ func TestKeepAndStale(t *testing.T) {
 	if n := len(s.List("run")); n != 1 {
 		t.Fatalf("List = %d records, want 1", n)
 	}
-	s.Sweep()
+	var gone []string
+	s.Sweep(func(e Entry) { gone = append(gone, e.ID) })
+	if len(gone) != 1 || gone[0] != "done" {
+		t.Fatalf("Sweep told %v gone", gone)
+	}
 	if files, _ := s.files(); len(files) != 1 {
 		t.Fatalf("Sweep left %v", files)
 	}
 	now = now.Add(2 * time.Hour)
-	s.Sweep()
+	s.Sweep(nil)
 	if files, _ := s.files(); len(files) != 0 {
 		t.Fatalf("Sweep left a stale record: %v", files)
 	}
@@ -227,7 +231,7 @@ func TestTwoStoresOneDirectory(t *testing.T) {
 	if _, ok := b.Hold("run", "ra"); ok {
 		t.Fatal("b held a record a holds")
 	}
-	b.Sweep() // expired nothing; must not touch a's
+	b.Sweep(nil) // expired nothing; must not touch a's
 	if _, ok := b.Get("run", "ra"); !ok {
 		t.Fatal("b's sweep removed a's record")
 	}
@@ -282,7 +286,7 @@ func TestCorruptRecordIgnored(t *testing.T) {
 	if !strings.Contains(log.String(), "cannot be read") {
 		t.Fatalf("no log line: %s", log.String())
 	}
-	s.Sweep()
+	s.Sweep(nil)
 	if err := s.Put(Entry{Kind: "run", ID: "next", Finished: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,428 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/runbox-mcp/runbox/audit"
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/runstore"
+)
+
+// Long runs outlive the server process (issue 22 item 3). A run becomes
+// durable when it goes to the background or when it is an MCP task's
+// call: its record (the Held fields, the call's audit facts and the
+// box's Detached record once the job is sent) is then written to the run
+// store in the state directory, and again at its end with its answer. A
+// run that ends before the bound writes nothing. A restarted server finds
+// a record by its run id: a finished run answers its stored answer, a
+// running one is adopted (the runner finds its box by the record and
+// waits for its end), and a record whose box is gone answers that its
+// result is lost.
+
+// Record kinds in the run store.
+const (
+	// recordRun is a run answered with a handle, by run id.
+	recordRun = "run"
+	// recordTaskRun is the run of an MCP task's call, by task id.
+	recordTaskRun = "taskrun"
+)
+
+// Adopter finds a run's box again in a restarted server and waits (a
+// bounded time) for the run's end: the result the dead server would have
+// built, or one saying the result is lost. Cancelling ctx cancels the run.
+type Adopter interface {
+	Adopt(ctx context.Context, d Detached) contract.Result
+}
+
+// runRecord is a durable run as the store keeps it: plain data.
+type runRecord struct {
+	RunID     string          `json:"run_id"`
+	TaskID    string          `json:"task_id,omitempty"`
+	Owner     string          `json:"owner"`
+	Tool      string          `json:"tool"`
+	Language  string          `json:"language"`
+	Started   time.Time       `json:"started"`
+	Ended     time.Time       `json:"ended,omitzero"`
+	Cancelled bool            `json:"cancelled,omitempty"`
+	Ending    Ending          `json:"ending,omitempty"`
+	Answer    json.RawMessage `json:"answer,omitempty"`
+	// Audit is the run's audit line held until its ending is known.
+	Audit    *audit.Entry `json:"audit,omitempty"`
+	Call     recordedCall `json:"call"`
+	Detached *Detached    `json:"detached,omitempty"`
+}
+
+// recordedCall is what an adopted run's audit line needs of its call.
+type recordedCall struct {
+	Args   json.RawMessage `json:"args,omitempty"`
+	Client string          `json:"client,omitempty"`
+	App    audit.Client    `json:"app"`
+}
+
+func recordCall(c Call) recordedCall {
+	raw := c.Raw
+	if raw == nil || !json.Valid(raw) {
+		raw, _ = json.Marshal(c.Args)
+	}
+	return recordedCall{Args: raw, Client: c.Client, App: c.App}
+}
+
+func (r recordedCall) call() Call {
+	c := DecodeCall(r.Args)
+	c.Client, c.App = r.Client, r.App
+	return c
+}
+
+// keeping is what a handle adds to be kept in the store.
+type keeping struct {
+	// durable: the run is kept in the store (a background run, or a
+	// task's call, when the server has a store).
+	durable  bool
+	taskID   string
+	detached *Detached
+	call     recordedCall
+	// release gives up the store's hold of the record (the run's end).
+	release func()
+	// saveMu orders the record's writes: each writes the handle as it
+	// is when the write begins.
+	saveMu sync.Mutex
+	// remote: another live server runs the run; this one reads its
+	// record (pollRemote).
+	remote bool
+}
+
+// Durable keeps h's long runs in store, so that they outlive the
+// process; adopter finds a running record's box in a restarted server
+// (nil: such a record answers lost). Call it before serving.
+func (h *Handles) Durable(store *runstore.Store, adopter Adopter) {
+	h.store, h.adopter = store, adopter
+}
+
+func (hd *handle) kindID() (string, string) {
+	if hd.taskID != "" {
+		return recordTaskRun, hd.taskID
+	}
+	return recordRun, hd.RunID
+}
+
+// beginTask registers the run of task's call, durable at once (so that a
+// restarted server finds it by task id), outside the run_wait registry.
+func (h *Handles) beginTask(owner, tool, task string, c Call) *handle {
+	hd := &handle{Held: Held{RunID: NewRunID(), Owner: owner, Tool: tool, Language: c.Args.Language, Started: h.now()},
+		cancel: func() {}, done: make(chan struct{})}
+	hd.taskID, hd.call = task, recordCall(c)
+	h.persist(hd)
+	return hd
+}
+
+// onSent is the run's RunRequest.OnSent: the box's record joins the
+// run's handle, if it has one.
+func (d Deps) onSent(ctx context.Context) func(Detached) {
+	hd, ok := ctx.Value(handleKey{}).(*handle)
+	if !ok || d.Handles == nil || d.Handles.store == nil {
+		return nil
+	}
+	return func(det Detached) { d.Handles.sent(hd, det) }
+}
+
+// persist makes hd durable: its record is held by this process and
+// written.
+func (h *Handles) persist(hd *handle) {
+	if h.store == nil {
+		return
+	}
+	kind, id := hd.kindID()
+	release, _ := h.store.Hold(kind, id)
+	h.mu.Lock()
+	hd.durable, hd.release = true, release
+	h.mu.Unlock()
+	h.save(hd)
+}
+
+// sent takes the box's Detached record of hd's run (RunRequest.OnSent):
+// written at once when the run is durable already.
+func (h *Handles) sent(hd *handle, d Detached) {
+	h.mu.Lock()
+	hd.detached = &d
+	save := hd.durable
+	h.mu.Unlock()
+	if save {
+		h.save(hd)
+	}
+}
+
+// save writes hd's record as it is now.
+func (h *Handles) save(hd *handle) {
+	hd.saveMu.Lock()
+	defer hd.saveMu.Unlock()
+	h.mu.Lock()
+	if !hd.durable || hd.remote {
+		h.mu.Unlock()
+		return
+	}
+	rec := runRecord{RunID: hd.RunID, TaskID: hd.taskID, Owner: hd.Owner, Tool: hd.Tool, Language: hd.Language,
+		Started: hd.Started, Ended: hd.Ended, Cancelled: hd.Cancelled, Ending: hd.Ending, Audit: hd.Audit,
+		Call: hd.call, Detached: hd.detached}
+	answer := hd.Answer
+	h.mu.Unlock()
+	if answer != nil {
+		rec.Answer, _ = json.Marshal(answer)
+	}
+	data, err := json.Marshal(rec)
+	if err == nil {
+		kind, id := hd.kindID()
+		err = h.store.Put(runstore.Entry{Kind: kind, ID: id, Finished: !rec.Ended.IsZero(), Data: data})
+	}
+	if err != nil {
+		h.logger.Warn("run store: this run's record is not kept (it will not outlive the server)", "run_id", hd.RunID, "err", err)
+	}
+}
+
+// ended writes a durable run's final record and gives up its hold.
+func (h *Handles) ended(hd *handle) {
+	h.mu.Lock()
+	save, release := hd.durable, hd.release
+	hd.release = nil
+	h.mu.Unlock()
+	if save {
+		h.save(hd)
+	}
+	if release != nil {
+		release()
+	}
+}
+
+// load reads a run's record.
+func (h *Handles) load(kind, id string) (runRecord, bool) {
+	var rec runRecord
+	e, ok := h.store.Get(kind, id)
+	if !ok || json.Unmarshal(e.Data, &rec) != nil {
+		return runRecord{}, false
+	}
+	return rec, true
+}
+
+// restore finds owner's run id in the store (a run of a server that
+// stopped, or of another server on the same state directory) and keeps
+// it as a handle: finished, with its stored answer; running in another
+// live server, read from its record; or adopted.
+func (d Deps) restore(ctx context.Context, owner, id string) (*handle, bool) {
+	h := d.Handles
+	if h.store == nil {
+		return nil, false
+	}
+	rec, ok := h.load(recordRun, id)
+	if !ok || rec.Owner != owner {
+		return nil, false
+	}
+	hd := &handle{Held: Held{RunID: rec.RunID, Owner: rec.Owner, Tool: rec.Tool, Language: rec.Language,
+		Started: rec.Started, Background: true, Cancelled: rec.Cancelled, Ending: rec.Ending, Audit: rec.Audit},
+		done: make(chan struct{})}
+	hd.durable, hd.call, hd.detached = true, rec.Call, rec.Detached
+	var adopt bool
+	if rec.Ended.IsZero() {
+		release, held := h.store.Hold(recordRun, id)
+		if held {
+			hd.release, adopt = release, true
+		} else {
+			hd.remote = true
+			hd.Audit = nil // its server writes the line
+		}
+	} else {
+		hd.Ended, hd.Answer = rec.Ended, h.parseAnswer(rec.Answer)
+		hd.decided = true
+		close(hd.done)
+	}
+	h.mu.Lock()
+	if had, ok := h.runs[id]; ok {
+		// Another waiter restored it first.
+		h.mu.Unlock()
+		if hd.release != nil {
+			hd.release()
+		}
+		return had, had.Owner == owner && had.Background
+	}
+	if h.closed {
+		h.mu.Unlock()
+		if hd.release != nil {
+			hd.release()
+		}
+		return nil, false
+	}
+	h.runs[id] = hd
+	if rec.Ended.IsZero() {
+		// A running run counts against the caps, over them or not: it
+		// runs already.
+		h.long[owner]++
+		h.nLong++
+		h.held()
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	hd.cancel = cancel
+	h.mu.Unlock()
+	unhook := context.AfterFunc(h.base, cancel)
+	switch {
+	case adopt:
+		go func() {
+			defer unhook()
+			defer cancel()
+			d.adopt(runCtx, hd)
+		}()
+	case hd.remote:
+		go func() {
+			defer unhook()
+			defer cancel()
+			d.pollRemote(runCtx, hd)
+		}()
+	default:
+		unhook()
+		cancel()
+	}
+	h.logger.Info("background run restored", "run_id", id, "running", rec.Ended.IsZero(), "adopted", adopt)
+	return hd, true
+}
+
+// parseAnswer reads a stored CallToolResult.
+func (h *Handles) parseAnswer(raw json.RawMessage) *mcp.CallToolResult {
+	if len(raw) > 0 {
+		if out, err := mcp.ParseCallToolResult(&raw); err == nil {
+			return out
+		}
+	}
+	res := contract.Fail(contract.Job{}, runLost("its stored answer could not be read"))
+	res.Isolation = h.m.Isolation
+	return ToCallToolResult(h.m, contract.ForModel(res, h.m.Limits.AnswerChars))
+}
+
+// adopt waits, through the runner, for the end of a run whose server
+// stopped, and keeps its answer as the run's own would have been: the
+// audit line written once, when the client collects it.
+func (d Deps) adopt(ctx context.Context, hd *handle) {
+	h := d.Handles
+	var res contract.Result
+	switch {
+	case hd.detached == nil:
+		res = contract.Fail(contract.Job{RunID: hd.RunID}, runLost("its server stopped before the job reached its sandbox"))
+	case h.adopter == nil:
+		res = contract.Fail(contract.Job{RunID: hd.RunID}, runLost("this server cannot find sandboxes of another"))
+	default:
+		res = h.adopter.Adopt(ctx, *hd.detached)
+	}
+	res.RunID = hd.RunID
+	if res.Language == "" {
+		res.Language = hd.Language
+	}
+	if res.Isolation == "" {
+		res.Isolation = d.Manifest.Isolation
+	}
+	if d.Metrics != nil {
+		d.Metrics.Observe(res)
+	}
+	if d.Audit != nil {
+		e := AuditEntry(d.Manifest, d.Transport, hd.call.call(), res)
+		if !h.hold(hd, &e) {
+			h.record(&e)
+		}
+	}
+	h.finish(hd, answer(ctx, d.Manifest, d.Store, res))
+}
+
+// remotePoll is how often a run another server runs is read again.
+const remotePoll = time.Second
+
+// pollRemote follows a run another live server runs, through its
+// record: its answer once written; adopted, should that server die.
+func (d Deps) pollRemote(ctx context.Context, hd *handle) {
+	h := d.Handles
+	t := time.NewTicker(remotePoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			h.finish(hd, answer(ctx, d.Manifest, nil, contract.Fail(contract.Job{RunID: hd.RunID}, contract.Cancelled())))
+			return
+		case <-t.C:
+		}
+		rec, ok := h.load(recordRun, hd.RunID)
+		switch {
+		case !ok:
+			h.finish(hd, answer(ctx, d.Manifest, nil, contract.Fail(contract.Job{RunID: hd.RunID}, runLost("its record is gone"))))
+			return
+		case !rec.Ended.IsZero():
+			h.finish(hd, h.parseAnswer(rec.Answer))
+			return
+		}
+		if release, held := h.store.Hold(recordRun, hd.RunID); held {
+			h.mu.Lock()
+			hd.remote, hd.release, hd.detached, hd.Audit = false, release, rec.Detached, rec.Audit
+			h.mu.Unlock()
+			d.adopt(ctx, hd)
+			return
+		}
+	}
+}
+
+// runLost is a run whose result no server has.
+func runLost(why string) contract.ErrorInfo {
+	return contract.ErrorInfo{Kind: contract.KindSandbox, Message: "the run's result is lost: " + why,
+		Hint: "Run the code again; a run whose sandbox is gone cannot be recovered."}
+}
+
+// storeSweepEvery is how often the run store's expired records go.
+const storeSweepEvery = time.Minute
+
+// sweepStore drops expired records (every minute at most): a run nobody
+// collected is abandoned, its held audit line written then.
+func (h *Handles) sweepStore() {
+	if h.store == nil {
+		return
+	}
+	h.mu.Lock()
+	due := h.now().Sub(h.storeSwept) >= storeSweepEvery
+	if due {
+		h.storeSwept = h.now()
+	}
+	h.mu.Unlock()
+	if !due {
+		return
+	}
+	h.store.Sweep(func(e runstore.Entry) {
+		var rec runRecord
+		if e.Kind != recordRun || json.Unmarshal(e.Data, &rec) != nil || rec.Audit == nil || rec.Ending != "" {
+			return
+		}
+		rec.Audit.Background = string(EndAbandoned)
+		h.record(rec.Audit)
+	})
+}
+
+// KeepsBox says, from store's records, whether a run the records hold
+// runs in box id: a restarted server's reaper must leave that box to be
+// adopted (sandbox.Options.Keep). Records are read again at most every
+// few seconds.
+func KeepsBox(store *runstore.Store) func(boxID string) bool {
+	var mu sync.Mutex
+	var read time.Time
+	var boxes map[string]bool
+	return func(id string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if boxes == nil || time.Since(read) > 5*time.Second {
+			boxes, read = map[string]bool{}, time.Now()
+			for _, kind := range []string{recordRun, recordTaskRun} {
+				for _, e := range store.List(kind) {
+					var rec runRecord
+					if !e.Finished && json.Unmarshal(e.Data, &rec) == nil && rec.Detached != nil {
+						boxes[rec.Detached.BoxID] = true
+					}
+				}
+			}
+		}
+		return boxes[id]
+	}
+}

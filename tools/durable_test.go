@@ -1,0 +1,288 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/runstore"
+)
+
+// fakeAdopter stands for the runner of a restarted server: it answers
+// each adopted run with its job's code as stdout, once released, or a
+// lost result for a box it does not know.
+type fakeAdopter struct {
+	release chan struct{}
+	gone    map[string]bool
+	mu      sync.Mutex
+	adopted []string
+	killed  []string
+}
+
+func (a *fakeAdopter) Adopt(ctx context.Context, d Detached) contract.Result {
+	a.mu.Lock()
+	a.adopted = append(a.adopted, d.RunID)
+	a.mu.Unlock()
+	if a.gone[d.BoxID] {
+		return contract.Fail(d.Job, runLost("its sandbox is gone"))
+	}
+	select {
+	case <-a.release:
+		code := 0
+		return contract.Result{RunID: d.RunID, Status: contract.StatusOK, ExitCode: &code, Stdout: "adopted " + d.BoxID + "\n", Artifacts: []contract.Artifact{}}
+	case <-ctx.Done():
+		a.mu.Lock()
+		a.killed = append(a.killed, d.BoxID)
+		a.mu.Unlock()
+		return contract.Fail(d.Job, contract.Cancelled())
+	}
+}
+
+// durableServer is one server process's pipeline over the run store in
+// dir: handles answering after within.
+func durableServer(t *testing.T, dir string, within time.Duration, r *gateRunner, a Adopter) (Deps, func() []auditLine) {
+	t.Helper()
+	d, _, lines := handleDeps(t, within, 4, 16, r)
+	store, err := runstore.Open(dir, runstore.Options{Keep: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Handles.Durable(store, a)
+	return d, lines
+}
+
+// die is what kill -9 does to a server's records: its holds go (the
+// kernel drops its locks), its runs are no longer its.
+func die(d Deps) {
+	h := d.Handles
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hd := range h.runs {
+		if hd.release != nil {
+			hd.release()
+			hd.release = nil
+		}
+		hd.durable = false // a dead server writes nothing more
+	}
+}
+
+func sentAll(d Deps, box string) {
+	h := d.Handles
+	h.mu.Lock()
+	var hs []*handle
+	for _, hd := range h.runs {
+		hs = append(hs, hd)
+	}
+	h.mu.Unlock()
+	for _, hd := range hs {
+		h.sent(hd, Detached{RunID: hd.RunID, BoxID: box, Job: contract.Job{RunID: hd.RunID}})
+	}
+}
+
+func records(t *testing.T, dir string) []string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	return m
+}
+
+// A run answered running outlives its server: a new server on the same
+// store answers running (adopting it, once), then the adopted run's
+// result; the audit line is written once, by the server that handed it.
+func TestDurableRunAdoptedAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := durableServer(t, dir, 30*time.Millisecond, newGateRunner(), nil)
+	first := callAs(t, a, "alice", RunCodeName, slowCall)
+	if first.Status != contract.StatusRunning {
+		t.Fatalf("status %s", first.Status)
+	}
+	sentAll(a, "box1")
+	if n := len(records(t, dir)); n != 1 {
+		t.Fatalf("%d records, want 1", n)
+	}
+	die(a)
+
+	adopter := &fakeAdopter{release: make(chan struct{})}
+	b, linesB := durableServer(t, dir, 30*time.Millisecond, newGateRunner(), adopter)
+	if res := callAs(t, b, "bob", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 0}); res.Error == nil || res.Error.Kind != contract.KindInvalidRequest {
+		t.Fatalf("another owner's run_wait = %+v", res)
+	}
+	for range 2 {
+		if res := callAs(t, b, "alice", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 0}); res.Status != contract.StatusRunning || res.RunID != first.RunID {
+			t.Fatalf("run_wait of an adopted run = %+v", res)
+		}
+	}
+	close(adopter.release)
+	res := callAs(t, b, "alice", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 5})
+	if res.Status != contract.StatusOK || res.Stdout != "adopted box1\n" || res.RunID != first.RunID {
+		t.Fatalf("result = %+v", res)
+	}
+	if len(adopter.adopted) != 1 {
+		t.Fatalf("adopted %d times", len(adopter.adopted))
+	}
+	// Collected again: the same answer, no second audit line.
+	if again := callAs(t, b, "alice", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 0}); again.Stdout != res.Stdout {
+		t.Fatalf("again = %+v", again)
+	}
+	var mine []auditLine
+	for _, l := range linesB() {
+		if l.run == first.RunID {
+			mine = append(mine, l)
+		}
+	}
+	if len(mine) != 1 || mine[0].background != string(EndWaited) {
+		t.Fatalf("audit lines of the adopted run: %+v", mine)
+	}
+}
+
+// A run that finished in a server that then died answers its stored
+// answer, as its own server would have.
+func TestDurableFinishedAnswerKept(t *testing.T) {
+	dir := t.TempDir()
+	r := newGateRunner()
+	a, _ := durableServer(t, dir, 30*time.Millisecond, r, nil)
+	first := callAs(t, a, "local", RunCodeName, slowCall)
+	close(r.release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e, ok := a.Handles.store.Get(recordRun, first.RunID)
+		if ok && e.Finished {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the finished run's record was not written")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	die(a)
+	b, lines := durableServer(t, dir, time.Second, newGateRunner(), &fakeAdopter{})
+	res := callAs(t, b, "local", RunWaitName, map[string]any{"run_id": first.RunID})
+	if res.Status != contract.StatusOK || res.Stdout != "done\n" || res.RunID != first.RunID {
+		t.Fatalf("stored answer = %+v", res)
+	}
+	if l := lines(); len(l) != 1 || l[0].background != string(EndWaited) {
+		t.Fatalf("audit: %+v", l)
+	}
+}
+
+// A record whose box is gone, or whose job never reached a box, answers
+// lost at once; run_cancel of an adopted run kills its box.
+func TestDurableLostAndCancelled(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := durableServer(t, dir, 30*time.Millisecond, newGateRunner(), nil)
+	gone := callAs(t, a, "local", RunCodeName, slowCall)
+	sentAll(a, "gonebox")
+	unsent := callAs(t, a, "local", RunCodeName, slowCall)
+	die(a)
+	adopter := &fakeAdopter{release: make(chan struct{}), gone: map[string]bool{"gonebox": true}}
+	b, _ := durableServer(t, dir, time.Second, newGateRunner(), adopter)
+	for _, id := range []string{gone.RunID, unsent.RunID} {
+		start := time.Now()
+		res := callAs(t, b, "local", RunWaitName, map[string]any{"run_id": id, "wait_seconds": 30})
+		if res.Error == nil || res.Error.Kind != contract.KindSandbox || !strings.Contains(res.Error.Message, "lost") {
+			t.Fatalf("lost run = %+v", res)
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("a lost run took %v", time.Since(start))
+		}
+	}
+
+	a2, _ := durableServer(t, t.TempDir(), 30*time.Millisecond, newGateRunner(), nil)
+	going := callAs(t, a2, "local", RunCodeName, slowCall)
+	sentAll(a2, "box2")
+	die(a2)
+	c, _ := durableServer(t, a2.Handles.store.Dir(), time.Second, newGateRunner(), adopter)
+	res := callAs(t, c, "local", RunCancelName, map[string]any{"run_id": going.RunID})
+	if res.Error == nil || res.Error.Kind != contract.KindSandbox {
+		t.Fatalf("cancelled = %+v", res)
+	}
+	adopter.mu.Lock()
+	defer adopter.mu.Unlock()
+	if len(adopter.killed) != 1 || adopter.killed[0] != "box2" {
+		t.Fatalf("killed %v", adopter.killed)
+	}
+}
+
+// While the server that runs a run is alive, another server on the same
+// state directory reads its record and never adopts it.
+func TestDurableRunOfALiveServer(t *testing.T) {
+	dir := t.TempDir()
+	r := newGateRunner()
+	a, _ := durableServer(t, dir, 30*time.Millisecond, r, nil)
+	first := callAs(t, a, "local", RunCodeName, slowCall)
+	sentAll(a, "box1")
+	adopter := &fakeAdopter{release: make(chan struct{})}
+	b, _ := durableServer(t, dir, 20*time.Second, newGateRunner(), adopter)
+	if res := callAs(t, b, "local", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 0}); res.Status != contract.StatusRunning {
+		t.Fatalf("= %+v", res)
+	}
+	close(r.release)
+	res := callAs(t, b, "local", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 10})
+	if res.Status != contract.StatusOK || res.Stdout != "done\n" {
+		t.Fatalf("= %+v", res)
+	}
+	if len(adopter.adopted) != 0 {
+		t.Fatal("a live server's run was adopted")
+	}
+}
+
+// A run that ends within the bound writes nothing to the store.
+func TestShortRunWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	r := newGateRunner()
+	close(r.release)
+	d, _ := durableServer(t, dir, 10*time.Second, r, nil)
+	for range 5 {
+		if res := callAs(t, d, "local", RunCodeName, slowCall); res.Status != contract.StatusOK {
+			t.Fatalf("= %+v", res)
+		}
+	}
+	if des, _ := os.ReadDir(dir); len(des) != 0 {
+		t.Fatalf("a short run wrote %v", des)
+	}
+}
+
+// A client's io.runbox/answer_within_seconds: 0 waits for the run's end
+// (today's behaviour), a shorter bound answers running sooner.
+func TestAnswerWithinMeta(t *testing.T) {
+	call := func(d Deps, meta map[string]any) contract.Result {
+		t.Helper()
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = RunCodeName, slowCall
+		req.Params.Meta = &mcp.Meta{AdditionalFields: meta}
+		out, _ := RunCode(d).Handler(context.Background(), req)
+		var res contract.Result
+		b, _ := json.Marshal(out.StructuredContent)
+		_ = json.Unmarshal(b, &res)
+		return res
+	}
+	r := newGateRunner()
+	d, _, _ := handleDeps(t, 30*time.Millisecond, 4, 16, r)
+	time.AfterFunc(300*time.Millisecond, func() { close(r.release) })
+	if res := call(d, map[string]any{AnswerWithinMeta: 0.0}); res.Status != contract.StatusOK {
+		t.Fatalf("answer_within 0 = %s, want the run's result", res.Status)
+	}
+	r2 := newGateRunner()
+	defer close(r2.release)
+	d2, _, _ := handleDeps(t, time.Hour, 4, 16, r2)
+	start := time.Now()
+	if res := call(d2, map[string]any{AnswerWithinMeta: 0.05}); res.Status != contract.StatusRunning {
+		t.Fatalf("answer_within 0.05 = %s, want running", res.Status)
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Fatal("the client's bound was not kept")
+	}
+	for _, bad := range []any{-1.0, "2", 1e9} {
+		if got := d2.Handles.answerWithin(mcp.CallToolRequest{Params: mcp.CallToolParams{Meta: &mcp.Meta{AdditionalFields: map[string]any{AnswerWithinMeta: bad}}}}); got != time.Hour {
+			t.Errorf("answer_within %v = %v, want the manifest's", bad, got)
+		}
+	}
+
+}
