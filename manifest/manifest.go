@@ -234,7 +234,13 @@ type Limits struct {
 	// calls made as MCP tasks): past them a run is refused with
 	// resource_limit.
 	MaxBackgroundRuns          int `json:"max_background_runs" jsonschema_description:"Most long runs (runs in the background after answer_within_seconds, and calls made as MCP tasks) the server holds at once; past it a run is refused with resource_limit."`
-	MaxBackgroundRunsPerClient int `json:"max_background_runs_per_client" jsonschema_description:"Most long runs one client (a bearer token's name over HTTP, the connection over stdio) holds at once; past it its run is refused with resource_limit."`
+	MaxBackgroundRunsPerClient int `json:"max_background_runs_per_client" jsonschema_description:"Most long runs one client (a bearer token's name over HTTP, the local user over stdio) holds at once; past it its run is refused with resource_limit."`
+	// KeptResults and KeptResultsBytes bound the run store: the long runs'
+	// and tasks' records in the state directory, which outlive the server
+	// process (kept artifacts.ttl_seconds after their end, at least a
+	// minute; the oldest finished go first).
+	KeptResults      int      `json:"max_kept_results" jsonschema_description:"Most records of long runs and tasks kept in the state directory (runs/), so that they outlive the server; past it the oldest finished go first."`
+	KeptResultsBytes ByteSize `json:"kept_results_bytes" jsonschema_description:"Bytes of long runs' and tasks' records (their results) kept in the state directory; past it the oldest finished go first, and a run that still does not fit is not kept past the server's end."`
 	// CPUSeconds, when positive, caps the CPU time of the program.
 	CPUSeconds int64 `json:"cpu_seconds,omitempty" jsonschema_description:"CPU-time limit of the program in seconds; 0 means none beyond the wall clock."`
 
@@ -316,6 +322,8 @@ func Default() *Manifest {
 			AnswerWithinSeconds:        45,
 			MaxBackgroundRuns:          16,
 			MaxBackgroundRunsPerClient: 4,
+			KeptResults:                1024,
+			KeptResultsBytes:           256 * MiB,
 			Memory:                     512 * MiB,
 			CPUs:                       1,
 			Pids:                       128,
@@ -444,6 +452,8 @@ func (m *Manifest) Validate() error {
 	rangeF("limits.answer_within_seconds", lim.AnswerWithinSeconds, 0, 3600)
 	rangeI("limits.max_background_runs", int64(lim.MaxBackgroundRuns), 0, 100000)
 	rangeI("limits.max_background_runs_per_client", int64(lim.MaxBackgroundRunsPerClient), 0, int64(lim.MaxBackgroundRuns))
+	rangeI("limits.max_kept_results", int64(lim.KeptResults), 1, 1000000)
+	rangeB("limits.kept_results_bytes", lim.KeptResultsBytes, 1*MiB, 64*GiB)
 	rangeF("limits.timeout_seconds", lim.TimeoutSeconds, 0.1, lim.MaxTimeoutSeconds)
 	rangeI("limits.cpu_seconds", lim.CPUSeconds, 0, 3600)
 	rangeB("limits.memory", lim.Memory, 16*MiB, 64*GiB)

@@ -426,3 +426,42 @@ func KeepsBox(store *runstore.Store) func(boxID string) bool {
 		return boxes[id]
 	}
 }
+
+// AdoptTask finishes, in a restarted server, the run of an MCP task
+// whose server stopped: its stored answer, the adopted run's answer once
+// it ends (cancelling ctx cancels the run), or one saying it is lost.
+func (d Deps) AdoptTask(ctx context.Context, taskID string) *mcp.CallToolResult {
+	h := d.Handles
+	lost := func(why string) *mcp.CallToolResult {
+		res := contract.Fail(contract.Job{}, runLost(why))
+		res.Isolation = d.Manifest.Isolation
+		return answer(ctx, d.Manifest, nil, res)
+	}
+	if h == nil || h.store == nil {
+		return lost("this server keeps no runs")
+	}
+	t := time.NewTicker(remotePoll)
+	defer t.Stop()
+	for {
+		rec, ok := h.load(recordTaskRun, taskID)
+		if !ok {
+			return lost("its server stopped before its run began")
+		}
+		if !rec.Ended.IsZero() {
+			return h.parseAnswer(rec.Answer)
+		}
+		if release, held := h.store.Hold(recordTaskRun, taskID); held {
+			hd := &handle{Held: Held{RunID: rec.RunID, Owner: rec.Owner, Tool: rec.Tool, Language: rec.Language, Started: rec.Started},
+				cancel: func() {}, done: make(chan struct{})}
+			hd.durable, hd.taskID, hd.call, hd.detached, hd.release = true, taskID, rec.Call, rec.Detached, release
+			d.adopt(ctx, hd)
+			return hd.Answer
+		}
+		// A live server runs it still: its record will say the end.
+		select {
+		case <-ctx.Done():
+			return answer(ctx, d.Manifest, nil, contract.Fail(contract.Job{RunID: rec.RunID}, contract.Cancelled()))
+		case <-t.C:
+		}
+	}
+}

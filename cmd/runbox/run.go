@@ -27,6 +27,7 @@ import (
 	"github.com/runbox-mcp/runbox/images/derived"
 	"github.com/runbox-mcp/runbox/internal/doctor"
 	"github.com/runbox-mcp/runbox/internal/mcpserver"
+	"github.com/runbox-mcp/runbox/internal/runstore"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/metrics"
 	"github.com/runbox-mcp/runbox/sandbox"
@@ -80,7 +81,15 @@ func run(ctx context.Context, cfg config) (int, error) {
 			return 2, err
 		}
 	}
-	runner, err := newBackend(m, logger, icpt)
+	// The long runs' records are read before the runner starts, so that
+	// its reaper leaves the boxes they hold to be adopted.
+	var runs *runstore.Store
+	if cfg.command == "serve" {
+		if runs, err = openRuns(m, logger); err != nil {
+			return 1, err
+		}
+	}
+	runner, err := newBackend(m, logger, icpt, runs)
 	if err != nil {
 		return 1, err
 	}
@@ -101,7 +110,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 			}
 		}
 		logger.Info("starting", "version", version, "transport", cfg.transport, "backend", m.Backend, "isolation", m.Isolation, "languages", m.LanguageNames())
-		s, promHandler, stop, err := serving(ctx, cfg, m, runner, derivedImages, logger)
+		s, promHandler, stop, err := serving(ctx, cfg, m, runner, runs, derivedImages, logger)
 		if err != nil {
 			return 1, err
 		}
@@ -126,7 +135,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 // servers, metrics, and the MCP server, told the images' descriptions as
 // they come. m is read-only: every description is a copy (describe). stop
 // closes what it opened.
-func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sandbox.BoxRunner, derivedImages []derived.Image, logger *slog.Logger) (s *server.MCPServer, prom http.Handler, stop func(), err error) {
+func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sandbox.BoxRunner, runs *runstore.Store, derivedImages []derived.Image, logger *slog.Logger) (s *server.MCPServer, prom http.Handler, stop func(), err error) {
 	auditLog, err := audit.Open(m.Audit)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w (set audit.path to a writable file, or audit.enabled: false)", err)
@@ -140,7 +149,10 @@ func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sand
 	if m.Cache.Enabled {
 		r = sandbox.NewCache(runner, m, runner.ImageDigest)
 	}
-	opts := mcpserver.Options{Version: version, Logger: logger, Transport: cfg.transport, Audit: auditLog, Described: described}
+	opts := mcpserver.Options{Version: version, Logger: logger, Transport: cfg.transport, Audit: auditLog, Described: described, Runs: runs}
+	if a, ok := any(runner).(tools.Adopter); ok {
+		opts.Adopter = a
+	}
 	opts.Upstream = startUpstream(ctx, m, logger)
 	if m.Metrics.Enabled && cfg.transport != mcpserver.TransportStdio {
 		opts.Metrics = metrics.New(version, m.Isolation, runner)
@@ -155,8 +167,19 @@ func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sand
 	}, nil
 }
 
-// newBackend makes the runner over the driver the manifest's backend names.
-func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Interception) (*sandbox.BoxRunner, error) {
+// openRuns opens the run store: the long runs' and tasks' records in the
+// state directory, which outlive the process (issue 22 item 3), kept as
+// long as a run's files (at least a minute) within the manifest's bounds.
+func openRuns(m *manifest.Manifest, logger *slog.Logger) (*runstore.Store, error) {
+	return runstore.Open(filepath.Join(audit.StateDir(), "runs"), runstore.Options{
+		MaxEntries: m.Limits.KeptResults, MaxBytes: int64(m.Limits.KeptResultsBytes),
+		Keep: max(m.Artifacts.TTL(), time.Minute), Stale: m.Limits.MaxTimeout() + max(m.Artifacts.TTL(), time.Minute),
+		Logger: logger})
+}
+
+// newBackend makes the runner over the driver the manifest's backend
+// names; runs, when set, holds boxes its reaper must leave.
+func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Interception, runs *runstore.Store) (*sandbox.BoxRunner, error) {
 	d, err := newDriver(m, sandbox.CurrentOwner(), logger)
 	if err != nil {
 		return nil, err

@@ -81,7 +81,7 @@ func TestServeLeavesTheManifestAsLoaded(t *testing.T) {
 	engine := downEngine{ready: make(chan struct{})}
 	runner := sandbox.New(engine, sandbox.Options{Manifest: m, Logger: logger})
 	defer runner.Close()
-	s, _, stop, err := serving(ctx, config{transport: "stdio"}, m, runner, imgs, logger)
+	s, _, stop, err := serving(ctx, config{transport: "stdio"}, m, runner, nil, imgs, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

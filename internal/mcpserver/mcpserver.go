@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/audit"
+	"github.com/runbox-mcp/runbox/internal/runstore"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/metrics"
 	"github.com/runbox-mcp/runbox/prompts"
@@ -33,6 +34,12 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Upstream are the servers code may call; nil: none (upstream.go).
 	Upstream *upstream.Set
+	// Runs keeps the long runs and tasks so that they outlive the process
+	// (issue 22 item 3); nil keeps them in memory only. Adopter finds a
+	// kept run's box in this (restarted) server; nil answers such a run
+	// lost.
+	Runs    *runstore.Store
+	Adopter tools.Adopter
 	// Described delivers the manifest again, as the images describe their
 	// languages (versions, packages): run_code's description, the prompts
 	// and the manifest resource follow each one. nil: the loaded
@@ -70,6 +77,9 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 		bm = o.Metrics
 	}
 	deps.Handles = tools.NewHandles(m, o.Audit, bm, logger)
+	if o.Runs != nil {
+		deps.Handles.Durable(o.Runs, o.Adopter)
+	}
 	handles.Store(s, deps.Handles)
 	if hasUpstream(o) {
 		deps.Upstream = o.Upstream
@@ -94,7 +104,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	// Last: every tool registered before the saved ones is a built-in,
 	// which no saved tool may shadow or delete.
 	addSaved(s, m, deps, o)
-	newTaskLayer(s, m, builtins, logger)
+	newTaskLayer(s, m, builtins, logger, o.Runs, deps.AdoptTask)
 	mr := tools.ManifestResource(d.current)
 	s.AddResource(mr.Resource, mr.Handler)
 	at := tools.ArtifactTemplate(store, m)

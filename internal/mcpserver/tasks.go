@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/runbox-mcp/runbox/internal/runstore"
 	"github.com/runbox-mcp/runbox/internal/tasks"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/tools"
@@ -64,6 +65,14 @@ type taskLayer struct {
 
 	logger *slog.Logger
 
+	// disk keeps the tasks in the run store, so that they outlive the
+	// process (nil: in memory); holds has, by task id, the release of
+	// the store's hold of a task whose call runs (or is adopted) here.
+	// adopt finishes the task of a server that stopped.
+	disk  *tasks.Disk
+	holds sync.Map
+	adopt AdoptTask
+
 	// base ends every task's call when the server stops.
 	base context.Context
 	stop context.CancelFunc
@@ -76,7 +85,11 @@ var layers sync.Map // *server.MCPServer → *taskLayer
 // run outlived its TTL cancelled) when no new task does it.
 const sweepEvery = time.Minute
 
-func newTaskLayer(s *server.MCPServer, m *manifest.Manifest, builtins map[string]bool, logger *slog.Logger) *taskLayer {
+// AdoptTask finishes the task of a server that stopped (tools'
+// Deps.AdoptTask): the result of its call, once its run ends.
+type AdoptTask func(ctx context.Context, taskID string) *mcp.CallToolResult
+
+func newTaskLayer(s *server.MCPServer, m *manifest.Manifest, builtins map[string]bool, logger *slog.Logger, runs *runstore.Store, adopt AdoptTask) *taskLayer {
 	// A task lives as long as the longest run may, then as long as its
 	// run's files are kept.
 	ttl := m.Limits.MaxTimeout() + m.Artifacts.TTL()
@@ -87,7 +100,13 @@ func newTaskLayer(s *server.MCPServer, m *manifest.Manifest, builtins map[string
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	l := &taskLayer{s: s, tasks: tasks.New(tasks.NewMemory(maxTasks, maxTaskBytes), ttl), builtins: builtins, base: base, stop: stop, logger: logger}
+	var store tasks.Store = tasks.NewMemory(maxTasks, maxTaskBytes)
+	var disk *tasks.Disk
+	if runs != nil {
+		disk = tasks.NewDisk(runs)
+		store = disk
+	}
+	l := &taskLayer{s: s, tasks: tasks.New(store, ttl), builtins: builtins, base: base, stop: stop, logger: logger, disk: disk, adopt: adopt}
 	layers.Store(s, l)
 	go func() {
 		t := time.NewTicker(sweepEvery)
@@ -101,6 +120,7 @@ func newTaskLayer(s *server.MCPServer, m *manifest.Manifest, builtins map[string
 				l.calls.Range(func(id, _ any) bool {
 					if !l.tasks.Has(id.(string)) {
 						l.calls.Delete(id)
+						l.unhold(id.(string))
 					}
 					return true
 				})
@@ -283,6 +303,7 @@ func (l *taskLayer) fromMCP(msg []byte, only string) (ours, answer bool) {
 		l.logger.Info("task", "task", logID(id), "tool", t.Tool, "status", t.Status, "ms", time.Since(t.Created).Milliseconds())
 		if t.Status.Terminal() {
 			l.calls.Delete(id)
+			l.unhold(id)
 		}
 	}
 	return true, true
@@ -320,6 +341,66 @@ func (l *taskLayer) finish(id string, m rpcMessage) {
 func (l *taskLayer) failInternal(id, message string) {
 	e, _ := json.Marshal(map[string]any{"code": mcp.INTERNAL_ERROR, "message": message})
 	l.tasks.Fail(id, e, message)
+	l.unhold(id)
+}
+
+// hold takes the store's hold of task id for this process.
+func (l *taskLayer) hold(id string) bool {
+	if l.disk == nil {
+		return false
+	}
+	release, ok := l.disk.Hold(id)
+	if ok {
+		l.holds.Store(id, release)
+	}
+	return ok
+}
+
+// unhold gives up the store's hold of task id: its call is over here.
+func (l *taskLayer) unhold(id string) {
+	if r, ok := l.holds.LoadAndDelete(id); ok {
+		r.(func())()
+	}
+}
+
+// resumeOrphan adopts owner's task id if its server stopped (the task is
+// in the store, unfinished, and no live server holds it): its run is
+// found again and the task finished with its result; a task that waited
+// for the client's answer cannot be made again and fails, saying so.
+func (l *taskLayer) resumeOrphan(owner, id string) {
+	if l.disk == nil {
+		return
+	}
+	if _, here := l.calls.Load(id); here {
+		return
+	}
+	if _, here := l.holds.Load(id); here {
+		return
+	}
+	t, err := l.tasks.Get(owner, id)
+	if err != nil || t.Status.Terminal() || !l.hold(id) {
+		return
+	}
+	if t.Status == tasks.InputRequired || l.adopt == nil {
+		l.failInternal(id, "the task's server stopped while the task waited for the client's answer: call the tool again")
+		return
+	}
+	ctx, cancel := context.WithCancel(l.base)
+	l.tasks.SetCancel(id, cancel)
+	l.logger.Info("task adopted", "task", logID(id), "tool", t.Tool)
+	go func() {
+		defer cancel()
+		out := l.adopt(ctx, id)
+		if raw, err := json.Marshal(out); err == nil {
+			l.tasks.Complete(id, raw)
+		} else {
+			l.failInternal(id, "the adopted task's result could not be encoded")
+		}
+		l.unhold(id)
+		if t, ok := l.tasks.Peek(id); ok {
+			l.logger.Info("task", "task", logID(id), "tool", t.Tool, "status", t.Status, "ms", time.Since(t.Created).Milliseconds())
+		}
+	}()
 }
 
 // sendFunc hands a task's call (as innerCall wrote it) to mcp-go on the
@@ -343,6 +424,7 @@ func (l *taskLayer) start(owner, tool string, msg []byte, send sendFunc) *tasks.
 		return nil
 	}
 	l.logger.Info("task", "task", logID(t.ID), "tool", tool, "status", t.Status)
+	l.hold(t.ID)
 	l.calls.Store(t.ID, taskCall{msg: msg, send: send})
 	l.call(t.ID, nil, nil)
 	return &t
@@ -415,6 +497,7 @@ func (l *taskLayer) answer(owner string, req rpcMessage, p requestMeta) ([]byte,
 	notFound := func(verb string) ([]byte, int) {
 		return rpcError(req.ID, mcp.INVALID_PARAMS, "Failed to "+verb+" task: Task not found", nil), mcp.INVALID_PARAMS
 	}
+	l.resumeOrphan(owner, p.TaskID)
 	switch req.Method {
 	case methodTasksGet:
 		t, err := l.tasks.Get(owner, p.TaskID)
@@ -427,6 +510,7 @@ func (l *taskLayer) answer(owner string, req rpcMessage, p requestMeta) ([]byte,
 			return notFound("cancel")
 		}
 		l.calls.Delete(p.TaskID)
+		l.unhold(p.TaskID)
 		return rpcResult(req.ID, map[string]any{"resultType": "complete"}), 0
 	default: // tasks/update
 		var up struct {

@@ -23,6 +23,12 @@ import (
 // params guard write), minus the messages about tasks' calls.
 func (l *taskLayer) stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 	owner := "stdio/" + tasks.NewID()
+	if l.disk != nil {
+		// Tasks that outlive the process belong to the local user of
+		// the state directory, as the run handle's runs do: the task id
+		// (130 random bits) is the capability.
+		owner = tools.LocalPrincipal
+	}
 	lw := &lineWriter{w: out}
 	return filterLines(in, lw, func(line []byte, pw io.Writer) []byte { return l.stdioLine(owner, line, pw) }),
 		taskFilter{l: l, w: lw}
