@@ -66,6 +66,10 @@ type SessionInfo struct {
 	// Roots are the client's roots mounted in the session's box when it
 	// opened; a restarted server does not know them.
 	Roots []Root `json:"roots,omitempty"`
+	// Running names the run of the cell the session is busy with, when a
+	// cell runs: a new call waits for it (a restarted server that adopted
+	// the cell its predecessor sent knows it too).
+	Running string `json:"running_run_id,omitempty"`
 }
 
 // SessionLimits are the limits a session runs under.

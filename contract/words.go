@@ -53,6 +53,13 @@ func SandboxFailed(msg string) ErrorInfo {
 	return ErrorInfo{Kind: KindSandbox, Message: FirstLine(msg), Hint: sandboxHint}
 }
 
+// RunLost is a run whose result a restarted server could not get back:
+// why says what was found (its box gone, a record of another backend).
+func RunLost(why string) ErrorInfo {
+	return ErrorInfo{Kind: KindSandbox, Message: "the run's result is lost: " + FirstLine(why),
+		Hint: "The server restarted while the run was going and could not get its result back: run it again."}
+}
+
 // BoxTakenAway is a run whose box the platform deleted or evicted.
 func BoxTakenAway(msg string) ErrorInfo {
 	return ErrorInfo{Kind: KindSandbox, Message: FirstLine(msg),

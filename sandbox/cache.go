@@ -58,6 +58,10 @@ func (c *Cache) Sessions() SessionRunner { return c.next.Sessions() }
 // Close closes the wrapped runner.
 func (c *Cache) Close() error { return c.next.Close() }
 
+// Adopt is the wrapped runner's: an adopted run's result is not cached
+// (its run was not answered from or for the cache).
+func (c *Cache) Adopt(ctx context.Context, d Detached) contract.Result { return c.next.Adopt(ctx, d) }
+
 // Run answers from the cache or runs the job and keeps its result.
 func (c *Cache) Run(ctx context.Context, req RunRequest) contract.Result {
 	job := req.Job

@@ -106,3 +106,7 @@ func TestCache(t *testing.T) {
 		t.Fatal("a result over max_bytes was kept")
 	}
 }
+
+func (*countingRunner) Adopt(_ context.Context, d Detached) contract.Result {
+	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
+}

@@ -43,7 +43,11 @@ func (r *BoxRunner) callJob(job contract.Job) *initproto.Job {
 // cell is interrupted and its report awaited, session's bound), and in the
 // channel afterwards: a one-off box's is closed, a session's kept while it
 // is sound.
-func (r *BoxRunner) call(ctx context.Context, b Box, ch *channel, job contract.Job, ij *initproto.Job, lim manifest.Limits, streams *initproto.Streams, session bool) (o outcome) {
+//
+// A call in mode.adopt collects a job a server since restarted sent at
+// mode.sent: its deadlines count from then.
+func (r *BoxRunner) call(ctx context.Context, b Box, ch *channel, job contract.Job, ij *initproto.Job, lim manifest.Limits, streams *initproto.Streams, mode callMode) (o outcome) {
+	session := mode.session
 	o.program = kernelComm(ij.Argv)
 	// A session's handlers end with the call, not with its cancellation:
 	// a cancelled call interrupts the cell, which must meet the interrupt
@@ -55,11 +59,20 @@ func (r *BoxRunner) call(ctx context.Context, b Box, ch *channel, job contract.J
 	}
 	bs := ch.begin(hctx, lim, streams, session)
 	ij.Streams, ij.StreamBudgets, ij.Call = streams.Kinds(), budgets(streams), bs.call
+	ij.RunID, ij.KeepMs = job.RunID, keepUncollected.Milliseconds()
 	sent := time.Now()
+	bound := job.Timeout + r.grace
+	if mode.adopt {
+		sent = mode.sent
+		// A run over already still has its report collected.
+		bound = max(time.Until(sent.Add(bound)), r.grace)
+	} else if mode.onSent != nil {
+		mode.onSent(sent)
+	}
 	got := make(chan collected, 1)
-	go func() { got <- ch.run(bs, ij, r.grace) }()
+	go func() { got <- ch.run(bs, ij, r.grace, mode.adopt) }()
 
-	backstop := time.NewTimer(job.Timeout + r.grace)
+	backstop := time.NewTimer(bound)
 	defer backstop.Stop()
 	var c collected
 wait:
@@ -85,10 +98,13 @@ wait:
 	}
 	ch.finish(bs)
 	o.report, o.contents = c.report, c.contents
-	if !session || o.report == nil || c.violation != "" {
-		// Ending a one-off box's channel lets its runbox-init exit; a
-		// session's call that came without its report leaves the channel
-		// in no known state, and its next call opens another.
+	switch {
+	case !session && o.report != nil && c.violation == "":
+		// Ending a one-off box's channel lets its runbox-init exit.
+		ch.finished()
+	case !session || o.report == nil || c.violation != "":
+		// A session's call that came without its report leaves the
+		// channel in no known state, and its next call opens another.
 		ch.close()
 	}
 	if c.violation != "" {

@@ -43,6 +43,10 @@ type channel struct {
 	call *boxStreams
 	// refused counts the streams refused since the last call began.
 	refused int
+
+	// end tells a one-off box the server has what it needed (its report
+	// and artifacts): it may exit. nil for a session's channel.
+	end func() error
 }
 
 // collected is what came over the channel for one call.
@@ -148,8 +152,10 @@ func (c *channel) finish(b *boxStreams) {
 }
 
 // run sends the call's job and collects the report and the artifacts it
-// names, within wait once the report is in.
-func (c *channel) run(b *boxStreams, job *initproto.Job, wait time.Duration) (got collected) {
+// names, within wait once the report is in. collect: the box already runs
+// the job (a restarted server adopts it), so it is asked for the report
+// of the job's run instead.
+func (c *channel) run(b *boxStreams, job *initproto.Job, wait time.Duration, collect bool) (got collected) {
 	defer func() {
 		if got.err != nil && c.counted.over() {
 			got.violation = fmt.Sprintf("it sent more than the %d bytes a run may", c.counted.limit())
@@ -165,7 +171,11 @@ func (c *channel) run(b *boxStreams, job *initproto.Job, wait time.Duration) (go
 	}
 	// A box that dies before reading its job must not block the report.
 	go func() {
-		_ = initproto.SendJob(st, job)
+		if collect {
+			_ = initproto.Send(st, initproto.Header{Kind: initproto.StreamCollect, Run: job.RunID})
+		} else {
+			_ = initproto.SendJob(st, job)
+		}
 		_ = st.Close()
 	}()
 	rep, err := initproto.ReceiveReport(st, maxReport(b.limits))
@@ -255,8 +265,17 @@ func collectArtifacts(arts <-chan artifactStream, lost <-chan struct{}, want []i
 	return contents, "", nil
 }
 
-// close ends the channel's multiplexer and its connection; a one-off
-// box's runbox-init exits.
+// finished ends a one-off box's channel once its report and artifacts are
+// in: its runbox-init exits. A one-off box whose channel closes without it
+// keeps its report for a server that comes back (Adopt).
+func (c *channel) finished() {
+	if c.end != nil {
+		_ = c.end()
+	}
+	c.close()
+}
+
+// close ends the channel's multiplexer and its connection.
 func (c *channel) close() {
 	_ = c.mux.Close()
 	_ = c.conn.Close()

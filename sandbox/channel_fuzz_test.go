@@ -92,7 +92,7 @@ func runOnce(conn Conn, l manifest.Limits, wait time.Duration) collected {
 	defer ch.close()
 	b := ch.begin(context.Background(), l, nil, false)
 	defer ch.finish(b)
-	return ch.run(b, &initproto.Job{}, wait)
+	return ch.run(b, &initproto.Job{}, wait, false)
 }
 
 // recorder keeps what a box writes.

@@ -24,8 +24,11 @@ type Driver interface {
 	// box's channel.
 	Start(ctx context.Context, spec BoxSpec) (Box, error)
 	// Reap removes boxes whose server is gone, and retries this driver's
-	// own removals that failed; it returns how many it removed.
-	Reap(ctx context.Context) (int, error)
+	// own removals that failed; it returns how many it removed. A box keep
+	// holds is never removed, though its server is gone: a store keeps a
+	// record of its run for a restarted server ([Options].Keep). keep may
+	// be nil.
+	Reap(ctx context.Context, keep func(boxID string) bool) (int, error)
 	// Isolation names the isolation level the boxes run under.
 	Isolation() string
 	// Close releases the platform's client.

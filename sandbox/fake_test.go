@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -45,10 +46,10 @@ func (d *fakeDriver) setReady(err error) {
 	d.mu.Unlock()
 }
 
-func (d *fakeDriver) ImageDigest(context.Context, string) (string, error) { return "sha256:fake", nil }
-func (d *fakeDriver) Reap(context.Context) (int, error)                   { return 0, nil }
-func (d *fakeDriver) Isolation() string                                   { return manifest.IsolationRunc }
-func (d *fakeDriver) Close() error                                        { return nil }
+func (d *fakeDriver) ImageDigest(context.Context, string) (string, error)  { return "sha256:fake", nil }
+func (d *fakeDriver) Reap(context.Context, func(string) bool) (int, error) { return 0, nil }
+func (d *fakeDriver) Isolation() string                                    { return manifest.IsolationRunc }
+func (d *fakeDriver) Close() error                                         { return nil }
 
 func (d *fakeDriver) Start(ctx context.Context, spec BoxSpec) (Box, error) {
 	d.mu.Lock()
@@ -91,7 +92,19 @@ type fakeBox struct {
 // serve is the fake runbox-init: it reads the job and lets the script
 // answer.
 func (b *fakeBox) serve() {
-	sess, err := yamux.Server(b.box, initproto.MuxConfig())
+	rr := initproto.NewResetReader(b.box)
+	nonce, err := rr.Await()
+	if err != nil {
+		return
+	}
+	if _, err := b.box.Write(initproto.Ack(nonce)); err != nil {
+		return
+	}
+	sess, err := yamux.Server(struct {
+		io.Reader
+		io.Writer
+		io.Closer
+	}{rr, b.box, b.box}, initproto.MuxConfig())
 	if err != nil {
 		return
 	}

@@ -29,6 +29,12 @@ type RunRequest struct {
 	// Approve is asked, by the run's network, whether the run may connect
 	// to an approve: ask endpoint; nil refuses those.
 	Approve Approver
+	// OnSent, when set, is called once, synchronously, just before the job
+	// is sent to its box (a one-off run, pooled or cold, or a session's
+	// cell), with what a restarted server needs to find the run again
+	// ([Runner].Adopt). It must be quick: the call waits for it. A run
+	// answered without a box (the [Cache], a refusal) never calls it.
+	OnSent func(Detached)
 }
 
 // Runner runs jobs in boxes.
@@ -41,4 +47,10 @@ type Runner interface {
 	Sessions() SessionRunner
 	// Close releases the runner; boxes still running are killed.
 	Close() error
+	// Adopt finds the box of a run a dead server sent ([RunRequest].OnSent)
+	// and returns the run's result, waiting for its end (bounded by its
+	// timeout from when it was sent); ctx cancelled cancels the run. A run
+	// whose box is gone answers a sandbox result saying its result is lost
+	// (contract.RunLost). It never hangs.
+	Adopt(ctx context.Context, d Detached) contract.Result
 }

@@ -48,7 +48,14 @@ func (r *BoxRunner) run(ctx context.Context, req RunRequest) contract.Result {
 	defer r.remove(b)
 	startup := time.Since(t0).Milliseconds()
 	streams, px := r.withProxy(req)
-	o := r.exchange(ctx, b, job, streams)
+	var mode callMode
+	if req.OnSent != nil {
+		mode.onSent = func(sent time.Time) {
+			req.OnSent(Detached{RunID: job.RunID, BoxID: b.ID(), Isolation: r.d.Isolation(), Job: job, Sent: sent,
+				StartupMs: startup, Pooled: pooled})
+		}
+	}
+	o := r.exchange(ctx, b, job, streams, mode)
 	if o.cancelled {
 		return contract.Fail(job, contract.Cancelled())
 	}
@@ -64,13 +71,13 @@ func (r *BoxRunner) run(ctx context.Context, req RunRequest) contract.Result {
 // exchange opens a started box's channel and makes the run's one call
 // over it, serving the streams the box opens with streams; the channel
 // ends with the call.
-func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job, streams *initproto.Streams) (o outcome) {
+func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job, streams *initproto.Streams, mode callMode) (o outcome) {
 	sent := time.Now()
 	conn, err := b.Exchange(ctx)
 	if err == nil {
 		var ch *channel
-		if ch, err = newChannel(conn, conn, maxStream(r.m.Limits)); err == nil {
-			return r.call(ctx, b, ch, job, r.callJob(job), r.m.Limits, streams, false)
+		if ch, err = firstChannel(conn, maxStream(r.m.Limits)); err == nil {
+			return r.call(ctx, b, ch, job, r.callJob(job), r.m.Limits, streams, mode)
 		}
 		_ = conn.Close()
 	}

@@ -28,6 +28,12 @@ type Options struct {
 	// manifest's network entries have credentials (the network ends
 	// their TLS with it); nil: none.
 	CA []byte
+	// Keep says whether the caller's store holds a record of a run in box
+	// boxID ([RunRequest].OnSent): the reaper never removes such a box,
+	// though the server that started it is dead, so that [Runner].Adopt
+	// finds it. It is asked from the runner's first reap on, which New
+	// starts: the store must be loaded before. nil: none is kept.
+	Keep func(boxID string) bool
 }
 
 // BoxRunner is the run algorithm, once for every platform: admission
@@ -57,6 +63,7 @@ type BoxRunner struct {
 
 	network func(time.Time, Approver) Network
 	ca      []byte
+	keep    func(string) bool
 
 	// sess are the open sessions (session.go), made on first use.
 	sess     *sessions
@@ -79,7 +86,7 @@ func New(d Driver, o Options) *BoxRunner {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &BoxRunner{d: d, m: o.Manifest, log: log, owner: owner,
 		slots: newSlots(o.Manifest.Concurrency, o.Manifest.QueueSize), grace: backstopGrace,
-		stop: cancel, done: make(chan struct{}), network: o.Network, ca: o.CA}
+		stop: cancel, done: make(chan struct{}), network: o.Network, ca: o.CA, keep: o.Keep}
 	r.pool = newPool(ctx, r)
 	go r.background(ctx)
 	return r
@@ -180,7 +187,7 @@ func (r *BoxRunner) quiet(d time.Duration) bool {
 func (r *BoxRunner) background(ctx context.Context) {
 	defer close(r.done)
 	for {
-		if n, err := r.d.Reap(ctx); err != nil && ctx.Err() == nil {
+		if n, err := r.d.Reap(ctx, r.keep); err != nil && ctx.Err() == nil {
 			r.log.Debug("reaper: platform not reachable", "err", err)
 		} else if n > 0 {
 			r.log.Info("reaped leftover boxes", "count", n)

@@ -87,9 +87,7 @@ func clientKey(client string) string {
 	return hex.EncodeToString(s[:16])
 }
 
-// connectSession opens the session box's channel: a reset that ends
-// whatever a previous server left half-written, the box's answer, and a
-// new multiplexer session over it.
+// connectSession opens the session box's channel (openAgain).
 func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*channel, error) {
 	b := ls.box
 	conn, err := b.Exchange(ctx)
@@ -108,6 +106,20 @@ func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*chann
 		}
 		r.sessionsOf().setBox(ls, b)
 	}
+	ch, _, err := openAgain(ctx, conn, maxStream(ls.limits))
+	if err != nil {
+		return nil, err
+	}
+	// A session box's channel may be reopened: the first Exchange is
+	// spent, the next one attaches again.
+	r.sessionsOf().setBox(ls, spentExchange{b})
+	return ch, nil
+}
+
+// openAgain opens a channel over conn to a box that may have served
+// another before: a reset that ends whatever a previous server left
+// half-written, the box's answer, and a new multiplexer session over it.
+func openAgain(ctx context.Context, conn Conn, max int64) (*channel, *initproto.ResetWriter, error) {
 	nonce := make([]byte, initproto.NonceSize)
 	_, _ = rand.Read(nonce)
 	w := initproto.NewResetWriter(conn)
@@ -130,26 +142,23 @@ func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*chann
 	select {
 	case a = <-done:
 	case <-time.After(APITimeout):
-		a.err = errors.New("the session box did not answer")
+		a.err = errors.New("the box did not answer")
 	case <-ctx.Done():
 		a.err = ctx.Err()
 	}
 	if a.err != nil {
 		_ = conn.Close()
 		if first, _, _ := strings.Cut(strings.TrimSpace(conn.Diag()), "\n"); first != "" {
-			return nil, fmt.Errorf("%w: %s", a.err, first)
+			return nil, nil, fmt.Errorf("%w: %s", a.err, first)
 		}
-		return nil, a.err
+		return nil, nil, a.err
 	}
-	ch, err := newChannel(conn, sessionConn{Reader: a.r, w: w, c: conn}, maxStream(ls.limits))
+	ch, err := newChannel(conn, sessionConn{Reader: a.r, w: w, c: conn}, max)
 	if err != nil {
 		_ = conn.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	// A session box's channel may be reopened: the first Exchange is
-	// spent, the next one attaches again.
-	r.sessionsOf().setBox(ls, spentExchange{b})
-	return ch, nil
+	return ch, w, nil
 }
 
 // spentExchange is a box whose Exchange was used: the next channel needs

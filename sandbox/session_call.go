@@ -24,6 +24,36 @@ func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, req Run
 	if ls.lang.Name != job.Language.Name {
 		return contract.Fail(job, contract.Invalid("session %s runs %s, not %s", id, ls.lang.Name, job.Language.Name))
 	}
+	return r.inTurn(ctx, ls, job, func() contract.Result {
+		return r.admitted(ctx, job, func() contract.Result {
+			// The call's tool calls and proxied connections are served as
+			// in a one-off run: req's handlers, and a fresh proxy for this
+			// call.
+			streams, px := r.withProxy(req)
+			var mode callMode
+			if req.OnSent != nil {
+				mode.onSent = func(sent time.Time) {
+					s.mu.Lock()
+					box := ls.box.ID()
+					s.mu.Unlock()
+					req.OnSent(Detached{RunID: job.RunID, BoxID: box, Isolation: r.d.Isolation(), Session: id, Client: client,
+						Job: job, Sent: sent})
+				}
+			}
+			res, lost := r.callSession(ctx, ls, job, streams, mode)
+			if px != nil {
+				withNetwork(&res, px.Records())
+			}
+			s.settle(ls, &res, lost)
+			return res
+		})
+	})
+}
+
+// inTurn runs call in the session's turn, the session marked busy with
+// job's run meanwhile; a call cancelled while it waits answers at once.
+func (r *BoxRunner) inTurn(ctx context.Context, ls *liveSession, job contract.Job, call func() contract.Result) contract.Result {
+	s := r.sessionsOf()
 	select {
 	case <-ls.turn:
 	case <-ctx.Done():
@@ -35,25 +65,15 @@ func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, req Run
 		s.mu.Unlock()
 		return contract.Fail(job, contract.NoSession())
 	}
-	ls.busy = true
+	ls.busy, ls.running = true, job.RunID
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		ls.busy = false
+		ls.busy, ls.running = false, ""
 		ls.lastUsed = time.Now()
 		s.mu.Unlock()
 	}()
-	return r.admitted(ctx, job, func() contract.Result {
-		// The call's tool calls and proxied connections are served as in
-		// a one-off run: req's handlers, and a fresh proxy for this call.
-		streams, px := r.withProxy(req)
-		res, lost := r.callSession(ctx, ls, job, streams)
-		if px != nil {
-			withNetwork(&res, px.Records())
-		}
-		s.settle(ls, &res, lost)
-		return res
-	})
+	return call()
 }
 
 // settle counts a session's call and, when lost says its state is gone,
@@ -88,7 +108,8 @@ func (s *sessions) settle(ls *liveSession, res *contract.Result, lost string) {
 
 // callSession makes one call over the session's channel, opening it
 // (again) when needed; lost says why the session's state is gone.
-func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contract.Job, streams *initproto.Streams) (res contract.Result, lost string) {
+func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contract.Job, streams *initproto.Streams, mode callMode) (res contract.Result, lost string) {
+	mode.session = true
 	if ls.ch != nil && ls.ch.closed() {
 		// Ended while idle (another server attached to the box and reset
 		// its channel, or the box flooded it): no job is lost, open it
@@ -109,7 +130,7 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 	}
 	ij := r.callJob(job)
 	ij.Dir, ij.CodePath = manifest.Workspace, manifest.Workspace+"/"+job.Language.File
-	o := r.call(ctx, ls.box, ls.ch, job, ij, ls.limits, streams, true)
+	o := r.call(ctx, ls.box, ls.ch, job, ij, ls.limits, streams, mode)
 	if o.report == nil || ls.ch.closed() {
 		ls.ch.close()
 		ls.ch = nil

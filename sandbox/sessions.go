@@ -70,6 +70,8 @@ type liveSession struct {
 	lastUsed time.Time
 	calls    int
 	busy     bool
+	// running is the run id of the cell in progress, while busy.
+	running string
 
 	// Under turn:
 	ch *channel
@@ -192,7 +194,7 @@ func (s *sessions) info(ls *liveSession) contract.SessionInfo {
 	return contract.SessionInfo{ID: ls.id, Language: ls.lang.Name, Calls: ls.calls, OpenedAt: ls.opened, LastUsed: ls.lastUsed,
 		IdleTTL: ls.idle.Seconds(), ExpiresAt: exp, EndsAt: ls.ends,
 		Limits: contract.SessionLimits{Memory: int64(ls.limits.Memory), Pids: ls.limits.Pids, WorkspaceBytes: int64(ls.limits.WorkspaceBytes), CPUs: ls.limits.CPUs},
-		Roots:  ls.roots}
+		Roots:  ls.roots, Running: ls.running}
 }
 
 // ListSessions lists client's open sessions, oldest first.

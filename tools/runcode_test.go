@@ -210,3 +210,7 @@ func TestSavedToolTakesItsInputResponses(t *testing.T) {
 		t.Fatalf("roots %+v, %d runs", res.Roots, len(r.ran()))
 	}
 }
+
+func (*jobRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
+	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
+}

@@ -351,3 +351,7 @@ func TestAbandonedRuns(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func (*gateRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
+	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
+}

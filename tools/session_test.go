@@ -89,3 +89,7 @@ func TestAuditKeepsNoSessionID(t *testing.T) {
 		t.Fatalf("entry %+v", e)
 	}
 }
+
+func (noRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
+	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
+}

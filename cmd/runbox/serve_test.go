@@ -37,9 +37,9 @@ func (downEngine) ImageDigest(context.Context, string) (string, error) {
 func (downEngine) Start(context.Context, sandbox.BoxSpec) (sandbox.Box, error) {
 	return nil, &sandbox.EngineError{Msg: "no such image", Hint: "build it"}
 }
-func (downEngine) Reap(context.Context) (int, error) { return 0, nil }
-func (downEngine) Isolation() string                 { return "test" }
-func (downEngine) Close() error                      { return nil }
+func (downEngine) Reap(context.Context, func(string) bool) (int, error) { return 0, nil }
+func (downEngine) Isolation() string                                    { return "test" }
+func (downEngine) Close() error                                         { return nil }
 
 // The manifest is read-only once loaded: the one step that derives the
 // manifest the server runs with (derived images) makes a copy, and

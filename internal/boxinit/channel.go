@@ -4,9 +4,11 @@ package boxinit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -18,78 +20,128 @@ import (
 // enforces smaller limits, this only stops a runaway.
 const maxJobBytes = 512 << 20
 
-// linger bounds the wait, after the last artifact, for the server to end
-// the session: it reads everything, then closes.
-const linger = 10 * time.Second
-
-// stdio joins the box's attached stdin and stdout into the channel's
-// connection.
-type stdio struct {
-	r io.Reader
-	w io.Writer
-}
-
-func (s stdio) Read(p []byte) (int, error)  { return s.r.Read(p) }
-func (s stdio) Write(p []byte) (int, error) { return s.w.Write(p) }
-func (s stdio) Close() error {
-	if c, ok := s.w.(io.Closer); ok {
-		return c.Close()
-	}
-	return nil
-}
-
-// serve runs the box's side of the channel: it accepts the job stream,
-// runs the job, answers with the report on the same stream and sends each
-// artifact on a stream of its own. It returns the process's exit code.
-func serve(conn io.ReadWriteCloser, opts Options) int {
-	sess, err := yamux.Server(initproto.Coalesce(conn), initproto.MuxConfig())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "runbox-init: channel:", err)
-		return 70
-	}
-	defer sess.Close()
-	st, err := sess.AcceptStream()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "runbox-init: waiting for the job:", err)
-		return 71
-	}
-	job, err := receiveJob(st)
-	var rep *initproto.Report
-	var contents [][]byte
-	if err != nil {
-		rep = &initproto.Report{InitError: "reading job: " + err.Error()}
-	} else {
-		opts.Host = NewHost(sess)
-		rep, contents = Run(context.Background(), job, opts)
-	}
-	// A write can fail after its data went out, when the server ends the
-	// session as soon as it has read it: that is not a failure.
-	failed := func(what string, err error) int {
-		if sess.IsClosed() {
+// serve runs a one-off box's side of its channel, which may be opened
+// again: each channel starts with a reset (internal/initproto reset.go),
+// answered before its multiplexer session. The first job stream starts the
+// box's one job, which runs to its end whatever becomes of the channel
+// (its own deadline applies); its report is answered on that stream, its
+// artifacts on streams of their own. When that channel broke (its server
+// died), a later channel's collect stream naming the run gets the same
+// answer. The box exits when the server ends the channel (it has what it
+// needed); when stdin ends (nobody can reach the box again), once the job
+// is over; or the job's KeepMs after its end, when nobody collected it. It
+// returns the process's exit code.
+func serve(in io.Reader, out io.Writer, opts Options) int {
+	o := &oneOff{opts: opts, started: make(chan *kept, 1)}
+	ended := make(chan error, 1)
+	go func() { ended <- o.channels(in, out) }()
+	var job *kept
+	var done <-chan struct{}
+	var expired <-chan time.Time
+	for {
+		select {
+		case err := <-ended:
+			if job != nil && !errors.Is(err, initproto.ErrEnded) {
+				// The job still has its deadline.
+				<-job.done
+			}
+			return 0
+		case job = <-o.started:
+			done = job.done
+		case <-done:
+			done = nil
+			expired = time.After(job.keep)
+		case <-expired:
+			fmt.Fprintln(os.Stderr, "runbox-init: nobody collected the run's report; exiting")
 			return 0
 		}
-		fmt.Fprintf(os.Stderr, "runbox-init: sending %s: %v\n", what, err)
-		return 71
 	}
-	if err := initproto.SendReport(st, rep); err != nil {
-		return failed("the report", err)
-	}
-	_ = st.Close()
-	for i, c := range contents {
-		if err := sendArtifact(sess, i, c); err != nil {
-			return failed("an artifact", err)
-		}
-	}
-	select {
-	case <-sess.CloseChan():
-	case <-time.After(linger):
-	}
-	return 0
 }
 
-func receiveJob(st io.Reader) (*initproto.Job, error) {
+// oneOff is a one-off box's state across its channels: its one job.
+type oneOff struct {
+	opts    Options
+	started chan *kept
+	mu      sync.Mutex
+	job     *kept
+}
+
+// channels serves each channel in turn until the server ends one
+// (initproto.ErrEnded) or stdin ends.
+func (o *oneOff) channels(in io.Reader, out io.Writer) error {
+	rr := &lockedReader{rr: initproto.NewResetReader(in)}
+	ew := &epochWriter{w: out}
+	for {
+		nonce, err := rr.await()
+		if err != nil {
+			return err
+		}
+		w, err := ew.next(initproto.Ack(nonce))
+		if err != nil {
+			continue
+		}
+		sess, err := yamux.Server(initproto.Coalesce(rwc{rr, w}), initproto.MuxConfig())
+		if err != nil {
+			continue
+		}
+		for {
+			st, err := sess.AcceptStream()
+			if err != nil {
+				break
+			}
+			go o.stream(sess, st)
+		}
+		_ = sess.Close()
+	}
+}
+
+// stream serves one stream the server opened: the job (the box's first
+// and only one) or a collect of it.
+func (o *oneOff) stream(sess *yamux.Session, st *yamux.Stream) {
+	defer st.Close()
 	var h initproto.Header
 	blobs, err := initproto.Receive(st, &h, maxJobBytes)
+	var k *kept
+	if err == nil && h.Kind == initproto.StreamCollect {
+		o.mu.Lock()
+		k = o.job
+		o.mu.Unlock()
+		if k == nil || h.Run == "" || h.Run != k.id {
+			return
+		}
+	} else {
+		job, err := jobOf(h, blobs, err)
+		id := ""
+		if job != nil {
+			id = job.RunID
+		}
+		o.mu.Lock()
+		if o.job == nil {
+			k = newKept(id)
+			k.keep = initproto.DefaultKeep
+			if job != nil && job.KeepMs > 0 {
+				k.keep = time.Duration(job.KeepMs) * time.Millisecond
+			}
+			o.job = k
+		}
+		o.mu.Unlock()
+		if k == nil {
+			return // a second job: the box runs one
+		}
+		o.started <- k
+		if err != nil {
+			k.finish(&initproto.Report{InitError: "reading job: " + err.Error()}, nil)
+		} else {
+			opts := o.opts
+			opts.Host = NewHost(sess)
+			go func() { k.finish(Run(context.Background(), job, opts)) }()
+		}
+	}
+	_ = k.deliver(sess, st)
+}
+
+// jobOf is the job a job stream's first message carries.
+func jobOf(h initproto.Header, blobs [][]byte, err error) (*initproto.Job, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +152,45 @@ func receiveJob(st io.Reader) (*initproto.Job, error) {
 		return nil, err
 	}
 	return h.Job, nil
+}
+
+// kept is a run's outcome, kept by its run id until a server has it: a
+// one-off box's job, a session's cell.
+type kept struct {
+	id   string
+	keep time.Duration
+	done chan struct{}
+
+	rep      *initproto.Report
+	contents [][]byte
+}
+
+func newKept(id string) *kept { return &kept{id: id, done: make(chan struct{})} }
+
+func (k *kept) finish(rep *initproto.Report, contents [][]byte) {
+	k.rep, k.contents = rep, contents
+	close(k.done)
+}
+
+// deliver answers the run's report on st once the run has ended, then
+// sends its artifacts; it gives up when the channel ends first (the
+// outcome stays kept for the next one).
+func (k *kept) deliver(sess *yamux.Session, st *yamux.Stream) error {
+	select {
+	case <-k.done:
+	case <-sess.CloseChan():
+		return errReplaced
+	}
+	if err := initproto.SendReport(st, k.rep); err != nil {
+		return err
+	}
+	_ = st.Close()
+	for i, c := range k.contents {
+		if err := sendArtifact(sess, i, c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func sendArtifact(sess *yamux.Session, index int, data []byte) error {

@@ -3,7 +3,6 @@
 package boxinit
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -96,7 +95,7 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 		}
 	}
 
-	return serve(stdio{bufio.NewReaderSize(stdin, 256<<10), stdout}, opts)
+	return serve(stdin, stdout, opts)
 }
 
 // spareThreads is how many OS threads runbox-init makes before the program

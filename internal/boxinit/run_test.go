@@ -3,8 +3,9 @@
 package boxinit
 
 import (
+	"bytes"
 	"context"
-	"net"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,69 +183,193 @@ func TestUnpackRefusesEscapes(t *testing.T) {
 	}
 }
 
+// oneOffBox is runbox-init's one-off side of the channel over pipes that
+// behave like an engine's attach: a new attach sees the box's output from
+// then on, and the old one ends.
+type oneOffBox struct {
+	t    *testing.T
+	inW  *io.PipeWriter
+	w    *initproto.ResetWriter
+	att  *attachments
+	done chan int
+}
+
+func startOneOff(t *testing.T) *oneOffBox {
+	inR, inW := io.Pipe()
+	b := &oneOffBox{t: t, inW: inW, w: initproto.NewResetWriter(inW), att: &attachments{}, done: make(chan int, 1)}
+	go func() {
+		b.done <- serve(inR, b.att, Options{Self: os.Args[0], CgroupRoot: t.TempDir(), Scratch: []string{}})
+	}()
+	t.Cleanup(func() { _ = inW.Close() })
+	return b
+}
+
+// connect opens a channel as the server does: the first one with a reset
+// without padding, its multiplexer's bytes right behind it.
+func (b *oneOffBox) connect(nonce byte, first bool) *yamux.Session {
+	b.t.Helper()
+	out := b.att.attach()
+	n := bytes.Repeat([]byte{nonce}, initproto.NonceSize)
+	go func() {
+		if first {
+			_ = b.w.Start(n)
+		} else {
+			_ = b.w.Reset(n)
+		}
+	}()
+	r, err := initproto.AwaitAck(out, n, 1<<20)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	sess, err := yamux.Client(pipeConn{r, b.w, out}, initproto.MuxConfig())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return sess
+}
+
+func (b *oneOffBox) exited(within time.Duration) int {
+	b.t.Helper()
+	select {
+	case code := <-b.done:
+		return code
+	case <-time.After(within):
+		b.t.Fatalf("runbox-init did not exit within %s", within)
+		return -1
+	}
+}
+
+// collectRun opens a stream of kind (a job's or a collect) and reads the
+// report and the artifacts it names.
+func collectRun(t *testing.T, sess *yamux.Session, h initproto.Header, job *initproto.Job) (*initproto.Report, []string, error) {
+	t.Helper()
+	st, err := sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if job != nil {
+			_ = initproto.SendJob(st, job)
+		} else {
+			_ = initproto.Send(st, h)
+		}
+	}()
+	rep, err := initproto.ReceiveReport(st, 1<<20)
+	if err != nil {
+		return nil, nil, err
+	}
+	var arts []string
+	for _, a := range rep.Artifacts {
+		if !a.Sent {
+			continue
+		}
+		st, err := sess.AcceptStream()
+		if err != nil {
+			return nil, nil, err
+		}
+		var ah initproto.Header
+		blobs, err := initproto.Receive(st, &ah, 1<<20)
+		if err != nil || ah.Kind != initproto.StreamArtifact || len(blobs) != 1 {
+			t.Fatalf("artifact %+v %v", ah, err)
+		}
+		arts = append(arts, string(blobs[0]))
+	}
+	return rep, arts, nil
+}
+
 // TestServeChannel drives runbox-init's side of the channel as the server
-// does: a job stream answered by its report, then one stream per artifact.
+// does: a job stream answered by its report, then one stream per artifact;
+// the server's End lets the box exit at once.
 func TestServeChannel(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}
-	dial := func(t *testing.T) (*yamux.Session, chan int) {
-		host, box := net.Pipe()
-		done := make(chan int, 1)
-		go func() { done <- serve(box, Options{Self: os.Args[0], CgroupRoot: t.TempDir(), Scratch: []string{}}) }()
-		sess, err := yamux.Client(host, initproto.MuxConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sess, done
-	}
 	t.Run("a job, its report and its artifact", func(t *testing.T) {
-		sess, done := dial(t)
-		st, err := sess.OpenStream()
-		if err != nil {
-			t.Fatal(err)
+		b := startOneOff(t)
+		sess := b.connect(1, true)
+		rep, arts, err := collectRun(t, sess, initproto.Header{}, bashJob(t, "printf out; printf 'bin\\000ary' > a.bin"))
+		if err != nil || string(rep.Stdout) != "out" || len(arts) != 1 || arts[0] != "bin\x00ary" {
+			t.Fatalf("report %+v %q %v", rep, arts, err)
 		}
-		job := bashJob(t, "printf out; printf 'bin\\000ary' > a.bin")
-		if err := initproto.SendJob(st, job); err != nil {
-			t.Fatal(err)
-		}
-		rep, err := initproto.ReceiveReport(st, 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(rep.Stdout) != "out" || len(rep.Artifacts) != 1 || !rep.Artifacts[0].Sent {
-			t.Fatalf("report %+v", rep)
-		}
-		art, err := sess.AcceptStream()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var h initproto.Header
-		blobs, err := initproto.Receive(art, &h, 1<<20)
-		if err != nil || h.Kind != initproto.StreamArtifact || h.Index != 0 || len(blobs) != 1 || string(blobs[0]) != "bin\x00ary" {
-			t.Fatalf("artifact %+v %q %v", h, blobs, err)
-		}
-		sess.Close()
-		if code := <-done; code != 0 {
+		_ = b.w.End()
+		if code := b.exited(10 * time.Second); code != 0 {
 			t.Fatalf("exit %d", code)
 		}
 	})
 	t.Run("a stream that is not a job", func(t *testing.T) {
-		sess, done := dial(t)
-		st, err := sess.OpenStream()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := initproto.Send(st, initproto.Header{Kind: "nonsense"}); err != nil {
-			t.Fatal(err)
-		}
-		rep, err := initproto.ReceiveReport(st, 1<<20)
+		b := startOneOff(t)
+		sess := b.connect(1, true)
+		rep, _, err := collectRun(t, sess, initproto.Header{Kind: "nonsense"}, nil)
 		if err != nil || !strings.Contains(rep.InitError, "reading job") {
 			t.Fatalf("report %+v, %v", rep, err)
 		}
-		sess.Close()
-		<-done
+		_ = b.w.End()
+		b.exited(10 * time.Second)
 	})
+}
+
+// TestOneOffReportOutlivesItsChannel: the server that sent a job dies (its
+// channel breaks mid-frame); the job runs on, and a restarted server's
+// channel collects its report and artifacts by run id, as the first would
+// have had them.
+func TestOneOffReportOutlivesItsChannel(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	b := startOneOff(t)
+	first := b.connect(1, true)
+	job := bashJob(t, "touch started; sleep 1; echo done; printf kept > out.txt")
+	job.RunID = "r_outlives"
+	st, err := first.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := initproto.SendJob(st, job); err != nil {
+		t.Fatal(err)
+	}
+	waitForFile(t, filepath.Join(job.Dir, "started"))
+	// The server dies half-way through a frame; a new one attaches.
+	_, _ = b.inW.Write([]byte{0xA5, 0x10, 0x00, 'p', 'a', 'r', 't'})
+	second := b.connect(2, false)
+	if _, _, err := collectRun(t, second, initproto.Header{Kind: initproto.StreamCollect, Run: "r_other"}, nil); err == nil {
+		t.Fatal("another run's collect was answered")
+	}
+	rep, arts, err := collectRun(t, second, initproto.Header{Kind: initproto.StreamCollect, Run: "r_outlives"}, nil)
+	if err != nil || string(rep.Stdout) != "done\n" || rep.ExitCode != 0 || len(arts) != 2 || arts[0] != "kept" {
+		t.Fatalf("collected %+v %q %v", rep, arts, err)
+	}
+	// A second job is not run: the box runs one.
+	if _, _, err := collectRun(t, second, initproto.Header{}, bashJob(t, "echo again")); err == nil {
+		t.Fatal("a second job was answered")
+	}
+	_ = b.w.End()
+	if code := b.exited(10 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+// TestOneOffExitsWhenNobodyCollects: a report no server collects is kept
+// for the job's KeepMs after its end, then the box exits.
+func TestOneOffExitsWhenNobodyCollects(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	b := startOneOff(t)
+	sess := b.connect(1, true)
+	job := bashJob(t, "echo done")
+	job.RunID, job.KeepMs = "r_nobody", 300
+	st, err := sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := initproto.SendJob(st, job); err != nil {
+		t.Fatal(err)
+	}
+	_ = sess.Close() // the server dies without reading
+	go func() { _, _ = io.Copy(io.Discard, b.att.attach()) }()
+	if code := b.exited(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
 }
 
 func TestPrewarmThreadsLeavesSpareThreads(t *testing.T) {

@@ -77,6 +77,43 @@ type session struct {
 	lost        string
 	interrupt   chan struct{}
 	interrupted bool // the running cell was interrupted
+
+	// cells are the last cells' outcomes by run id, for a server that
+	// adopts a cell its dead predecessor sent (a collect stream).
+	cellsMu sync.Mutex
+	cells   []*kept
+}
+
+// keptCells bounds the cells' outcomes a session keeps: the running one
+// and a few before it, for a restarted server that comes late.
+const keptCells = 4
+
+// keep registers a cell's outcome under its run id (none: not kept).
+func (s *session) keep(id string) *kept {
+	k := newKept(id)
+	if id == "" {
+		return k
+	}
+	s.cellsMu.Lock()
+	defer s.cellsMu.Unlock()
+	s.cells = append(s.cells, k)
+	if len(s.cells) > keptCells {
+		s.cells = s.cells[1:]
+	}
+	return k
+}
+
+// kept is the outcome of the cell of run id, nil when the session holds
+// none.
+func (s *session) kept(id string) *kept {
+	s.cellsMu.Lock()
+	defer s.cellsMu.Unlock()
+	for _, k := range s.cells {
+		if id != "" && k.id == id {
+			return k
+		}
+	}
+	return nil
 }
 
 // newSession starts the interpreter; a failure to start is the session's
@@ -330,21 +367,21 @@ func serveSessionStream(sess *yamux.Session, host *Host, st *yamux.Stream, s *se
 	case initproto.StreamInterrupt:
 		s.interruptNow()
 	case initproto.StreamJob:
-		var rep *initproto.Report
-		var contents [][]byte
 		if h.Job == nil || initproto.JobBlobs(h.Job, blobs) != nil {
-			rep = &initproto.Report{InitError: "a malformed job"}
-		} else {
-			rep, contents = s.run(h.Job, host)
-		}
-		if initproto.SendReport(st, rep) != nil {
+			k := newKept("")
+			k.finish(&initproto.Report{InitError: "a malformed job"}, nil)
+			_ = k.deliver(sess, st)
 			return
 		}
-		_ = st.Close()
-		for i, c := range contents {
-			if sendArtifact(sess, i, c) != nil {
-				return
-			}
+		// The cell runs to its end even when this channel is replaced
+		// meanwhile (its server died): its outcome is kept for the next
+		// server's collect stream.
+		k := s.keep(h.Job.RunID)
+		go func() { k.finish(s.run(h.Job, host)) }()
+		_ = k.deliver(sess, st)
+	case initproto.StreamCollect:
+		if k := s.kept(h.Run); k != nil {
+			_ = k.deliver(sess, st)
 		}
 	}
 }

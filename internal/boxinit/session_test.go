@@ -413,3 +413,54 @@ func TestSessionStdinTakesNoFile(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionCellOutlivesItsChannel: a cell whose channel a restarted
+// server's reset replaced runs to its end; the new channel collects its
+// report by run id, and the next cell finds the state it left.
+func TestSessionCellOutlivesItsChannel(t *testing.T) {
+	s, _ := newTestSession(t, "bash", "bash")
+	inR, inW := io.Pipe()
+	att := &attachments{}
+	go serveSession(inR, att, s)
+	t.Cleanup(func() { _ = inW.Close() })
+	b := &oneOffBox{t: t, inW: inW, w: initproto.NewResetWriter(inW), att: att}
+	job := func(code, id string) *initproto.Job {
+		return &initproto.Job{Dir: s.spec.Dir, CodePath: s.spec.CodePath, Code: []byte(code), TimeoutMs: 60000,
+			MaxOutputBytes: 1 << 16, MaxArtifacts: 10, MaxArtifactBytes: 1 << 20, RunID: id}
+	}
+	first := b.connect(1, false)
+	st, err := first.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := initproto.SendJob(st, job("touch started; sleep 1; X=kept; echo cell; printf art > a.txt", "r_cell")); err != nil {
+		t.Fatal(err)
+	}
+	waitForFile(t, filepath.Join(s.spec.Dir, "started"))
+	second := b.connect(2, false)
+	rep, arts, err := collectRun(t, second, initproto.Header{Kind: initproto.StreamCollect, Run: "r_cell"}, nil)
+	if err != nil || string(rep.Stdout) != "cell\n" || rep.Session == nil || rep.Session.Calls != 1 || len(arts) != 2 || arts[0] != "art" {
+		t.Fatalf("collected %+v %q %v", rep, arts, err)
+	}
+	if _, _, err := collectRun(t, second, initproto.Header{Kind: initproto.StreamCollect, Run: "r_none"}, nil); err == nil {
+		t.Fatal("an unknown run's collect was answered")
+	}
+	rep, _, err = collectRun(t, second, initproto.Header{}, job("echo $X", "r_next"))
+	if err != nil || string(rep.Stdout) != "kept\n" || rep.Session.Calls != 2 {
+		t.Fatalf("the next cell: %+v %v", rep, err)
+	}
+	_ = second.Close()
+	go func() { _, _ = io.Copy(io.Discard, att.attach()) }()
+}
+
+// waitForFile waits until the code under test made path: the job reached
+// the box before its server dies.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s was not made", path)
+}

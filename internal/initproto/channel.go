@@ -61,6 +61,8 @@ type Header struct {
 	// job's Call: the server serves it only while that call runs (a
 	// stream that reaches it later belongs to no call). 0 in a one-off box.
 	Call uint64 `json:"call,omitempty"`
+	// Run names the run a StreamCollect stream asks for (Job.RunID).
+	Run string `json:"run,omitempty"`
 }
 
 // MaxHeader bounds a message's JSON line: a job's argv and environment, a

@@ -3,6 +3,7 @@ package initproto
 import (
 	"encoding/base64"
 	"encoding/json"
+	"time"
 )
 
 // TruncationMarker is inserted where captured output was cut; %d is the
@@ -50,11 +51,21 @@ type Job struct {
 	// Call names a session's job (a call): the streams its box services
 	// open carry it (Header.Call). 0 for a one-off box's job.
 	Call uint64 `json:"call,omitempty"`
+	// RunID names the run: a server that adopts it after a restart asks
+	// for its report by it ([StreamCollect]).
+	RunID string `json:"run_id,omitempty"`
+	// KeepMs is how long a one-off box waits, once its job has ended, for
+	// a server to collect a report that its channel could not deliver (the
+	// server died); 0: [DefaultKeep]. The box then exits.
+	KeepMs int64 `json:"keep_ms,omitempty"`
 
 	MaxOutputBytes   int   `json:"max_output_bytes"`
 	MaxArtifacts     int   `json:"max_artifacts"`
 	MaxArtifactBytes int64 `json:"max_artifact_bytes"`
 }
+
+// DefaultKeep is Job.KeepMs when the server sets none.
+const DefaultKeep = 10 * time.Minute
 
 // File is an input file, Path relative to Job.Dir.
 type File struct {

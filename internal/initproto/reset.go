@@ -9,20 +9,26 @@ import (
 	"sync"
 )
 
-// A session box outlives the server that opened its channel: a restarted
-// server attaches again, mid-way through whatever the dead one was writing.
-// So in session mode the server-to-box direction is framed, and every
-// channel starts with a reset that ends any frame the dead server left
-// half-written:
+// A box outlives the server that opened its channel: a restarted server
+// attaches again, mid-way through whatever the dead one was writing. So the
+// server-to-box direction is framed, and every channel starts with a reset
+// that ends any frame the dead server left half-written:
 //
 //	frame: 0xA5, length (2 bytes, big endian), data
 //	reset: resetPadding zero bytes, 0x5A, "RBXRESET", a 16-byte nonce
+//	end:   0x5A, "RBXENDED"
 //
 // A zero byte between frames is padding, so the padding completes any
 // half-written frame and is then skipped one byte at a time: no alignment
-// can hide the marker. The box answers a reset with "RBXACK01" and the
-// nonce on its stdout, then a new multiplexer session; the server skips
-// everything before that answer (the dead server's half-read output).
+// can hide the marker. A box's first channel needs no padding, as nothing
+// was written to it before ([ResetWriter.Start]). The box answers a reset
+// with "RBXACK01" and the nonce on its stdout, then a new multiplexer
+// session; the server skips everything before that answer (the dead
+// server's half-read output), and need not wait for it before it writes
+// its own session's first bytes. End says the server has what it needed
+// of a one-off box (its report and artifacts): the box may exit; a channel
+// that breaks without it is a server gone, and the box keeps its run's
+// report for the next one ([StreamCollect]).
 const (
 	frameByte    = 0xA5
 	resetByte    = 0x5A
@@ -34,6 +40,7 @@ const (
 
 var (
 	resetMagic = []byte("RBXRESET")
+	endMagic   = []byte("RBXENDED")
 	ackMagic   = []byte("RBXACK01")
 )
 
@@ -48,11 +55,26 @@ func NewResetWriter(w io.Writer) *ResetWriter { return &ResetWriter{w: w} }
 
 // Reset ends whatever a previous server left half-written and starts a
 // channel named by nonce.
-func (rw *ResetWriter) Reset(nonce []byte) error {
+func (rw *ResetWriter) Reset(nonce []byte) error { return rw.reset(nonce, resetPadding) }
+
+// Start starts the first channel of a box nobody wrote to before: a reset
+// without its padding.
+func (rw *ResetWriter) Start(nonce []byte) error { return rw.reset(nonce, 0) }
+
+// End tells a one-off box that the server has its report and artifacts:
+// it may exit.
+func (rw *ResetWriter) End() error {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	_, err := rw.w.Write(append([]byte{resetByte}, endMagic...))
+	return err
+}
+
+func (rw *ResetWriter) reset(nonce []byte, padding int) error {
 	if len(nonce) != NonceSize {
 		return fmt.Errorf("initproto: a nonce of %d bytes, not %d", len(nonce), NonceSize)
 	}
-	msg := make([]byte, resetPadding, resetPadding+1+len(resetMagic)+NonceSize)
+	msg := make([]byte, padding, padding+1+len(resetMagic)+NonceSize)
 	msg = append(msg, resetByte)
 	msg = append(msg, resetMagic...)
 	msg = append(msg, nonce...)
@@ -88,6 +110,8 @@ type ResetReader struct {
 	remaining int
 	// nonce is the last reset's, not yet taken by Await.
 	nonce []byte
+	// ended: the server ended the channel (End), not yet taken by Await.
+	ended bool
 }
 
 // NewResetReader parses the framed stream r.
@@ -95,10 +119,10 @@ func NewResetReader(r io.Reader) *ResetReader {
 	return &ResetReader{br: bufio.NewReaderSize(r, 64<<10)}
 }
 
-// Read returns the current channel's data; io.EOF once a reset arrived
-// (Await then returns its nonce at once).
+// Read returns the current channel's data; io.EOF once a reset or an end
+// arrived (Await then returns its nonce, or ErrEnded, at once).
 func (rr *ResetReader) Read(p []byte) (int, error) {
-	if rr.nonce != nil {
+	if rr.nonce != nil || rr.ended {
 		return 0, io.EOF
 	}
 	for rr.remaining == 0 {
@@ -140,6 +164,10 @@ func (rr *ResetReader) next() (reset bool, err error) {
 		if _, err := io.ReadFull(rr.br, m[:8]); err != nil {
 			return false, err
 		}
+		if bytes.Equal(m[:8], endMagic) {
+			rr.ended = true
+			return true, nil
+		}
 		if !bytes.Equal(m[:8], resetMagic) {
 			return false, nil // garbage: skipped
 		}
@@ -152,9 +180,17 @@ func (rr *ResetReader) next() (reset bool, err error) {
 	return false, nil // garbage between frames: skipped
 }
 
-// Await discards data until a reset and returns its nonce.
+// ErrEnded is Await's answer to the server's End.
+var ErrEnded = errors.New("initproto: the server ended the channel")
+
+// Await discards data until a reset and returns its nonce, or ErrEnded
+// when the server ended the channel first.
 func (rr *ResetReader) Await() ([]byte, error) {
 	for rr.nonce == nil {
+		if rr.ended {
+			rr.ended = false
+			return nil, ErrEnded
+		}
 		if rr.remaining > 0 {
 			if _, err := rr.br.Discard(rr.remaining); err != nil {
 				return nil, err

@@ -103,3 +103,32 @@ func FuzzResetReader(f *testing.F) {
 		t.Fatalf("our reset was not found (last nonce %x)", got)
 	})
 }
+
+// A box's first channel starts with a reset without padding, and End ends
+// a channel for good: the reader's data stops there and Await says so.
+func TestStartAndEnd(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewResetWriter(&buf)
+	n := bytes.Repeat([]byte{7}, NonceSize)
+	if err := w.Start(n); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() != 1+len(resetMagic)+NonceSize {
+		t.Fatalf("a first channel's reset is %d bytes", buf.Len())
+	}
+	_, _ = w.Write([]byte("job"))
+	if err := w.End(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = w.Write([]byte("after the end"))
+	rr := NewResetReader(&buf)
+	if got, err := rr.Await(); err != nil || !bytes.Equal(got, n) {
+		t.Fatalf("start %x, %v", got, err)
+	}
+	if got, err := io.ReadAll(rr); err != nil || string(got) != "job" {
+		t.Fatalf("the channel reads %q, %v", got, err)
+	}
+	if _, err := rr.Await(); err != ErrEnded {
+		t.Fatalf("after the end: %v", err)
+	}
+}

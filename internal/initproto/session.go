@@ -16,6 +16,14 @@ const SessionFlag = "--session"
 // and is answered by nothing: the job's report says what happened.
 const StreamInterrupt = "interrupt"
 
+// StreamCollect is opened by a server that adopts a run it did not start
+// (a restarted server, [Header] Run naming the run): the box answers it as
+// it would have answered the run's job stream, with the report once the
+// run has ended, then its artifacts; a run the box does not hold is
+// answered by closing the stream. A one-off box and a session's cell alike
+// keep their run's report when the channel that sent the job broke.
+const StreamCollect = "collect"
+
 // Session is the interpreter a session box keeps running.
 type Session struct {
 	// Driver names the persistent interpreter's driver: python, node or

@@ -143,3 +143,7 @@ func TestSavedTools(t *testing.T) {
 		t.Fatalf("deleted, then restarted: %v", got)
 	}
 }
+
+func (*echoRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
+	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
+}

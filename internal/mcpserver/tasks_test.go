@@ -424,3 +424,7 @@ func TestTaskInputRequired(t *testing.T) {
 		t.Fatalf("result: %s", done.Result["result"])
 	}
 }
+
+func (*gateRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
+	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
+}

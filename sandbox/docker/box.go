@@ -71,11 +71,6 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 	}
 	cfg, host := boxSpec(m, spec.Language, spec.Labels, vol, spec.InitArgs)
 	host.Mounts = append(host.Mounts, extraMounts(spec.Mounts)...)
-	if spec.Session {
-		// A session box's stdin must outlive one attach: a restarted
-		// server attaches again.
-		cfg.StdinOnce = false
-	}
 	if d.podman.Load() {
 		if err := podmanSpec(host); err != nil {
 			return nil, err

@@ -51,7 +51,7 @@ func TestStartSendsTheProfile(t *testing.T) {
 	cfg, host := fb.req.Config, fb.req.HostConfig
 	lim := d.m.Limits
 	if cfg.Image != spec.Language.Image || !slices.Equal(cfg.Entrypoint, []string{sandbox.InitPath}) || !slices.Equal(cfg.Cmd, spec.InitArgs) ||
-		cfg.User != d.m.User || !cfg.NetworkDisabled || !cfg.OpenStdin || !cfg.StdinOnce || cfg.Tty || len(cfg.Env) != 0 {
+		cfg.User != d.m.User || !cfg.NetworkDisabled || !cfg.OpenStdin || cfg.StdinOnce || cfg.Tty || len(cfg.Env) != 0 {
 		t.Errorf("config %+v", cfg)
 	}
 	if cfg.Labels[sandbox.LabelRunID] != "r_test" || cfg.Labels[sandbox.LabelManaged] != "true" || cfg.Labels[sandbox.LabelInstance] != d.owner.Instance {
@@ -367,7 +367,7 @@ func TestRemoveFailureIsReaped(t *testing.T) {
 	if !left || e.box(b.id) == nil {
 		t.Fatalf("a failed removal: unremoved %v, on the engine %v", left, e.box(b.id) != nil)
 	}
-	n, err := d.Reap(context.Background())
+	n, err := d.Reap(context.Background(), nil)
 	if err != nil || n < 1 || e.box(b.id) != nil || len(d.unremoved) != 0 {
 		t.Errorf("Reap: %d %v; on the engine %v, unremoved %v", n, err, e.box(b.id) != nil, d.unremoved)
 	}

@@ -163,7 +163,7 @@ func (d *Docker) prepare(ctx context.Context) error {
 	d.initVolume = vol
 	d.pruneInitVolumes(ctx, vol)
 	// Boxes left while the engine was away.
-	go func() { _, _ = d.Reap(context.WithoutCancel(ctx)) }()
+	go func() { _, _ = d.Reap(context.WithoutCancel(ctx), nil) }()
 	d.log.Debug("engine ready", "server", info.Info.ServerVersion, "arch", info.Info.Architecture, "init_volume", vol)
 	return nil
 }

@@ -43,7 +43,10 @@ func boxSpec(m *manifest.Manifest, lang manifest.Language, labels map[string]str
 		AttachStdout:    true,
 		AttachStderr:    true,
 		OpenStdin:       true,
-		StdinOnce:       true,
+		// Stdin outlives an attach: a restarted server attaches again to
+		// collect a run, or a session's next call (the channel's reset
+		// framing, internal/initproto).
+		StdinOnce: false,
 	}
 	host := &container.HostConfig{
 		NetworkMode:    "none",

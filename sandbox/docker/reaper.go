@@ -16,8 +16,9 @@ import (
 // Reap removes the boxes whose server is gone: from this host, those whose
 // owner process no longer runs; from other hosts sharing the engine, those
 // older than any run could last; and this server's own that it failed to
-// remove while the engine was away. It returns how many it removed.
-func (d *Docker) Reap(ctx context.Context) (int, error) {
+// remove while the engine was away. It returns how many it removed. A box
+// keep holds stays, whoever owned it (a store keeps its run's record).
+func (d *Docker) Reap(ctx context.Context, keep func(string) bool) (int, error) {
 	removed := d.retryRemovals(ctx)
 	defer d.reapFolderVolumes(ctx)
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
@@ -29,6 +30,9 @@ func (d *Docker) Reap(ctx context.Context) (int, error) {
 	}
 	maxAge := d.m.Limits.MaxTimeout() + d.m.Pool.Idle() + sandbox.BackstopGrace + 2*apiTimeout
 	for _, c := range list.Items {
+		if keep != nil && keep(c.ID) {
+			continue
+		}
 		if isSession, keep := keepSessionBox(c.Labels, c.State, time.Unix(c.Created, 0), time.Now()); isSession {
 			if keep {
 				continue

@@ -364,10 +364,12 @@ func (k *Kube) podSpec(name string, lang manifest.Language, all map[string]strin
 					fmt.Sprintf("--nofile=%d", lim.OpenFiles),
 					fmt.Sprintf("--fsize=%d", int64(lim.WorkspaceBytes)),
 					"--core=0", "--", sandbox.InitPath},
-				Args:            append([]string{}, initArgs...),
-				WorkingDir:      manifest.Workspace,
-				Stdin:           true,
-				StdinOnce:       true,
+				Args:       append([]string{}, initArgs...),
+				WorkingDir: manifest.Workspace,
+				Stdin:      true,
+				// Stdin outlives an attach: a restarted server attaches
+				// again to collect a run, or a session's next call.
+				StdinOnce:       false,
 				TTY:             false,
 				SecurityContext: sc,
 				Resources:       reqs,

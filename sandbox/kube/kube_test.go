@@ -62,7 +62,7 @@ func TestKubePodSpecHardened(t *testing.T) {
 	if init.Image != k.initImage || strings.Join(init.Command, " ") != "/runbox-init __install "+sandbox.InitPath {
 		t.Errorf("init container %s %v", init.Image, init.Command)
 	}
-	if strings.Join(box.Command, " ") != "prlimit --nofile=1024 --fsize=67108864 --core=0 -- "+sandbox.InitPath || box.Args[0] != "a" || !box.Stdin || !box.StdinOnce || box.TTY || box.Image != lang.Image {
+	if strings.Join(box.Command, " ") != "prlimit --nofile=1024 --fsize=67108864 --core=0 -- "+sandbox.InitPath || box.Args[0] != "a" || !box.Stdin || box.StdinOnce || box.TTY || box.Image != lang.Image {
 		t.Errorf("box %+v", box)
 	}
 	for _, c := range []corev1.Container{init, box} {

@@ -17,8 +17,9 @@ import (
 // those whose owner process no longer runs; from any host, those whose
 // instance's Lease is missing or stale, and anything older than any run
 // could last; and this instance's own pods that it failed to delete while
-// the API server was away. It returns how many it deleted.
-func (k *Kube) Reap(ctx context.Context) (int, error) {
+// the API server was away. It returns how many it deleted. A pod keep
+// holds stays, whoever owned it (a store keeps its run's record).
+func (k *Kube) Reap(ctx context.Context, keep func(string) bool) (int, error) {
 	removed := k.retryDeletes()
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
@@ -42,7 +43,7 @@ func (k *Kube) Reap(ctx context.Context) (int, error) {
 	}
 	for i := range list.Items {
 		p := &list.Items[i]
-		if p.DeletionTimestamp != nil {
+		if p.DeletionTimestamp != nil || (keep != nil && keep(p.Name)) {
 			continue
 		}
 		labels := podOwnerLabels(&p.ObjectMeta)

@@ -56,7 +56,7 @@ func TestKubeReapDecisions(t *testing.T) {
 	cs := fake.NewClientset(objs...)
 	k := &Kube{cs: cs, m: m, ns: ns, log: slog.New(slog.DiscardHandler), owner: self,
 		live: map[string]struct{}{"own": {}}, unremoved: map[string]bool{}}
-	n, err := k.Reap(context.Background())
+	n, err := k.Reap(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

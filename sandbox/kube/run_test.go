@@ -177,7 +177,7 @@ func TestKubeStartWaitsUntilTheBoxRuns(t *testing.T) {
 		t.Errorf("watch %+v of pod %s at version %s", pw.opts, p.Name, p.ResourceVersion)
 	}
 	if !strings.HasPrefix(p.Name, "runbox-python-"+k.owner.Instance[:8]+"-") || p.Labels[sandbox.LabelRunID] != "r_test" ||
-		*p.Spec.ActiveDeadlineSeconds != int64((time.Minute+startTimeout).Seconds())+1 || !p.Spec.Containers[0].StdinOnce ||
+		*p.Spec.ActiveDeadlineSeconds != int64((time.Minute+startTimeout).Seconds())+1 || p.Spec.Containers[0].StdinOnce ||
 		strings.Join(p.Spec.Containers[0].Args, " ") != "--preload" {
 		t.Errorf("pod %s: labels %v deadline %d", p.Name, p.Labels, *p.Spec.ActiveDeadlineSeconds)
 	}

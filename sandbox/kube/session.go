@@ -16,12 +16,10 @@ import (
 
 var _ sandbox.SessionDriver = (*Kube)(nil)
 
-// sessionPod makes a pod a session's: its stdin stays open between
-// attaches (a call attaches, a restarted server or another replica
-// attaches again), with the session's own limits.
+// sessionPod makes a pod a session's, with the session's own limits (its
+// stdin, as every pod's, stays open between attaches).
 func sessionPod(p *corev1.Pod, lim *manifest.Limits) {
 	c := &p.Spec.Containers[0]
-	c.StdinOnce = false
 	if lim == nil {
 		return
 	}

@@ -1,0 +1,383 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/manifest"
+)
+
+// durableDriver starts one-off boxes that outlive their server as
+// runbox-init's do: a box keeps its job's report by run id when its channel
+// breaks and answers a later channel's collect stream. Its code is
+// "sleep:<ms>" (then stdout "done") or "hang". freeze plays the server's
+// death: the handles given out so far stop acting (their kills and removals
+// do nothing, their reads block), and a new server attaches again.
+type durableDriver struct {
+	mu     sync.Mutex
+	boxes  map[string]*durableBox
+	n      int
+	frozen atomic.Bool
+}
+
+func (d *durableDriver) Ready(context.Context) error                          { return nil }
+func (d *durableDriver) ImageDigest(context.Context, string) (string, error)  { return "sha256:fake", nil }
+func (d *durableDriver) Reap(context.Context, func(string) bool) (int, error) { return 0, nil }
+func (d *durableDriver) Isolation() string                                    { return manifest.IsolationRunc }
+func (d *durableDriver) Close() error                                         { return nil }
+
+func (d *durableDriver) Start(_ context.Context, spec BoxSpec) (Box, error) {
+	r, w := io.Pipe()
+	d.mu.Lock()
+	d.n++
+	b := &durableBox{d: d, id: "dbox" + strconv.Itoa(d.n), stdinR: r, stdinW: w, ended: make(chan struct{})}
+	if d.boxes == nil {
+		d.boxes = map[string]*durableBox{}
+	}
+	d.boxes[b.id] = b
+	d.mu.Unlock()
+	go b.serve()
+	return b.attach(), nil
+}
+
+func (d *durableDriver) FindBoxes(context.Context, map[string]string) ([]FoundBox, error) {
+	return nil, nil
+}
+
+func (d *durableDriver) Attach(_ context.Context, id string) (Box, error) {
+	d.mu.Lock()
+	b := d.boxes[id]
+	d.mu.Unlock()
+	if b == nil || b.isEnded() {
+		return nil, &EngineError{Msg: "no such box"}
+	}
+	return b.attach(), nil
+}
+
+// freeze plays the death of the server that holds the handles given out
+// so far.
+func (d *durableDriver) freeze() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, b := range d.boxes {
+		b.mu.Lock()
+		if b.cur != nil {
+			b.cur.frozen = true
+		}
+		b.mu.Unlock()
+	}
+}
+
+func (d *durableDriver) box(id string) *durableBox {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.boxes[id]
+}
+
+type durableBox struct {
+	d      *durableDriver
+	id     string
+	stdinR *io.PipeReader
+	stdinW *io.PipeWriter
+	ended  chan struct{}
+
+	mu      sync.Mutex
+	out     *io.PipeWriter
+	cur     *durableAttach
+	endOnce sync.Once
+	job     *durableJob
+	removed bool
+}
+
+type durableJob struct {
+	id   string
+	done chan struct{}
+	rep  *initproto.Report
+}
+
+func (b *durableBox) end() {
+	b.endOnce.Do(func() {
+		close(b.ended)
+		_ = b.stdinW.Close()
+		b.mu.Lock()
+		if b.out != nil {
+			_ = b.out.Close()
+		}
+		b.mu.Unlock()
+	})
+}
+
+func (b *durableBox) isEnded() bool {
+	select {
+	case <-b.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+func (b *durableBox) attach() *durableAttach {
+	r, w := io.Pipe()
+	a := &durableAttach{b: b, r: r}
+	b.mu.Lock()
+	if b.out != nil {
+		_ = b.out.Close()
+	}
+	b.out, b.cur = w, a
+	b.mu.Unlock()
+	return a
+}
+
+func (b *durableBox) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	w := b.out
+	b.mu.Unlock()
+	_, _ = w.Write(p)
+	return len(p), nil
+}
+
+func (b *durableBox) serve() {
+	defer b.end()
+	rr := initproto.NewResetReader(b.stdinR)
+	for {
+		nonce, err := rr.Await()
+		if err != nil {
+			return // End, or the box killed
+		}
+		_, _ = b.Write(initproto.Ack(nonce))
+		sess, err := yamux.Server(struct {
+			io.Reader
+			io.Writer
+			io.Closer
+		}{rr, b, io.NopCloser(nil)}, initproto.MuxConfig())
+		if err != nil {
+			return
+		}
+		for {
+			st, err := sess.AcceptStream()
+			if err != nil {
+				break
+			}
+			go b.stream(sess, st)
+		}
+	}
+}
+
+func (b *durableBox) stream(sess *yamux.Session, st *yamux.Stream) {
+	defer st.Close()
+	var h initproto.Header
+	blobs, err := initproto.Receive(st, &h, 1<<20)
+	if err != nil {
+		return
+	}
+	b.mu.Lock()
+	j := b.job
+	switch {
+	case h.Kind == initproto.StreamCollect && (j == nil || j.id != h.Run):
+		j = nil
+	case h.Kind == initproto.StreamJob && j == nil && initproto.JobBlobs(h.Job, blobs) == nil:
+		j = &durableJob{id: h.Job.RunID, done: make(chan struct{})}
+		b.job = j
+		code := string(h.Job.Code)
+		go func() {
+			if ms, ok := strings.CutPrefix(code, "sleep:"); ok {
+				n, _ := strconv.Atoi(ms)
+				select {
+				case <-time.After(time.Duration(n) * time.Millisecond):
+				case <-b.ended:
+					return
+				}
+				j.rep = &initproto.Report{Stdout: []byte("done"), Stderr: []byte{}, WallMs: int64(n)}
+				close(j.done)
+			}
+		}()
+	case h.Kind != initproto.StreamCollect:
+		j = nil
+	}
+	b.mu.Unlock()
+	if j == nil {
+		return
+	}
+	select {
+	case <-j.done:
+	case <-sess.CloseChan():
+		return
+	}
+	_ = initproto.SendReport(st, j.rep)
+}
+
+type durableAttach struct {
+	b      *durableBox
+	r      *io.PipeReader
+	frozen bool // under b.mu
+}
+
+func (a *durableAttach) isFrozen() bool {
+	a.b.mu.Lock()
+	defer a.b.mu.Unlock()
+	return a.frozen
+}
+
+func (a *durableAttach) ID() string         { return a.b.id }
+func (a *durableAttach) Started() time.Time { return time.Now() }
+func (a *durableAttach) Exchange(context.Context) (Conn, error) {
+	return durableConn{a}, nil
+}
+func (a *durableAttach) Kill() {
+	if !a.isFrozen() {
+		a.b.end()
+	}
+}
+func (a *durableAttach) Verdict(context.Context, VerdictQuery) Verdict { return Verdict{} }
+func (a *durableAttach) Alive() bool                                   { return !a.b.isEnded() }
+func (a *durableAttach) Remove() {
+	if a.isFrozen() {
+		return
+	}
+	a.b.end()
+	a.b.mu.Lock()
+	a.b.removed = true
+	a.b.mu.Unlock()
+}
+
+type durableConn struct{ a *durableAttach }
+
+func (c durableConn) Read(p []byte) (int, error) {
+	if c.a.isFrozen() {
+		<-make(chan struct{}) // a dead server reads nothing more
+	}
+	return c.a.r.Read(p)
+}
+func (c durableConn) Write(p []byte) (int, error) {
+	if c.a.isFrozen() {
+		return 0, io.ErrClosedPipe
+	}
+	return c.a.b.stdinW.Write(p)
+}
+func (c durableConn) Close() error { return c.a.r.Close() }
+func (c durableConn) Diag() string { return "" }
+
+// sentAndDied starts job on a first server and plays that server's death
+// once the job is sent: it returns the record OnSent gave.
+func sentAndDied(t *testing.T, d *durableDriver, m *manifest.Manifest, job contract.Job) Detached {
+	t.Helper()
+	first := New(d, Options{Manifest: m})
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan Detached, 1)
+	go first.Run(ctx, RunRequest{Job: job, OnSent: func(rec Detached) {
+		got <- rec
+	}})
+	var rec Detached
+	select {
+	case rec = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("OnSent was not called")
+	}
+	// OnSent is called just before the job is sent: let it reach the box.
+	time.Sleep(100 * time.Millisecond)
+	d.freeze()
+	t.Cleanup(func() {
+		cancel()
+		_ = first.Close()
+	})
+	return rec
+}
+
+func adoptRunner(t *testing.T, d *durableDriver, m *manifest.Manifest) *BoxRunner {
+	t.Helper()
+	r := New(d, Options{Manifest: m})
+	r.grace = 300 * time.Millisecond
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+// TestAdopt: a restarted server adopts a run its dead predecessor sent,
+// through the record OnSent gave: the result of a run over or still going
+// is the one the dead server would have answered, and the box is removed;
+// a box that is gone, or a record of another backend, answers that the
+// result is lost; a cancelled adoption kills the box; none hangs.
+func TestAdopt(t *testing.T) {
+	m := testManifest(t, nil)
+	t.Run("a run over", func(t *testing.T) {
+		d := &durableDriver{}
+		job := testJob(t, m, 30*time.Second)
+		job.Code = "sleep:400"
+		rec := sentAndDied(t, d, m, job)
+		if rec.RunID != job.RunID || rec.BoxID == "" || rec.Isolation != d.Isolation() || rec.Sent.IsZero() || rec.Job.Code != job.Code {
+			t.Fatalf("record %+v", rec)
+		}
+		time.Sleep(time.Second)
+		res := adoptRunner(t, d, m).Adopt(context.Background(), rec)
+		if res.Status != contract.StatusOK || res.Stdout != "done" || res.RunID != job.RunID || res.Isolation != d.Isolation() {
+			t.Fatalf("adopted %+v %+v", res, res.Error)
+		}
+		waitFor(t, func() bool { b := d.box(rec.BoxID); b.mu.Lock(); defer b.mu.Unlock(); return b.removed })
+	})
+	t.Run("a run still going", func(t *testing.T) {
+		d := &durableDriver{}
+		job := testJob(t, m, 30*time.Second)
+		job.Code = "sleep:1500"
+		rec := sentAndDied(t, d, m, job)
+		t0 := time.Now()
+		res := adoptRunner(t, d, m).Adopt(context.Background(), rec)
+		if res.Status != contract.StatusOK || res.Stdout != "done" || time.Since(t0) > 20*time.Second {
+			t.Fatalf("adopted %+v %+v", res, res.Error)
+		}
+	})
+	t.Run("a box gone and other records", func(t *testing.T) {
+		d := &durableDriver{}
+		r := adoptRunner(t, d, m)
+		job := testJob(t, m, time.Second)
+		for name, rec := range map[string]Detached{
+			"gone":          {RunID: "r_gone", BoxID: "nope", Isolation: d.Isolation(), Job: job, Sent: time.Now()},
+			"other backend": {RunID: "r_other", BoxID: "dbox1", Isolation: manifest.IsolationGVisor, Job: job, Sent: time.Now()},
+			"no box":        {RunID: "r_nobox", Isolation: d.Isolation(), Job: job, Sent: time.Now()},
+		} {
+			res := r.Adopt(context.Background(), rec)
+			if res.Status != contract.StatusError || res.Error.Kind != contract.KindSandbox || !strings.Contains(res.Error.Message, "result is lost") || res.RunID != rec.RunID {
+				t.Errorf("%s: %+v %+v", name, res, res.Error)
+			}
+		}
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		d := &durableDriver{}
+		job := testJob(t, m, 30*time.Second)
+		job.Code = "hang"
+		rec := sentAndDied(t, d, m, job)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		t0 := time.Now()
+		res := adoptRunner(t, d, m).Adopt(ctx, rec)
+		if res.Error == nil || !strings.Contains(res.Error.Message, "cancelled") || time.Since(t0) > 4*time.Second {
+			t.Fatalf("adopted %+v %+v", res, res.Error)
+		}
+		if !d.box(rec.BoxID).isEnded() {
+			t.Fatal("the cancelled run's box still runs")
+		}
+	})
+	t.Run("past its deadline", func(t *testing.T) {
+		d := &durableDriver{}
+		job := testJob(t, m, time.Second)
+		job.Code = "hang"
+		rec := sentAndDied(t, d, m, job)
+		t0 := time.Now()
+		res := adoptRunner(t, d, m).Adopt(context.Background(), rec)
+		if res.Error == nil || res.Error.Kind != contract.KindTimeout || time.Since(t0) > 20*time.Second {
+			t.Fatalf("adopted after %s: %+v %+v", time.Since(t0), res, res.Error)
+		}
+		if !d.box(rec.BoxID).isEnded() {
+			t.Fatal("the run past its deadline still runs")
+		}
+	})
+}
+

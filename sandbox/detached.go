@@ -1,0 +1,184 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"io"
+	"time"
+
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/initproto"
+)
+
+// Detached is what a server needs to find a run's box again after it was
+// restarted: plain data (JSON), kept by the caller in its own store.
+// [RunRequest].OnSent hands it over as the job leaves for its box;
+// [Runner].Adopt takes it back.
+type Detached struct {
+	RunID string `json:"run_id"`
+	BoxID string `json:"box_id"`
+	// Isolation is the driver's Isolation(): a record of another backend
+	// is not adopted.
+	Isolation string `json:"isolation"`
+	// Session is the session id, for a session's cell; Client the client
+	// that owns the session ([SessionRequest].Client).
+	Session string `json:"session,omitempty"`
+	Client  string `json:"client,omitempty"`
+	// Job is what classification needs (files' contents may be dropped).
+	Job  contract.Job `json:"job"`
+	Sent time.Time    `json:"sent"`
+	// StartupMs and Pooled are the run's metrics the box does not know.
+	StartupMs int64 `json:"startup_ms,omitempty"`
+	Pooled    bool  `json:"pooled,omitempty"`
+}
+
+// keepUncollected is how long a one-off box keeps a report no server
+// collected (its server died) before it exits (initproto.Job.KeepMs).
+const keepUncollected = initproto.DefaultKeep
+
+// Adopt finds d's box again (this server was restarted), waits for the
+// run's end and returns the result the dead server would have built,
+// through the same exchange and classification as a live run. The wait is
+// bounded by the job's timeout from d.Sent plus the backstop grace, past
+// which the box is killed and judged as for any run; ctx cancelled cancels
+// the run (its box killed, a cell interrupted). A box that is gone, a record
+// of another backend or one this runner cannot use answer a sandbox result
+// saying the run's result is lost. A one-off box is removed once its result
+// is in; a session lives on.
+func (r *BoxRunner) Adopt(ctx context.Context, d Detached) contract.Result {
+	job := d.Job
+	job.RunID = d.RunID
+	lost := func(why string) contract.Result {
+		res := contract.Fail(job, contract.RunLost(why))
+		res.Isolation = r.d.Isolation()
+		return res
+	}
+	switch {
+	case d.RunID == "" || d.BoxID == "":
+		return lost("its record names no run or no box")
+	case d.Isolation != r.d.Isolation():
+		return lost("it ran under " + d.Isolation + ", this server runs " + r.d.Isolation())
+	case d.Session != "":
+		return r.adoptCell(ctx, d, job, lost)
+	}
+	sd, ok := r.d.(SessionDriver)
+	if !ok {
+		return lost("this backend cannot find a box again")
+	}
+	b, err := sd.Attach(ctx, d.BoxID)
+	if err != nil {
+		return lost("its box is gone (" + AsEngineError(err).Msg + ")")
+	}
+	r.alive.Add(1)
+	defer r.remove(b)
+	r.active()
+	defer r.active()
+	conn, err := b.Exchange(ctx)
+	var ch *channel
+	if err == nil {
+		ch, err = reconnect(ctx, conn, maxStream(r.m.Limits))
+	}
+	if err != nil {
+		if !b.Alive() {
+			return lost("its box ended before this server reached it")
+		}
+		return lost("its box did not answer (" + err.Error() + ")")
+	}
+	o := r.call(ctx, b, ch, job, r.callJob(job), r.m.Limits, nil, callMode{adopt: true, sent: d.Sent})
+	if o.cancelled {
+		res := contract.Fail(job, contract.Cancelled())
+		res.Isolation = r.d.Isolation()
+		return res
+	}
+	res := r.result(ctx, job, o, r.m.Limits)
+	res.Isolation = r.d.Isolation()
+	res.Metrics.StartupMs, res.Metrics.Pooled = d.StartupMs, d.Pooled
+	return res
+}
+
+// adoptCell takes over the session whose cell d is, and collects the cell
+// in its turn: the session is busy with it until it ends.
+func (r *BoxRunner) adoptCell(ctx context.Context, d Detached, job contract.Job, lost func(string) contract.Result) contract.Result {
+	s := r.sessionsOf()
+	ls, gone := s.find(ctx, d.Session, d.Client)
+	if ls == nil {
+		if gone == "" {
+			gone = "its session's box is gone"
+		}
+		return lost(gone)
+	}
+	s.mu.Lock()
+	box := ls.box.ID()
+	s.mu.Unlock()
+	if box != d.BoxID {
+		return lost("its session runs in another box")
+	}
+	return r.inTurn(ctx, ls, job, func() contract.Result {
+		res, why := r.callSession(ctx, ls, job, nil, callMode{session: true, adopt: true, sent: d.Sent})
+		s.settle(ls, &res, why)
+		res.Isolation = r.d.Isolation()
+		return res
+	})
+}
+
+// callMode says how call exchanges a job with its box.
+type callMode struct {
+	// session: the box is a session's (call's doc).
+	session bool
+	// adopt: the job was sent at sent by a server since restarted: the
+	// box is asked for the run's report by its id (a collect stream), and
+	// the deadlines count from sent.
+	adopt bool
+	sent  time.Time
+	// onSent is called just before the job is sent.
+	onSent func(sent time.Time)
+}
+
+// firstChannel starts a fresh one-off box's channel: a reset without
+// padding (nothing was written to the box before), the multiplexer's bytes
+// right behind it; the box's answer is awaited by the first read, so the
+// call waits for no round trip.
+func firstChannel(conn Conn, max int64) (*channel, error) {
+	nonce := make([]byte, initproto.NonceSize)
+	_, _ = rand.Read(nonce)
+	w := initproto.NewResetWriter(conn)
+	if err := w.Start(nonce); err != nil {
+		return nil, err
+	}
+	ch, err := newChannel(conn, sessionConn{Reader: &ackReader{r: conn, nonce: nonce, limit: 1 << 20}, w: w, c: conn}, max)
+	if err != nil {
+		return nil, err
+	}
+	ch.end = w.End
+	return ch, nil
+}
+
+// reconnect opens a one-off box's channel again (a restarted server).
+func reconnect(ctx context.Context, conn Conn, max int64) (*channel, error) {
+	ch, w, err := openAgain(ctx, conn, max)
+	if err != nil {
+		return nil, err
+	}
+	ch.end = w.End
+	return ch, nil
+}
+
+// ackReader reads, on its first read, up to the box's answer to the reset
+// named by nonce, then what follows it.
+type ackReader struct {
+	r     io.Reader
+	nonce []byte
+	limit int
+	after io.Reader
+}
+
+func (a *ackReader) Read(p []byte) (int, error) {
+	if a.after == nil {
+		rd, err := initproto.AwaitAck(a.r, a.nonce, a.limit)
+		if err != nil {
+			return 0, err
+		}
+		a.after = rd
+	}
+	return a.after.Read(p)
+}
