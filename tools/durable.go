@@ -11,6 +11,7 @@ import (
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/runstore"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // Long runs outlive the server process (issue 22 item 3). A run becomes
@@ -36,7 +37,7 @@ const (
 // bounded time) for the run's end: the result the dead server would have
 // built, or one saying the result is lost. Cancelling ctx cancels the run.
 type Adopter interface {
-	Adopt(ctx context.Context, d Detached) contract.Result
+	Adopt(ctx context.Context, d sandbox.Detached) contract.Result
 }
 
 // runRecord is a durable run as the store keeps it: plain data.
@@ -54,7 +55,7 @@ type runRecord struct {
 	// Audit is the run's audit line held until its ending is known.
 	Audit    *audit.Entry `json:"audit,omitempty"`
 	Call     recordedCall `json:"call"`
-	Detached *Detached    `json:"detached,omitempty"`
+	Detached *sandbox.Detached    `json:"detached,omitempty"`
 }
 
 // recordedCall is what an adopted run's audit line needs of its call.
@@ -84,7 +85,7 @@ type keeping struct {
 	// task's call, when the server has a store).
 	durable  bool
 	taskID   string
-	detached *Detached
+	detached *sandbox.Detached
 	call     recordedCall
 	// release gives up the store's hold of the record (the run's end).
 	release func()
@@ -122,12 +123,12 @@ func (h *Handles) beginTask(owner, tool, task string, c Call) *handle {
 
 // onSent is the run's RunRequest.OnSent: the box's record joins the
 // run's handle, if it has one.
-func (d Deps) onSent(ctx context.Context) func(Detached) {
+func (d Deps) onSent(ctx context.Context) func(sandbox.Detached) {
 	hd, ok := ctx.Value(handleKey{}).(*handle)
 	if !ok || d.Handles == nil || d.Handles.store == nil {
 		return nil
 	}
-	return func(det Detached) { d.Handles.sent(hd, det) }
+	return func(det sandbox.Detached) { d.Handles.sent(hd, det) }
 }
 
 // persist makes hd durable: its record is held by this process and
@@ -146,7 +147,7 @@ func (h *Handles) persist(hd *handle) {
 
 // sent takes the box's Detached record of hd's run (RunRequest.OnSent):
 // written at once when the run is durable already.
-func (h *Handles) sent(hd *handle, d Detached) {
+func (h *Handles) sent(hd *handle, d sandbox.Detached) {
 	h.mu.Lock()
 	hd.detached = &d
 	save := hd.durable
@@ -294,7 +295,7 @@ func (h *Handles) parseAnswer(raw json.RawMessage) *mcp.CallToolResult {
 			return out
 		}
 	}
-	res := contract.Fail(contract.Job{}, runLost("its stored answer could not be read"))
+	res := contract.Fail(contract.Job{}, contract.RunLost("its stored answer could not be read"))
 	res.Isolation = h.m.Isolation
 	return ToCallToolResult(h.m, contract.ForModel(res, h.m.Limits.AnswerChars))
 }
@@ -307,9 +308,9 @@ func (d Deps) adopt(ctx context.Context, hd *handle) {
 	var res contract.Result
 	switch {
 	case hd.detached == nil:
-		res = contract.Fail(contract.Job{RunID: hd.RunID}, runLost("its server stopped before the job reached its sandbox"))
+		res = contract.Fail(contract.Job{RunID: hd.RunID}, contract.RunLost("its server stopped before the job reached its sandbox"))
 	case h.adopter == nil:
-		res = contract.Fail(contract.Job{RunID: hd.RunID}, runLost("this server cannot find sandboxes of another"))
+		res = contract.Fail(contract.Job{RunID: hd.RunID}, contract.RunLost("this server cannot find sandboxes of another"))
 	default:
 		res = h.adopter.Adopt(ctx, *hd.detached)
 	}
@@ -351,7 +352,7 @@ func (d Deps) pollRemote(ctx context.Context, hd *handle) {
 		rec, ok := h.load(recordRun, hd.RunID)
 		switch {
 		case !ok:
-			h.finish(hd, answer(ctx, d.Manifest, nil, contract.Fail(contract.Job{RunID: hd.RunID}, runLost("its record is gone"))))
+			h.finish(hd, answer(ctx, d.Manifest, nil, contract.Fail(contract.Job{RunID: hd.RunID}, contract.RunLost("its record is gone"))))
 			return
 		case !rec.Ended.IsZero():
 			h.finish(hd, h.parseAnswer(rec.Answer))
@@ -367,11 +368,6 @@ func (d Deps) pollRemote(ctx context.Context, hd *handle) {
 	}
 }
 
-// runLost is a run whose result no server has.
-func runLost(why string) contract.ErrorInfo {
-	return contract.ErrorInfo{Kind: contract.KindSandbox, Message: "the run's result is lost: " + why,
-		Hint: "Run the code again; a run whose sandbox is gone cannot be recovered."}
-}
 
 // storeSweepEvery is how often the run store's expired records go.
 const storeSweepEvery = time.Minute
@@ -433,7 +429,7 @@ func KeepsBox(store *runstore.Store) func(boxID string) bool {
 func (d Deps) AdoptTask(ctx context.Context, taskID string) *mcp.CallToolResult {
 	h := d.Handles
 	lost := func(why string) *mcp.CallToolResult {
-		res := contract.Fail(contract.Job{}, runLost(why))
+		res := contract.Fail(contract.Job{}, contract.RunLost(why))
 		res.Isolation = d.Manifest.Isolation
 		return answer(ctx, d.Manifest, nil, res)
 	}

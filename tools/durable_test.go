@@ -14,6 +14,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/runstore"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // fakeAdopter stands for the runner of a restarted server: it answers
@@ -27,12 +28,12 @@ type fakeAdopter struct {
 	killed  []string
 }
 
-func (a *fakeAdopter) Adopt(ctx context.Context, d Detached) contract.Result {
+func (a *fakeAdopter) Adopt(ctx context.Context, d sandbox.Detached) contract.Result {
 	a.mu.Lock()
 	a.adopted = append(a.adopted, d.RunID)
 	a.mu.Unlock()
 	if a.gone[d.BoxID] {
-		return contract.Fail(d.Job, runLost("its sandbox is gone"))
+		return contract.Fail(d.Job, contract.RunLost("its sandbox is gone"))
 	}
 	select {
 	case <-a.release:
@@ -83,7 +84,7 @@ func sentAll(d Deps, box string) {
 	}
 	h.mu.Unlock()
 	for _, hd := range hs {
-		h.sent(hd, Detached{RunID: hd.RunID, BoxID: box, Job: contract.Job{RunID: hd.RunID}})
+		h.sent(hd, sandbox.Detached{RunID: hd.RunID, BoxID: box, Job: contract.Job{RunID: hd.RunID}})
 	}
 }
 

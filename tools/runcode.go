@@ -217,7 +217,7 @@ func (d Deps) run(ctx context.Context, c Call, streams *initproto.Streams) contr
 		return res
 	}
 	var res contract.Result
-	req := sandbox.RunRequest{Job: job, Mounts: c.Roots, Streams: streams, Approve: c.Approver}
+	req := sandbox.RunRequest{Job: job, Mounts: c.Roots, Streams: streams, Approve: c.Approver, OnSent: d.onSent(ctx)}
 	if c.Args.SessionID == "" {
 		res = d.Runner.Run(ctx, req)
 	} else if sr := d.Runner.Sessions(); sr != nil && m.Sessions.Enabled {

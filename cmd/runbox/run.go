@@ -150,9 +150,6 @@ func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sand
 		r = sandbox.NewCache(runner, m, runner.ImageDigest)
 	}
 	opts := mcpserver.Options{Version: version, Logger: logger, Transport: cfg.transport, Audit: auditLog, Described: described, Runs: runs}
-	if a, ok := any(runner).(tools.Adopter); ok {
-		opts.Adopter = a
-	}
 	opts.Upstream = startUpstream(ctx, m, logger)
 	if m.Metrics.Enabled && cfg.transport != mcpserver.TransportStdio {
 		opts.Metrics = metrics.New(version, m.Isolation, runner)
@@ -184,7 +181,11 @@ func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Intercep
 	if err != nil {
 		return nil, err
 	}
-	return sandbox.New(d, sandbox.Options{Manifest: m, Logger: logger, Network: proxies(m, icpt), CA: icpt.CAPEM()}), nil
+	o := sandbox.Options{Manifest: m, Logger: logger, Network: proxies(m, icpt), CA: icpt.CAPEM()}
+	if runs != nil {
+		o.Keep = tools.KeepsBox(runs)
+	}
+	return sandbox.New(d, o), nil
 }
 
 // proxies makes each run's side of the manifest's network: egress's proxy

@@ -35,11 +35,9 @@ type Options struct {
 	// Upstream are the servers code may call; nil: none (upstream.go).
 	Upstream *upstream.Set
 	// Runs keeps the long runs and tasks so that they outlive the process
-	// (issue 22 item 3); nil keeps them in memory only. Adopter finds a
-	// kept run's box in this (restarted) server; nil answers such a run
-	// lost.
-	Runs    *runstore.Store
-	Adopter tools.Adopter
+	// (issue 22 item 3), the runner adopting a kept run's box in a
+	// restarted server; nil keeps them in memory only.
+	Runs *runstore.Store
 	// Described delivers the manifest again, as the images describe their
 	// languages (versions, packages): run_code's description, the prompts
 	// and the manifest resource follow each one. nil: the loaded
@@ -78,7 +76,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	}
 	deps.Handles = tools.NewHandles(m, o.Audit, bm, logger)
 	if o.Runs != nil {
-		deps.Handles.Durable(o.Runs, o.Adopter)
+		deps.Handles.Durable(o.Runs, r)
 	}
 	handles.Store(s, deps.Handles)
 	if hasUpstream(o) {
