@@ -53,9 +53,9 @@ type runRecord struct {
 	Ending    Ending          `json:"ending,omitempty"`
 	Answer    json.RawMessage `json:"answer,omitempty"`
 	// Audit is the run's audit line held until its ending is known.
-	Audit    *audit.Entry `json:"audit,omitempty"`
-	Call     recordedCall `json:"call"`
-	Detached *sandbox.Detached    `json:"detached,omitempty"`
+	Audit    *audit.Entry      `json:"audit,omitempty"`
+	Call     recordedCall      `json:"call"`
+	Detached *sandbox.Detached `json:"detached,omitempty"`
 }
 
 // recordedCall is what an adopted run's audit line needs of its call.
@@ -367,7 +367,6 @@ func (d Deps) pollRemote(ctx context.Context, hd *handle) {
 		}
 	}
 }
-
 
 // storeSweepEvery is how often the run store's expired records go.
 const storeSweepEvery = time.Minute
