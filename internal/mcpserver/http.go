@@ -93,9 +93,14 @@ func handler(s *server.MCPServer, cfg HTTPConfig, bound string) (http.Handler, f
 	case TransportSSE:
 		sse := server.NewSSEServer(s, server.WithSSEEndpoint(PathSSE), server.WithMessageEndpoint(PathMessage), server.WithKeepAlive(true),
 			server.WithSSEContextFunc(principalFromRequest))
-		mux.Handle(PathSSE, guard(sse.SSEHandler()))
-		mux.Handle(PathMessage, guard(paramsGuard{s}.sse(sse, sse.MessageHandler())))
+		var events, messages http.Handler = sse.SSEHandler(), paramsGuard{s}.sse(sse, sse.MessageHandler())
 		shutdown = sse.Shutdown
+		if l := taskLayerOf(s); l != nil {
+			events, messages = l.sseEvents(events), l.sse(sse, messages)
+			shutdown = func(ctx context.Context) error { l.stop(); return sse.Shutdown(ctx) }
+		}
+		mux.Handle(PathSSE, guard(events))
+		mux.Handle(PathMessage, guard(messages))
 	default:
 		h := server.NewStreamableHTTPServer(s, server.WithEndpointPath(PathMCP), server.WithHTTPContextFunc(principalFromRequest))
 		var mcpPath http.Handler = paramsGuard{s}.http(h)

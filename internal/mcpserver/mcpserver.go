@@ -51,11 +51,9 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	// List changes are always possible: the images' probes (Options.Described)
 	// change run_code's description after the server answers.
 	opts := upstreamOptions(o)
-	if o.Transport != TransportSSE {
-		// The Tasks extension (tasks.go) is served on stdio and
-		// streamable HTTP, whose requests may be of protocol 2026-07-28.
-		opts = append(opts, server.WithExtensions(map[string]any{ExtensionTasks: map[string]any{}}))
-	}
+	// The Tasks extension (tasks.go) is served on every transport: stdio,
+	// streamable HTTP and SSE (tasks_sse.go).
+	opts = append(opts, server.WithExtensions(map[string]any{ExtensionTasks: map[string]any{}}))
 	s := server.NewMCPServer(Name, o.Version, append(opts,
 		server.WithToolCapabilities(true),
 		server.WithResourceCapabilities(false, false),

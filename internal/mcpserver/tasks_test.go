@@ -428,3 +428,111 @@ func TestTaskInputRequired(t *testing.T) {
 func (*gateRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
 	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
 }
+
+// Tasks over the deprecated SSE transport: the CreateTaskResult and the
+// tasks/* answers come on the session's event stream, as every answer
+// does there; the task's own call runs in the same session and none of
+// its messages reach the client.
+func TestTasksOverSSE(t *testing.T) {
+	r := &gateRunner{gate: make(chan struct{})}
+	h, shutdown := Handler(New(manifest.Default(), r, Options{Version: "test", Transport: TransportSSE}),
+		HTTPConfig{Transport: TransportSSE, Addr: "127.0.0.1:0", Tokens: map[string]string{"alice": "alice-token-0123456789"}})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	defer func() { _ = shutdown(context.Background()) }()
+	const token = "Bearer alice-token-0123456789"
+	req, _ := http.NewRequest("GET", srv.URL+PathSSE, nil)
+	req.Header.Set("Authorization", token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	endpoint := make(chan string, 1)
+	answers := make(chan rpcAnswer, 16)
+	var leaked atomic.Int32
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		event := ""
+		for sc.Scan() {
+			line := sc.Text()
+			if e, ok := strings.CutPrefix(line, "event:"); ok {
+				event = strings.TrimSpace(e)
+				continue
+			}
+			data, ok := strings.CutPrefix(line, "data:")
+			if !ok {
+				continue
+			}
+			data = strings.TrimSpace(data)
+			if event == "endpoint" {
+				endpoint <- data
+				continue
+			}
+			if strings.Contains(data, taskIDPrefix) {
+				leaked.Add(1)
+			}
+			var a struct {
+				rpcAnswer
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal([]byte(data), &a) == nil && a.Method == "" && len(a.ID) > 0 {
+				answers <- a.rpcAnswer
+			}
+		}
+		close(answers)
+	}()
+	var messages string
+	select {
+	case messages = <-endpoint:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no endpoint event")
+	}
+	if !strings.HasPrefix(messages, "http") {
+		messages = srv.URL + messages
+	}
+	n := 0
+	post := func(method string, params map[string]any) rpcAnswer {
+		t.Helper()
+		n++
+		req, _ := http.NewRequest("POST", messages, bytes.NewReader(modernCall(n, method, params, true)))
+		req.Header.Set("Authorization", token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("%s: HTTP %d", method, resp.StatusCode)
+		}
+		select {
+		case a := <-answers:
+			return a
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no answer to %s on the stream", method)
+		}
+		return rpcAnswer{}
+	}
+	created := post("tools/call", runArgs("print(1)"))
+	id := created.str("taskId")
+	if created.str("resultType") != "task" || id == "" {
+		t.Fatalf("created: %+v %s", created.Error, created.Result)
+	}
+	if got := post("tasks/get", map[string]any{"taskId": id}); got.str("status") != "working" {
+		t.Fatalf("tasks/get: %+v %s", got.Error, got.Result)
+	}
+	close(r.gate)
+	done := waitStatus(t, func() rpcAnswer { return post("tasks/get", map[string]any{"taskId": id}) }, "completed")
+	var result struct {
+		Structured contract.Result `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(done.Result["result"], &result); err != nil || result.Structured.Stdout != "out:print(1)" {
+		t.Fatalf("result: %v %s", err, done.Result["result"])
+	}
+	if leaked.Load() != 0 {
+		t.Fatalf("%d messages of the task's own call reached the client", leaked.Load())
+	}
+}

@@ -46,41 +46,10 @@ func (l *taskLayer) stdioLine(owner string, line []byte, toMCP io.Writer) []byte
 		return resp
 	}
 	send := func(id string, inner []byte) (context.CancelFunc, error) {
-		answered := make(chan struct{})
-		l.answered.Store(id, answered)
-		if _, err := toMCP.Write(append(inner, '\n')); err != nil {
-			l.answered.Delete(id)
-			return nil, err
-		}
-		// The call is mcp-go's request on this connection: a cancelled
-		// notification for its id cancels its context. mcp-go takes
-		// requests in workers and notifications at once, so a cancel may
-		// come before the request is in flight and miss it: it is said
-		// again until the call answers.
-		var once sync.Once
-		return func() {
-			once.Do(func() {
-				note, _ := json.Marshal(map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "method": mcp.MethodNotificationCancelled,
-					"params": map[string]any{"requestId": taskIDPrefix + id, "reason": "tasks/cancel"}})
-				go func() {
-					for {
-						select {
-						case <-answered:
-							return
-						default:
-						}
-						if _, err := toMCP.Write(append(note, '\n')); err != nil {
-							return
-						}
-						select {
-						case <-answered:
-							return
-						case <-time.After(cancelAgain):
-						}
-					}
-				}()
-			})
-		}, nil
+		return l.sendInConnection(id, inner, func(b []byte) error {
+			_, err := toMCP.Write(append(b, '\n'))
+			return err
+		})
 	}
 	t := l.start(owner, p.Name, line, send)
 	if t == nil {
@@ -89,8 +58,49 @@ func (l *taskLayer) stdioLine(owner string, line []byte, toMCP io.Writer) []byte
 	return createdAnswer(req.ID, *t)
 }
 
+// sendInConnection hands task id's call to mcp-go as a request of the
+// client's own connection (stdio, an SSE session), through write, and
+// returns its cancel.
+func (l *taskLayer) sendInConnection(id string, inner []byte, write func([]byte) error) (context.CancelFunc, error) {
+	answered := make(chan struct{})
+	l.answered.Store(id, answered)
+	if err := write(inner); err != nil {
+		l.answered.Delete(id)
+		return nil, err
+	}
+	// The call is mcp-go's request on this connection: a cancelled
+	// notification for its id cancels its context. mcp-go takes requests
+	// in workers and notifications at once, so a cancel may come before
+	// the request is in flight and miss it: it is said again until the
+	// call answers.
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			note, _ := json.Marshal(map[string]any{"jsonrpc": mcp.JSONRPC_VERSION, "method": mcp.MethodNotificationCancelled,
+				"params": map[string]any{"requestId": taskIDPrefix + id, "reason": "tasks/cancel"}})
+			go func() {
+				for {
+					select {
+					case <-answered:
+						return
+					default:
+					}
+					if write(note) != nil {
+						return
+					}
+					select {
+					case <-answered:
+						return
+					case <-time.After(cancelAgain):
+					}
+				}
+			}()
+		})
+	}, nil
+}
+
 // cancelAgain is how often a task's cancel is said again to mcp-go on
-// stdio until its call answers.
+// stdio and SSE until its call answers.
 const cancelAgain = 100 * time.Millisecond
 
 // taskFilter passes mcp-go's messages to the client, keeping back those
