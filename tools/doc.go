@@ -13,7 +13,9 @@
 // handles.go): a run still going after limits.answer_within_seconds
 // answers status running and goes on; run_wait collects it, run_cancel
 // stops it; long runs (those, and calls made as MCP tasks) are capped per
-// client and per server. Every failure an agent can fix, bad arguments
+// client and per server, and kept in the run store so that they outlive
+// the process: a restarted server answers a finished one's result and
+// adopts a running one through the runner (durable.go). Every failure an agent can fix, bad arguments
 // included, is a result with isError and a typed error.kind, never a
 // protocol error. The package knows nothing of Docker or Kubernetes: it
 // runs calls through a sandbox.Runner, and treats the manifest as

@@ -6,6 +6,7 @@
 //
 // It owns no wire format and knows no MCP transport: internal/mcpserver
 // turns tasks/get, tasks/cancel and task-augmented tools/call into calls
-// here. Tasks live behind the small Store interface so that a durable
-// store (one that outlives the process) can replace Memory.
+// here. Tasks live behind the small Store interface: Memory in this
+// process, or Disk in the run store (internal/runstore), where they
+// outlive it.
 package tasks
