@@ -291,3 +291,22 @@ func TestCorruptRecordIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The cost of a long run's record: one write (a 4 KiB answer) into a
+// store holding 200 records.
+func BenchmarkPut(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 200 {
+		_ = s.Put(Entry{Kind: "run", ID: fmt.Sprint("r", i), Finished: true, Data: data(4096)})
+	}
+	d := data(4096)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := s.Put(Entry{Kind: "run", ID: "x", Data: d}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
