@@ -30,8 +30,10 @@ type durableDriver struct {
 	frozen atomic.Bool
 }
 
-func (d *durableDriver) Ready(context.Context) error                          { return nil }
-func (d *durableDriver) ImageDigest(context.Context, string) (string, error)  { return "sha256:fake", nil }
+func (d *durableDriver) Ready(context.Context) error { return nil }
+func (d *durableDriver) ImageDigest(context.Context, string) (string, error) {
+	return "sha256:fake", nil
+}
 func (d *durableDriver) Reap(context.Context, func(string) bool) (int, error) { return 0, nil }
 func (d *durableDriver) Isolation() string                                    { return manifest.IsolationRunc }
 func (d *durableDriver) Close() error                                         { return nil }
@@ -380,4 +382,3 @@ func TestAdopt(t *testing.T) {
 		}
 	})
 }
-
