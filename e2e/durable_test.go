@@ -3,444 +3,237 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
-// Long runs outlive the server (issue 22 item 3): a run answered running
-// (the client asks for its answer within 2 s through
-// io.runbox/answer_within_seconds), its server killed with kill -9
-// mid-run, a new server on the same state directory answers run_wait
-// running and then the run's full result. On every backend: Docker,
-// gVisor, and Podman and Kubernetes where this machine has them.
+// durableCode runs 20 s, then prints and leaves an artifact.
+const durableCode = "import time\ntime.sleep(20)\nprint('survived')\nopen('out.txt', 'w').write('kept')\n"
 
-// durableBackend is an engine a durable run is tried on.
-type durableBackend struct {
-	name string
-	// env is the servers' environment besides the state directory.
-	env []string
-	// manifest selects the backend.
-	manifest string
-	// host is the Docker-API engine's DOCKER_HOST, "" for the default;
-	// kube: the Kubernetes backend (no docker CLI to list its boxes).
-	host string
-	kube bool
-}
+var (
+	durableOnce sync.Once
+	durableBin  string
+	durableErr  error
+)
 
-func durableBackends(t *testing.T) []durableBackend {
-	out := []durableBackend{{name: "docker"}}
-	if rt, err := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output(); err == nil && strings.Contains(string(rt), `"runsc"`) {
-		out = append(out, durableBackend{name: "gvisor", manifest: "isolation: gvisor\n"})
-	} else {
-		out = append(out, durableBackend{name: "gvisor"}) // skipped, said below
-	}
-	out = append(out, durableBackend{name: "podman", host: os.Getenv("RUNBOX_PODMAN_HOST")})
-	out = append(out, durableBackend{name: "kubernetes", kube: true})
-	return out
-}
-
-// ready skips a backend this machine lacks (absent: a failure under CI)
-// and completes its manifest.
-func (b *durableBackend) ready(t *testing.T) {
+// buildDurable builds e2e/internal/durable beside runbox-init, where its
+// drivers find it.
+func buildDurable(t *testing.T) string {
 	t.Helper()
-	switch {
-	case b.name == "gvisor" && b.manifest == "":
-		absent(t, "the Docker engine has no runsc runtime (`make setup` installs gVisor)")
-	case b.name == "podman" && b.host == "":
-		absent(t, "RUNBOX_PODMAN_HOST is not set (bash scripts/podman.sh prints it)")
-	case b.kube:
-		kubeSetup(t)
-		b.manifest = strings.TrimPrefix(readFile(t, kubeManifest(t, "")), "")
+	durableOnce.Do(func() {
+		durableBin = filepath.Join(binDir, "durable")
+		out, err := exec.Command("go", "build", "-o", durableBin, "./internal/durable").CombinedOutput()
+		if err != nil {
+			durableErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if durableErr != nil {
+		t.Fatalf("building e2e/internal/durable: %v", durableErr)
 	}
-	if b.host != "" {
-		b.env = append(b.env, "DOCKER_HOST="+b.host)
-	}
+	return durableBin
 }
 
-func readFile(t *testing.T, p string) string {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// runBoxes lists the boxes of run id on b's Docker-API engine.
-func (b durableBackend) runBoxes(t *testing.T, id string) []string {
-	t.Helper()
-	if b.kube {
-		var out []string
-		for _, p := range kubePods(t) {
-			if p.Labels[sandbox.LabelRunID] == id {
-				out = append(out, p.Name)
+// TestRunOutlivesItsServer (issue 22 item 3): a server sends a 20 s run to
+// its box, a one-off run and a session's cell alike, and is killed with
+// SIGKILL mid-run; the box runs on, and a new server process, given the
+// record the first one's OnSent wrote, keeps the box from its reaper
+// (whose owner is dead), adopts the run and answers its result as the dead
+// server would have (output, artifact, run id); a one-off box is removed
+// after, a session's cell keeps the session busy with the run meanwhile. A
+// second adoption of the same record says the result is lost. On Docker and
+// gVisor; on Podman and Kubernetes where their environment is set
+// (RUNBOX_PODMAN_HOST, RUNBOX_K8S_KUBECONFIG).
+func TestRunOutlivesItsServer(t *testing.T) {
+	bin := buildDurable(t)
+	base := "audit:\n  enabled: false\npool:\n  size: 0\nsessions:\n  enabled: true\n"
+	for _, be := range []struct {
+		name  string
+		setup func(t *testing.T) (manifest string, env []string)
+	}{
+		{"docker", func(t *testing.T) (string, []string) { return writeManifest(t, base), nil }},
+		{"gvisor", func(t *testing.T) (string, []string) {
+			out, err := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output()
+			if err != nil || !strings.Contains(string(out), `"runsc"`) {
+				absent(t, "the Docker engine has no runsc runtime (`make setup` installs gVisor)")
 			}
-		}
-		return out
-	}
-	args := []string{"ps", "-aq", "--filter", "label=" + sandbox.LabelRunID + "=" + id}
-	if b.host != "" {
-		args = append([]string{"-H", b.host}, args...)
-	}
-	out, _ := exec.Command("docker", args...).Output()
-	return strings.Fields(string(out))
-}
-
-// durableEnv is a state directory of the test's own and b's environment.
-func durableEnv(t *testing.T, b durableBackend) (env []string, runs string) {
-	state := t.TempDir()
-	return append([]string{"XDG_STATE_HOME=" + state}, append(secretEnv, b.env...)...), filepath.Join(state, "runbox", "runs")
-}
-
-// durableManifest is b's manifest for the test: runs go to the
-// background after 30 s unless the client asks sooner.
-func durableManifest(t *testing.T, b durableBackend) string {
-	y := "limits:\n  answer_within_seconds: 30\n  max_timeout_seconds: 600\n"
-	if !b.kube {
-		y += "audit:\n  enabled: false\n"
-	}
-	return writeManifest(t, b.manifest+y+imageLanguages(t))
-}
-
-// within2 asks for the answer within 2 s.
-var within2 = map[string]any{"io.runbox/answer_within_seconds": 2}
-
-// callMeta calls a tool with _meta fields and decodes its result.
-func (s *server) callMeta(t *testing.T, name string, args, meta map[string]any) contract.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	req := mcp.CallToolRequest{}
-	req.Params.Name, req.Params.Arguments = name, args
-	if meta != nil {
-		req.Params.Meta = &mcp.Meta{AdditionalFields: meta}
-	}
-	res, err := s.c.CallTool(ctx, req)
-	if err != nil {
-		t.Fatalf("%s: %v\nserver stderr:\n%s", name, err, s.stderr)
-	}
-	r, err := decodeResult(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-// waitRecord waits for the run store's record kind-id to name its box
-// (the job was sent), so that a kill after it finds the run again.
-func waitRecord(t *testing.T, runs, kind, id string) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		b, _ := os.ReadFile(filepath.Join(runs, kind+"-"+id+".json"))
-		if strings.Contains(string(b), `\"box_id\"`) || strings.Contains(string(b), `"box_id"`) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the run store has no record of %s with its box: %s", id, b)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// kill9 kills a server as kill -9 does: nothing of it runs after.
-func (s *server) kill9(t *testing.T) {
-	t.Helper()
-	if err := s.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = s.cmd.Process.Wait()
-	_ = s.c.Close()
-}
-
-// waitResult calls run_wait until the run is no longer running.
-func (s *server) waitResult(t *testing.T, id string) (contract.Result, int) {
-	t.Helper()
-	deadline := time.Now().Add(4 * time.Minute)
-	running := 0
-	for {
-		r := s.callMeta(t, "run_wait", map[string]any{"run_id": id, "wait_seconds": 5}, nil)
-		if r.RunID != id {
-			t.Fatalf("run_wait of %s answered %s", id, r.RunID)
-		}
-		if r.Status != contract.StatusRunning {
-			return r, running
-		}
-		running++
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still running after 4 minutes\n%s", id, s.stderr)
-		}
-	}
-}
-
-// countdown prints 0..n-1, a second apart, then done.
-func countdown(n int) string {
-	return fmt.Sprintf("import time\nfor i in range(%d):\n    print(i, flush=True)\n    time.sleep(1)\nprint('done')", n)
-}
-
-func countdownOut(n int) string {
-	var b strings.Builder
-	for i := range n {
-		fmt.Fprintf(&b, "%d\n", i)
-	}
-	return b.String() + "done\n"
-}
-
-// TestDurableRunAfterKill: a one-off run and a session's long cell,
-// their server killed mid-run, are found again by a new server on the
-// same state directory: run_wait answers running, then the whole result;
-// the session's cell keeps the session busy while it runs, and the
-// session goes on after it. No box is left.
-func TestDurableRunAfterKill(t *testing.T) {
-	for _, b := range durableBackends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			b.ready(t)
-			env, runs := durableEnv(t, b)
-			m := durableManifest(t, b)
-			const n = 25
-			a := startServer(t, env, "--manifest", m)
-			first := a.callMeta(t, "run_code", map[string]any{"language": "python", "code": countdown(n), "timeout_seconds": 300}, within2)
-			if first.Status != contract.StatusRunning {
-				a.kill()
-				t.Fatalf("status %s, want running: %+v", first.Status, first.Error)
+			return writeManifest(t, "isolation: gvisor\n"+base), nil
+		}},
+		{"podman", func(t *testing.T) (string, []string) {
+			host := os.Getenv("RUNBOX_PODMAN_HOST")
+			if host == "" {
+				absent(t, "RUNBOX_PODMAN_HOST is not set (bash scripts/podman.sh prints it)")
 			}
-			sid := a.open(t, "python")
-			cell := a.callMeta(t, "run_code", map[string]any{"language": "python", "code": "x = 41\n" + countdown(n), "session_id": sid, "timeout_seconds": 300}, within2)
-			if cell.Status != contract.StatusRunning {
-				a.kill()
-				t.Fatalf("cell status %s, want running: %+v", cell.Status, cell.Error)
-			}
-			waitRecord(t, runs, "run", first.RunID)
-			waitRecord(t, runs, "run", cell.RunID)
-			killed := time.Now()
-			a.kill9(t)
-
-			bsrv := startServer(t, env, "--manifest", m)
-			t.Cleanup(func() {
-				bsrv.close()
-				for _, id := range []string{first.RunID, cell.RunID} {
-					deadline := time.Now().Add(30 * time.Second)
-					for left := b.runBoxes(t, id); len(left) > 0; left = b.runBoxes(t, id) {
-						if time.Now().After(deadline) {
-							t.Errorf("boxes of %s left: %v", id, left)
-							break
-						}
-						time.Sleep(200 * time.Millisecond)
-					}
+			return writeManifest(t, base), []string{"DOCKER_HOST=" + host}
+		}},
+		{"kubernetes", func(t *testing.T) (string, []string) {
+			kubeSetup(t)
+			return kubeManifest(t, "pool:\n  size: 0\nsessions:\n  enabled: true\n"), nil
+		}},
+	} {
+		t.Run(be.name, func(t *testing.T) {
+			for _, session := range []bool{false, true} {
+				name := "one-off"
+				if session {
+					name = "cell"
 				}
-			})
-			if r := bsrv.callMeta(t, "run_wait", map[string]any{"run_id": first.RunID, "wait_seconds": 0}, nil); r.Status != contract.StatusRunning {
-				t.Fatalf("run_wait after the restart: %s %+v (want running; the run was killed %v ago)", r.Status, r.Error, time.Since(killed))
+				t.Run(name, func(t *testing.T) {
+					m, env := be.setup(t)
+					durableRun(t, bin, m, env, be.name, session)
+				})
 			}
-			for _, c := range []struct {
-				id, what string
-			}{{first.RunID, "one-off run"}, {cell.RunID, "session cell"}} {
-				res, running := bsrv.waitResult(t, c.id)
-				if res.Status != contract.StatusOK || res.ExitCode == nil || *res.ExitCode != 0 {
-					t.Fatalf("%s: %s %+v\nstdout %q\nserver stderr:\n%s", c.what, res.Status, res.Error, res.Stdout, bsrv.stderr)
-				}
-				if res.Stdout != countdownOut(n) {
-					t.Fatalf("%s stdout = %q", c.what, res.Stdout)
-				}
-				t.Logf("%s: result after the restart, %d run_wait answers running", c.what, running)
-			}
-			// The session lives on in the new server, its state kept.
-			if r := bsrv.in(t, sid, "python", "print(x + 1)"); r.Status != contract.StatusOK || r.Stdout != "42\n" {
-				t.Fatalf("the session after its adopted cell: %s %+v %q", r.Status, r.Error, r.Stdout)
-			}
-			bsrv.tool(t, "session_close", map[string]any{"session_id": sid})
 		})
 	}
 }
 
-// TestDurableRunLost: a record whose box was removed meanwhile answers
-// that the result is lost, fast, never a hang.
-func TestDurableRunLost(t *testing.T) {
-	b := durableBackend{name: "docker"}
-	env, runs := durableEnv(t, b)
-	m := durableManifest(t, b)
-	a := startServer(t, env, "--manifest", m)
-	first := a.callMeta(t, "run_code", map[string]any{"language": "python", "code": countdown(60), "timeout_seconds": 300}, within2)
-	if first.Status != contract.StatusRunning {
-		a.kill()
-		t.Fatalf("status %s", first.Status)
+func durableRun(t *testing.T, bin, manifest string, env []string, backend string, session bool) {
+	record := filepath.Join(t.TempDir(), "record.json")
+	args := []string{"start", "-manifest", manifest, "-record", record, "-code", durableCode}
+	if session {
+		args = append(args, "-session")
 	}
-	waitRecord(t, runs, "run", first.RunID)
-	a.kill9(t)
-	for _, id := range b.runBoxes(t, first.RunID) {
-		if out, err := exec.Command("docker", "rm", "-f", id).CombinedOutput(); err != nil {
-			t.Fatalf("docker rm: %v %s", err, out)
-		}
-	}
-	bsrv := startServer(t, env, "--manifest", m)
-	t.Cleanup(bsrv.close)
-	start := time.Now()
-	r := bsrv.callMeta(t, "run_wait", map[string]any{"run_id": first.RunID, "wait_seconds": 30}, nil)
-	took := time.Since(start)
-	if r.Status != contract.StatusError || r.Error == nil || r.Error.Kind != contract.KindSandbox || !strings.Contains(r.Error.Message, "lost") {
-		t.Fatalf("a run whose box is gone: %s %+v", r.Status, r.Error)
-	}
-	if took > 25*time.Second {
-		t.Fatalf("the lost run took %v to answer", took)
-	}
-	t.Logf("lost answered in %v: %s", took.Round(time.Millisecond), r.Error.Message)
-}
-
-// TestDurableTaskAfterKill: an MCP task's run, its server killed
-// mid-run, completes in a new server on the same state directory:
-// tasks/get answers working, then completed with the run's result.
-func TestDurableTaskAfterKill(t *testing.T) {
-	b := durableBackend{name: "docker"}
-	env, runs := durableEnv(t, b)
-	m := durableManifest(t, b)
-	const n = 20
-	a := startRawStdio(t, env, m)
-	created := a.send("tools/call", map[string]any{"name": "run_code", "arguments": map[string]any{"language": "python", "code": countdown(n), "timeout_seconds": 300}})
-	id := created.str("taskId")
-	if created.str("resultType") != "task" || id == "" {
-		t.Fatalf("created: %+v %s", created.Error, created.Result)
-	}
-	waitRecord(t, runs, "taskrun", id)
-	a.kill9()
-
-	bsrv := startRawStdio(t, env, m)
-	if g := bsrv.send("tasks/get", map[string]any{"taskId": id}); g.str("status") != "working" {
-		t.Fatalf("tasks/get after the restart: %+v %s", g.Error, g.Result)
-	}
-	deadline := time.Now().Add(4 * time.Minute)
-	var done rawAnswer
-	for {
-		done = bsrv.send("tasks/get", map[string]any{"taskId": id})
-		if s := done.str("status"); s != "working" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the task is still working\n%s", bsrv.stderr)
-		}
-		time.Sleep(time.Second)
-	}
-	if done.str("status") != "completed" {
-		t.Fatalf("task: %s\n%s", done.Result, bsrv.stderr)
-	}
-	var result struct {
-		Structured contract.Result `json:"structuredContent"`
-	}
-	if err := json.Unmarshal(done.Result["result"], &result); err != nil {
+	first := exec.Command(bin, args...)
+	first.Env = append(os.Environ(), env...)
+	var firstErr bytes.Buffer
+	first.Stderr = &firstErr
+	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if result.Structured.Status != contract.StatusOK || result.Structured.Stdout != countdownOut(n) {
-		t.Fatalf("the task's result: %+v", result.Structured)
-	}
-}
-
-// rawStdio is a server spoken to in raw JSON-RPC lines, protocol
-// 2026-07-28 with the Tasks extension, as TestTaskCancelOverStdio does.
-type rawStdio struct {
-	t       *testing.T
-	cmd     *exec.Cmd
-	in      interface{ Write([]byte) (int, error) }
-	answers chan rawAnswer
-	stderr  *syncBuffer
-	n       int
-}
-
-func startRawStdio(t *testing.T, env []string, manifest string) *rawStdio {
-	t.Helper()
-	cmd := exec.Command(runboxBin, "serve", "--manifest", manifest)
-	cmd.Env = append(os.Environ(), env...)
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	r := &rawStdio{t: t, cmd: cmd, in: in, answers: make(chan rawAnswer, 8), stderr: &syncBuffer{}}
-	cmd.Stderr = r.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	var rec sandbox.Detached
 	t.Cleanup(func() {
-		_ = in.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
+		_ = first.Process.Kill()
+		_ = first.Wait()
+		// Nothing of the test may stay: the box, whatever became of it.
+		if rec.BoxID != "" {
+			removeBox(t, backend, env, rec.BoxID)
 		}
 	})
-	go func() {
-		dec := json.NewDecoder(out)
-		for {
-			var m struct {
-				rawAnswer
-				Method string `json:"method"`
-			}
-			if dec.Decode(&m) != nil {
-				close(r.answers)
-				return
-			}
-			if m.Method == "" {
-				r.answers <- m.rawAnswer
-			}
+	for end := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		b, err := os.ReadFile(record)
+		if err == nil && json.Unmarshal(b, &rec) == nil {
+			break
 		}
-	}()
-	return r
+		if time.Now().After(end) {
+			t.Fatalf("the first server wrote no record:\n%s", firstErr.String())
+		}
+	}
+	if rec.BoxID == "" || rec.Job.RunID != rec.RunID || (session && rec.Session == "") {
+		t.Fatalf("record %+v", rec)
+	}
+	time.Sleep(3 * time.Second)
+	if err := first.Process.Kill(); err != nil { // SIGKILL: no clean-up runs
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	if !boxRunning(t, backend, env, rec.BoxID) {
+		t.Fatalf("the box did not outlive its server")
+	}
+
+	res, busy := adopt(t, bin, manifest, env, record)
+	if res.Status != contract.StatusOK || res.RunID != rec.RunID || res.Stdout != "survived\n" {
+		t.Fatalf("adopted: %+v %+v", res, res.Error)
+	}
+	arts := []string{}
+	for _, a := range res.Artifacts {
+		arts = append(arts, a.Path)
+	}
+	if !strings.Contains(strings.Join(arts, ","), "out.txt") {
+		t.Errorf("artifacts %v", arts)
+	}
+	if res.Metrics.WallMs < 19000 {
+		t.Errorf("the run's own wall %d ms: not the box's report", res.Metrics.WallMs)
+	}
+	if session && !busy {
+		t.Error("the session did not say it was busy with the adopted cell")
+	}
+	if !session {
+		deadline := time.Now().Add(30 * time.Second)
+		for boxExists(t, backend, env, rec.BoxID) {
+			if time.Now().After(deadline) {
+				t.Fatal("the adopted box was not removed")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	again, _ := adopt(t, bin, manifest, env, record)
+	if again.Error == nil || again.Error.Kind != contract.KindSandbox || !strings.Contains(again.Error.Message, "result is lost") {
+		t.Errorf("a second adoption: %+v %+v", again, again.Error)
+	}
 }
 
-func (r *rawStdio) send(method string, params map[string]any) rawAnswer {
-	r.t.Helper()
-	r.n++
-	params["_meta"] = map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+func adopt(t *testing.T, bin, manifest string, env []string, record string) (contract.Result, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "adopt", "-manifest", manifest, "-record", record)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("adopt: %v\n%s", err, stderr.String())
 	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": r.n, "method": method, "params": params})
-	if _, err := r.in.Write(append(b, '\n')); err != nil {
-		r.t.Fatal(err)
+	var res struct {
+		contract.Result
+		BusySeen bool `json:"busy_seen"`
 	}
-	select {
-	case a, ok := <-r.answers:
-		if !ok {
-			r.t.Fatalf("the server closed its output\n%s", r.stderr)
-		}
-		return a
-	case <-time.After(2 * time.Minute):
-		r.t.Fatalf("no answer to %s\n%s", method, r.stderr)
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("adopt's answer %q: %v", out, err)
 	}
-	return rawAnswer{}
+	return res.Result, res.BusySeen
 }
 
-func (r *rawStdio) kill9() {
-	_ = r.cmd.Process.Kill()
+func dockerCmd(env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command("docker", args...)
+	cmd.Env = append(os.Environ(), env...)
+	return cmd
 }
 
-// TestTypeScriptClientDurable: the same with the reference TypeScript
-// SDK client at its default 60 s request timeout (e2e/ts/durable.mjs).
-func TestTypeScriptClientDurable(t *testing.T) {
-	state := t.TempDir()
-	m := durableManifest(t, durableBackend{name: "docker"})
-	cmd := exec.Command("node", "durable.mjs", runboxBin, m, state, "25")
-	cmd.Dir = "ts"
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "ts durable: ") {
-		t.Fatalf("TypeScript client: %v\n%s", err, out)
+func boxRunning(t *testing.T, backend string, env []string, id string) bool {
+	t.Helper()
+	if backend == "kubernetes" {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		p, err := kubeCS.CoreV1().Pods(kubeNS).Get(ctx, id, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == "Running"
 	}
-	t.Log(strings.TrimSpace(string(out)))
-	id := strings.Fields(strings.SplitN(string(out), "ts durable: ", 2)[1])[0]
-	deadline := time.Now().Add(30 * time.Second)
-	for left := (durableBackend{}).runBoxes(t, id); len(left) > 0; left = (durableBackend{}).runBoxes(t, id) {
-		if time.Now().After(deadline) {
-			t.Fatalf("boxes of %s left: %v", id, left)
-		}
-		time.Sleep(200 * time.Millisecond)
+	out, _ := dockerCmd(env, "ps", "-q", "--no-trunc", "--filter", "id="+id).Output()
+	return strings.TrimSpace(string(out)) != ""
+}
+
+func boxExists(t *testing.T, backend string, env []string, id string) bool {
+	t.Helper()
+	if backend == "kubernetes" {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		p, err := kubeCS.CoreV1().Pods(kubeNS).Get(ctx, id, metav1.GetOptions{})
+		return err == nil && p.DeletionTimestamp == nil
 	}
+	out, _ := dockerCmd(env, "ps", "-aq", "--no-trunc", "--filter", "id="+id).Output()
+	return strings.TrimSpace(string(out)) != ""
+}
+
+func removeBox(t *testing.T, backend string, env []string, id string) {
+	t.Helper()
+	if backend == "kubernetes" {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		zero := int64(0)
+		_ = kubeCS.CoreV1().Pods(kubeNS).Delete(ctx, id, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		return
+	}
+	_ = dockerCmd(env, "rm", "-f", id).Run()
 }

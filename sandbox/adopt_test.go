@@ -30,8 +30,10 @@ type durableDriver struct {
 	frozen atomic.Bool
 }
 
-func (d *durableDriver) Ready(context.Context) error                          { return nil }
-func (d *durableDriver) ImageDigest(context.Context, string) (string, error)  { return "sha256:fake", nil }
+func (d *durableDriver) Ready(context.Context) error { return nil }
+func (d *durableDriver) ImageDigest(context.Context, string) (string, error) {
+	return "sha256:fake", nil
+}
 func (d *durableDriver) Reap(context.Context, func(string) bool) (int, error) { return 0, nil }
 func (d *durableDriver) Isolation() string                                    { return manifest.IsolationRunc }
 func (d *durableDriver) Close() error                                         { return nil }
@@ -381,3 +383,69 @@ func TestAdopt(t *testing.T) {
 	})
 }
 
+// TestAdoptCell: a restarted server adopts a session's cell its dead
+// predecessor sent: the session is busy with the cell's run meanwhile, the
+// cell's report is the result, and the session's state lives on.
+func TestAdoptCell(t *testing.T) {
+	d := &fakeSessionDriver{}
+	m := testManifest(t, func(m *manifest.Manifest) { m.Sessions.Enabled = true })
+	first := New(d, Options{Manifest: m})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		cancel()
+		_ = first.Close()
+	})
+	info, e := first.OpenSession(ctx, SessionRequest{Language: testJob(t, m, 0).Language, Client: "c", Limits: m.SessionLimits()})
+	if e != nil {
+		t.Fatal(e.Message)
+	}
+	job := testJob(t, m, 30*time.Second)
+	job.RunID, job.Code = "r_cell", "slow"
+	got := make(chan Detached, 1)
+	go first.RunInSession(ctx, info.ID, "c", RunRequest{Job: job, OnSent: func(rec Detached) { got <- rec }})
+	rec := <-got
+	if rec.Session != info.ID || rec.Client != "c" || rec.BoxID == "" {
+		t.Fatalf("record %+v", rec)
+	}
+	time.Sleep(100 * time.Millisecond)
+	d.freezeSessions()
+
+	second := New(d, Options{Manifest: m})
+	second.grace = 300 * time.Millisecond
+	t.Cleanup(func() { _ = second.Close() })
+	var busy atomic.Bool
+	stop := make(chan struct{})
+	go func() {
+		for {
+			for _, s := range second.ListSessions("c") {
+				if s.Running == "r_cell" {
+					busy.Store(true)
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	res := second.Adopt(context.Background(), rec)
+	close(stop)
+	if res.Status != contract.StatusOK || res.Stdout != "slow" || res.Session == nil || res.Session.ID != info.ID || res.Session.Call != 1 {
+		t.Fatalf("adopted %+v %+v", res, res.Error)
+	}
+	if !busy.Load() {
+		t.Error("the session did not say it was busy with the adopted cell")
+	}
+	job.RunID, job.Code = "r_next", "x"
+	if next := second.RunInSession(context.Background(), info.ID, "c", RunRequest{Job: job}); next.Stdout != "slow;x" {
+		t.Fatalf("the next cell: %+v %+v", next, next.Error)
+	}
+	// A record whose session is gone says its result is lost.
+	if err := second.CloseSession(context.Background(), info.ID, "c"); err != nil {
+		t.Fatal(err.Message)
+	}
+	if again := second.Adopt(context.Background(), rec); again.Error == nil || !strings.Contains(again.Error.Message, "result is lost") {
+		t.Fatalf("adopting a closed session's cell: %+v %+v", again, again.Error)
+	}
+}

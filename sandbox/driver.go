@@ -35,6 +35,13 @@ type Driver interface {
 	Close() error
 }
 
+// Keeper is a Driver that also reaps on its own, besides Reap (Docker,
+// when its engine answers again): New hands it [Options].Keep before its
+// first reap.
+type Keeper interface {
+	SetKeep(keep func(boxID string) bool)
+}
+
 // BoxSpec is what a box is started for.
 type BoxSpec struct {
 	Language manifest.Language

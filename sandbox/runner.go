@@ -83,6 +83,9 @@ func New(d Driver, o Options) *BoxRunner {
 	if o.Owner != nil {
 		owner = *o.Owner
 	}
+	if k, ok := d.(Keeper); ok && o.Keep != nil {
+		k.SetKeep(o.Keep)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &BoxRunner{d: d, m: o.Manifest, log: log, owner: owner,
 		slots: newSlots(o.Manifest.Concurrency, o.Manifest.QueueSize), grace: backstopGrace,

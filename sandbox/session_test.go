@@ -44,6 +44,10 @@ type fakeSessionBox struct {
 	call  uint64
 	after chan struct{}
 	late  chan string
+	// For the adoption tests (adopt_test.go): the cells' reports by run
+	// id, and the attach a frozen (dead) server holds.
+	kept map[string]*durableJob
+	cur  *fakeSessionAttach
 }
 
 func (d *fakeSessionDriver) Start(ctx context.Context, spec BoxSpec) (Box, error) {
@@ -97,13 +101,14 @@ func (b *fakeSessionBox) isDead() bool {
 // attach is a new attach: the box's output goes to it from now on.
 func (b *fakeSessionBox) attach() *fakeSessionAttach {
 	r, w := io.Pipe()
+	a := &fakeSessionAttach{b: b, r: r}
 	b.mu.Lock()
 	if b.out != nil {
 		_ = b.out.Close()
 	}
-	b.out = w
+	b.out, b.cur = w, a
 	b.mu.Unlock()
-	return &fakeSessionAttach{b: b, r: r}
+	return a
 }
 
 func (b *fakeSessionBox) Write(p []byte) (int, error) {
@@ -171,6 +176,19 @@ func (b *fakeSessionBox) stream(sess *yamux.Session, st *yamux.Stream) {
 		b.interrup <- struct{}{}
 		return
 	}
+	if h.Kind == initproto.StreamCollect {
+		b.mu.Lock()
+		j := b.kept[h.Run]
+		b.mu.Unlock()
+		if j != nil {
+			select {
+			case <-j.done:
+				_ = initproto.SendReport(st, j.rep)
+			case <-sess.CloseChan():
+			}
+		}
+		return
+	}
 	if initproto.JobBlobs(h.Job, blobs) != nil {
 		return
 	}
@@ -185,9 +203,22 @@ func (b *fakeSessionBox) stream(sess *yamux.Session, st *yamux.Stream) {
 		<-sess.CloseChan()
 		return
 	}
+	j := &durableJob{id: h.Job.RunID, done: make(chan struct{})}
+	if code == "slow" {
+		// A long cell: its report is kept for a server that adopts it.
+		b.mu.Lock()
+		if b.kept == nil {
+			b.kept = map[string]*durableJob{}
+		}
+		b.kept[j.id] = j
+		b.mu.Unlock()
+		time.Sleep(time.Second)
+	}
+	defer func() { close(j.done) }()
 	b.mu.Lock()
 	b.calls++
 	rep := &initproto.Report{Session: &initproto.SessionState{Calls: b.calls}, Stderr: []byte{}}
+	j.rep = rep
 	switch {
 	case b.lost != "":
 	case code == "lose":
@@ -212,6 +243,28 @@ func (b *fakeSessionBox) stream(sess *yamux.Session, st *yamux.Stream) {
 type fakeSessionAttach struct {
 	b *fakeSessionBox
 	r *io.PipeReader
+	// frozen: the server that holds this attach is dead (under b.mu).
+	frozen bool
+}
+
+func (a *fakeSessionAttach) isFrozen() bool {
+	a.b.mu.Lock()
+	defer a.b.mu.Unlock()
+	return a.frozen
+}
+
+// freezeSessions plays the death of the server that holds the session
+// boxes' attaches so far.
+func (d *fakeSessionDriver) freezeSessions() {
+	d.smu.Lock()
+	defer d.smu.Unlock()
+	for _, b := range d.sboxs {
+		b.mu.Lock()
+		if b.cur != nil {
+			b.cur.frozen = true
+		}
+		b.mu.Unlock()
+	}
 }
 
 func (a *fakeSessionAttach) ID() string         { return a.b.id }
@@ -220,6 +273,9 @@ func (a *fakeSessionAttach) Exchange(context.Context) (Conn, error) {
 	return fakeSessionConn{a}, nil
 }
 func (a *fakeSessionAttach) Kill() {
+	if a.isFrozen() {
+		return
+	}
 	a.b.mu.Lock()
 	a.b.dead = true
 	a.b.mu.Unlock()
@@ -228,14 +284,27 @@ func (a *fakeSessionAttach) Kill() {
 func (a *fakeSessionAttach) Verdict(context.Context, VerdictQuery) Verdict { return Verdict{} }
 func (a *fakeSessionAttach) Alive() bool                                   { return !a.b.isDead() }
 func (a *fakeSessionAttach) Remove() {
+	if a.isFrozen() {
+		return
+	}
 	a.Kill()
 	a.b.d.removed.Add(1)
 }
 
 type fakeSessionConn struct{ a *fakeSessionAttach }
 
-func (c fakeSessionConn) Read(p []byte) (int, error)  { return c.a.r.Read(p) }
-func (c fakeSessionConn) Write(p []byte) (int, error) { return c.a.b.stdinW.Write(p) }
+func (c fakeSessionConn) Read(p []byte) (int, error) {
+	if c.a.isFrozen() {
+		<-make(chan struct{}) // a dead server reads nothing more
+	}
+	return c.a.r.Read(p)
+}
+func (c fakeSessionConn) Write(p []byte) (int, error) {
+	if c.a.isFrozen() {
+		return 0, io.ErrClosedPipe
+	}
+	return c.a.b.stdinW.Write(p)
+}
 func (c fakeSessionConn) Close() error                { return c.a.r.Close() }
 func (c fakeSessionConn) Diag() string                { return "" }
 

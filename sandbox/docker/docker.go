@@ -50,6 +50,8 @@ type Docker struct {
 
 	mu       sync.Mutex
 	readyErr error // nil once ready
+	// keep holds boxes from the reaper (SetKeep).
+	keep func(string) bool
 	// readyTries counts the checks Ready made, for callers that waited
 	// on one.
 	readyTries atomic.Int64
@@ -163,7 +165,8 @@ func (d *Docker) prepare(ctx context.Context) error {
 	d.initVolume = vol
 	d.pruneInitVolumes(ctx, vol)
 	// Boxes left while the engine was away.
-	go func() { _, _ = d.Reap(context.WithoutCancel(ctx), nil) }()
+	keep := d.keep // under d.mu, held by Ready
+	go func() { _, _ = d.Reap(context.WithoutCancel(ctx), keep) }()
 	d.log.Debug("engine ready", "server", info.Info.ServerVersion, "arch", info.Info.Architecture, "init_volume", vol)
 	return nil
 }

@@ -53,6 +53,16 @@ func (d *Docker) Reap(ctx context.Context, keep func(string) bool) (int, error) 
 	return removed, nil
 }
 
+var _ sandbox.Keeper = (*Docker)(nil)
+
+// SetKeep makes every reap, the runner's and the one Ready starts, leave
+// the boxes keep holds.
+func (d *Docker) SetKeep(keep func(string) bool) {
+	d.mu.Lock()
+	d.keep = keep
+	d.mu.Unlock()
+}
+
 func (d *Docker) retryRemovals(ctx context.Context) int {
 	d.mu.Lock()
 	ids := slices.Collect(maps.Keys(d.unremoved))

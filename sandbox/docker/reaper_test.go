@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -40,5 +41,30 @@ func TestKeepSessionBox(t *testing.T) {
 				t.Fatalf("keepSessionBox = %v, %v; want %v, %v", isSession, keep, c.session, c.wanted)
 			}
 		})
+	}
+}
+
+// The reaper takes the boxes of a dead server but those a store keeps a
+// run's record of (Options.Keep): a restarted server adopts them.
+func TestReapHonoursKeep(t *testing.T) {
+	e := newFakeEngine(t)
+	d := newDocker(t, e, nil)
+	// The reap Ready starts must be over before the dead server's boxes
+	// exist: it would take both.
+	waitFor(t, "Ready's reap", func() bool { return e.count("GET /containers/json") > 0 })
+	time.Sleep(300 * time.Millisecond)
+	dead := d.owner
+	dead.Instance, dead.PID, dead.Start = "dead", 1<<30, "1"
+	spec := testSpec(d)
+	spec.Labels = dead.Labels(map[string]string{sandbox.LabelRunID: "r_kept"})
+	kept, _ := startBox(t, d, e, spec)
+	spec.Labels = dead.Labels(map[string]string{sandbox.LabelRunID: "r_left"})
+	left, _ := startBox(t, d, e, spec)
+	n, err := d.Reap(context.Background(), func(id string) bool { return id == kept.id })
+	if err != nil || n != 1 || e.box(left.id) != nil || e.box(kept.id) == nil {
+		t.Fatalf("Reap: %d %v; the left box on the engine %v, the kept one %v", n, err, e.box(left.id) != nil, e.box(kept.id) != nil)
+	}
+	if n, _ := d.Reap(context.Background(), nil); n != 1 || e.box(kept.id) != nil {
+		t.Fatalf("without its record the kept box is not reaped: %d", n)
 	}
 }

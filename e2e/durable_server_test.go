@@ -1,0 +1,446 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// Long runs outlive the server (issue 22 item 3): a run answered running
+// (the client asks for its answer within 2 s through
+// io.runbox/answer_within_seconds), its server killed with kill -9
+// mid-run, a new server on the same state directory answers run_wait
+// running and then the run's full result. On every backend: Docker,
+// gVisor, and Podman and Kubernetes where this machine has them.
+
+// durableBackend is an engine a durable run is tried on.
+type durableBackend struct {
+	name string
+	// env is the servers' environment besides the state directory.
+	env []string
+	// manifest selects the backend.
+	manifest string
+	// host is the Docker-API engine's DOCKER_HOST, "" for the default;
+	// kube: the Kubernetes backend (no docker CLI to list its boxes).
+	host string
+	kube bool
+}
+
+func durableBackends(t *testing.T) []durableBackend {
+	out := []durableBackend{{name: "docker"}}
+	if rt, err := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").Output(); err == nil && strings.Contains(string(rt), `"runsc"`) {
+		out = append(out, durableBackend{name: "gvisor", manifest: "isolation: gvisor\n"})
+	} else {
+		out = append(out, durableBackend{name: "gvisor"}) // skipped, said below
+	}
+	out = append(out, durableBackend{name: "podman", host: os.Getenv("RUNBOX_PODMAN_HOST")})
+	out = append(out, durableBackend{name: "kubernetes", kube: true})
+	return out
+}
+
+// ready skips a backend this machine lacks (absent: a failure under CI)
+// and completes its manifest.
+func (b *durableBackend) ready(t *testing.T) {
+	t.Helper()
+	switch {
+	case b.name == "gvisor" && b.manifest == "":
+		absent(t, "the Docker engine has no runsc runtime (`make setup` installs gVisor)")
+	case b.name == "podman" && b.host == "":
+		absent(t, "RUNBOX_PODMAN_HOST is not set (bash scripts/podman.sh prints it)")
+	case b.kube:
+		kubeSetup(t)
+		b.manifest = strings.TrimPrefix(readFile(t, kubeManifest(t, "")), "")
+	}
+	if b.host != "" {
+		b.env = append(b.env, "DOCKER_HOST="+b.host)
+	}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// runBoxes lists the boxes of run id on b's Docker-API engine.
+func (b durableBackend) runBoxes(t *testing.T, id string) []string {
+	t.Helper()
+	if b.kube {
+		var out []string
+		for _, p := range kubePods(t) {
+			if p.Labels[sandbox.LabelRunID] == id {
+				out = append(out, p.Name)
+			}
+		}
+		return out
+	}
+	args := []string{"ps", "-aq", "--filter", "label=" + sandbox.LabelRunID + "=" + id}
+	if b.host != "" {
+		args = append([]string{"-H", b.host}, args...)
+	}
+	out, _ := exec.Command("docker", args...).Output()
+	return strings.Fields(string(out))
+}
+
+// durableEnv is a state directory of the test's own and b's environment.
+func durableEnv(t *testing.T, b durableBackend) (env []string, runs string) {
+	state := t.TempDir()
+	return append([]string{"XDG_STATE_HOME=" + state}, append(secretEnv, b.env...)...), filepath.Join(state, "runbox", "runs")
+}
+
+// durableManifest is b's manifest for the test: runs go to the
+// background after 30 s unless the client asks sooner.
+func durableManifest(t *testing.T, b durableBackend) string {
+	y := "limits:\n  answer_within_seconds: 30\n  max_timeout_seconds: 600\n"
+	if !b.kube {
+		y += "audit:\n  enabled: false\n"
+	}
+	return writeManifest(t, b.manifest+y+imageLanguages(t))
+}
+
+// within2 asks for the answer within 2 s.
+var within2 = map[string]any{"io.runbox/answer_within_seconds": 2}
+
+// callMeta calls a tool with _meta fields and decodes its result.
+func (s *server) callMeta(t *testing.T, name string, args, meta map[string]any) contract.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = name, args
+	if meta != nil {
+		req.Params.Meta = &mcp.Meta{AdditionalFields: meta}
+	}
+	res, err := s.c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatalf("%s: %v\nserver stderr:\n%s", name, err, s.stderr)
+	}
+	r, err := decodeResult(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// waitRecord waits for the run store's record kind-id to name its box
+// (the job was sent), so that a kill after it finds the run again.
+func waitRecord(t *testing.T, runs, kind, id string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		b, _ := os.ReadFile(filepath.Join(runs, kind+"-"+id+".json"))
+		if strings.Contains(string(b), `\"box_id\"`) || strings.Contains(string(b), `"box_id"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run store has no record of %s with its box: %s", id, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// kill9 kills a server as kill -9 does: nothing of it runs after.
+func (s *server) kill9(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = s.cmd.Process.Wait()
+	_ = s.c.Close()
+}
+
+// waitResult calls run_wait until the run is no longer running.
+func (s *server) waitResult(t *testing.T, id string) (contract.Result, int) {
+	t.Helper()
+	deadline := time.Now().Add(4 * time.Minute)
+	running := 0
+	for {
+		r := s.callMeta(t, "run_wait", map[string]any{"run_id": id, "wait_seconds": 5}, nil)
+		if r.RunID != id {
+			t.Fatalf("run_wait of %s answered %s", id, r.RunID)
+		}
+		if r.Status != contract.StatusRunning {
+			return r, running
+		}
+		running++
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still running after 4 minutes\n%s", id, s.stderr)
+		}
+	}
+}
+
+// countdown prints 0..n-1, a second apart, then done.
+func countdown(n int) string {
+	return fmt.Sprintf("import time\nfor i in range(%d):\n    print(i, flush=True)\n    time.sleep(1)\nprint('done')", n)
+}
+
+func countdownOut(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "%d\n", i)
+	}
+	return b.String() + "done\n"
+}
+
+// TestDurableRunAfterKill: a one-off run and a session's long cell,
+// their server killed mid-run, are found again by a new server on the
+// same state directory: run_wait answers running, then the whole result;
+// the session's cell keeps the session busy while it runs, and the
+// session goes on after it. No box is left.
+func TestDurableRunAfterKill(t *testing.T) {
+	for _, b := range durableBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			b.ready(t)
+			env, runs := durableEnv(t, b)
+			m := durableManifest(t, b)
+			const n = 25
+			a := startServer(t, env, "--manifest", m)
+			first := a.callMeta(t, "run_code", map[string]any{"language": "python", "code": countdown(n), "timeout_seconds": 300}, within2)
+			if first.Status != contract.StatusRunning {
+				a.kill()
+				t.Fatalf("status %s, want running: %+v", first.Status, first.Error)
+			}
+			sid := a.open(t, "python")
+			cell := a.callMeta(t, "run_code", map[string]any{"language": "python", "code": "x = 41\n" + countdown(n), "session_id": sid, "timeout_seconds": 300}, within2)
+			if cell.Status != contract.StatusRunning {
+				a.kill()
+				t.Fatalf("cell status %s, want running: %+v", cell.Status, cell.Error)
+			}
+			waitRecord(t, runs, "run", first.RunID)
+			waitRecord(t, runs, "run", cell.RunID)
+			killed := time.Now()
+			a.kill9(t)
+
+			bsrv := startServer(t, env, "--manifest", m)
+			t.Cleanup(func() {
+				bsrv.close()
+				for _, id := range []string{first.RunID, cell.RunID} {
+					deadline := time.Now().Add(30 * time.Second)
+					for left := b.runBoxes(t, id); len(left) > 0; left = b.runBoxes(t, id) {
+						if time.Now().After(deadline) {
+							t.Errorf("boxes of %s left: %v", id, left)
+							break
+						}
+						time.Sleep(200 * time.Millisecond)
+					}
+				}
+			})
+			if r := bsrv.callMeta(t, "run_wait", map[string]any{"run_id": first.RunID, "wait_seconds": 0}, nil); r.Status != contract.StatusRunning {
+				t.Fatalf("run_wait after the restart: %s %+v (want running; the run was killed %v ago)", r.Status, r.Error, time.Since(killed))
+			}
+			for _, c := range []struct {
+				id, what string
+			}{{first.RunID, "one-off run"}, {cell.RunID, "session cell"}} {
+				res, running := bsrv.waitResult(t, c.id)
+				if res.Status != contract.StatusOK || res.ExitCode == nil || *res.ExitCode != 0 {
+					t.Fatalf("%s: %s %+v\nstdout %q\nserver stderr:\n%s", c.what, res.Status, res.Error, res.Stdout, bsrv.stderr)
+				}
+				if res.Stdout != countdownOut(n) {
+					t.Fatalf("%s stdout = %q", c.what, res.Stdout)
+				}
+				t.Logf("%s: result after the restart, %d run_wait answers running", c.what, running)
+			}
+			// The session lives on in the new server, its state kept.
+			if r := bsrv.in(t, sid, "python", "print(x + 1)"); r.Status != contract.StatusOK || r.Stdout != "42\n" {
+				t.Fatalf("the session after its adopted cell: %s %+v %q", r.Status, r.Error, r.Stdout)
+			}
+			bsrv.tool(t, "session_close", map[string]any{"session_id": sid})
+		})
+	}
+}
+
+// TestDurableRunLost: a record whose box was removed meanwhile answers
+// that the result is lost, fast, never a hang.
+func TestDurableRunLost(t *testing.T) {
+	b := durableBackend{name: "docker"}
+	env, runs := durableEnv(t, b)
+	m := durableManifest(t, b)
+	a := startServer(t, env, "--manifest", m)
+	first := a.callMeta(t, "run_code", map[string]any{"language": "python", "code": countdown(60), "timeout_seconds": 300}, within2)
+	if first.Status != contract.StatusRunning {
+		a.kill()
+		t.Fatalf("status %s", first.Status)
+	}
+	waitRecord(t, runs, "run", first.RunID)
+	a.kill9(t)
+	for _, id := range b.runBoxes(t, first.RunID) {
+		if out, err := exec.Command("docker", "rm", "-f", id).CombinedOutput(); err != nil {
+			t.Fatalf("docker rm: %v %s", err, out)
+		}
+	}
+	bsrv := startServer(t, env, "--manifest", m)
+	t.Cleanup(bsrv.close)
+	start := time.Now()
+	r := bsrv.callMeta(t, "run_wait", map[string]any{"run_id": first.RunID, "wait_seconds": 30}, nil)
+	took := time.Since(start)
+	if r.Status != contract.StatusError || r.Error == nil || r.Error.Kind != contract.KindSandbox || !strings.Contains(r.Error.Message, "lost") {
+		t.Fatalf("a run whose box is gone: %s %+v", r.Status, r.Error)
+	}
+	if took > 25*time.Second {
+		t.Fatalf("the lost run took %v to answer", took)
+	}
+	t.Logf("lost answered in %v: %s", took.Round(time.Millisecond), r.Error.Message)
+}
+
+// TestDurableTaskAfterKill: an MCP task's run, its server killed
+// mid-run, completes in a new server on the same state directory:
+// tasks/get answers working, then completed with the run's result.
+func TestDurableTaskAfterKill(t *testing.T) {
+	b := durableBackend{name: "docker"}
+	env, runs := durableEnv(t, b)
+	m := durableManifest(t, b)
+	const n = 20
+	a := startRawStdio(t, env, m)
+	created := a.send("tools/call", map[string]any{"name": "run_code", "arguments": map[string]any{"language": "python", "code": countdown(n), "timeout_seconds": 300}})
+	id := created.str("taskId")
+	if created.str("resultType") != "task" || id == "" {
+		t.Fatalf("created: %+v %s", created.Error, created.Result)
+	}
+	waitRecord(t, runs, "taskrun", id)
+	a.kill9()
+
+	bsrv := startRawStdio(t, env, m)
+	if g := bsrv.send("tasks/get", map[string]any{"taskId": id}); g.str("status") != "working" {
+		t.Fatalf("tasks/get after the restart: %+v %s", g.Error, g.Result)
+	}
+	deadline := time.Now().Add(4 * time.Minute)
+	var done rawAnswer
+	for {
+		done = bsrv.send("tasks/get", map[string]any{"taskId": id})
+		if s := done.str("status"); s != "working" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task is still working\n%s", bsrv.stderr)
+		}
+		time.Sleep(time.Second)
+	}
+	if done.str("status") != "completed" {
+		t.Fatalf("task: %s\n%s", done.Result, bsrv.stderr)
+	}
+	var result struct {
+		Structured contract.Result `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(done.Result["result"], &result); err != nil {
+		t.Fatal(err)
+	}
+	if result.Structured.Status != contract.StatusOK || result.Structured.Stdout != countdownOut(n) {
+		t.Fatalf("the task's result: %+v", result.Structured)
+	}
+}
+
+// rawStdio is a server spoken to in raw JSON-RPC lines, protocol
+// 2026-07-28 with the Tasks extension, as TestTaskCancelOverStdio does.
+type rawStdio struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	in      interface{ Write([]byte) (int, error) }
+	answers chan rawAnswer
+	stderr  *syncBuffer
+	n       int
+}
+
+func startRawStdio(t *testing.T, env []string, manifest string) *rawStdio {
+	t.Helper()
+	cmd := exec.Command(runboxBin, "serve", "--manifest", manifest)
+	cmd.Env = append(os.Environ(), env...)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	r := &rawStdio{t: t, cmd: cmd, in: in, answers: make(chan rawAnswer, 8), stderr: &syncBuffer{}}
+	cmd.Stderr = r.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = in.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	})
+	go func() {
+		dec := json.NewDecoder(out)
+		for {
+			var m struct {
+				rawAnswer
+				Method string `json:"method"`
+			}
+			if dec.Decode(&m) != nil {
+				close(r.answers)
+				return
+			}
+			if m.Method == "" {
+				r.answers <- m.rawAnswer
+			}
+		}
+	}()
+	return r
+}
+
+func (r *rawStdio) send(method string, params map[string]any) rawAnswer {
+	r.t.Helper()
+	r.n++
+	params["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": r.n, "method": method, "params": params})
+	if _, err := r.in.Write(append(b, '\n')); err != nil {
+		r.t.Fatal(err)
+	}
+	select {
+	case a, ok := <-r.answers:
+		if !ok {
+			r.t.Fatalf("the server closed its output\n%s", r.stderr)
+		}
+		return a
+	case <-time.After(2 * time.Minute):
+		r.t.Fatalf("no answer to %s\n%s", method, r.stderr)
+	}
+	return rawAnswer{}
+}
+
+func (r *rawStdio) kill9() {
+	_ = r.cmd.Process.Kill()
+}
+
+// TestTypeScriptClientDurable: the same with the reference TypeScript
+// SDK client at its default 60 s request timeout (e2e/ts/durable.mjs).
+func TestTypeScriptClientDurable(t *testing.T) {
+	state := t.TempDir()
+	m := durableManifest(t, durableBackend{name: "docker"})
+	cmd := exec.Command("node", "durable.mjs", runboxBin, m, state, "25")
+	cmd.Dir = "ts"
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ts durable: ") {
+		t.Fatalf("TypeScript client: %v\n%s", err, out)
+	}
+	t.Log(strings.TrimSpace(string(out)))
+	id := strings.Fields(strings.SplitN(string(out), "ts durable: ", 2)[1])[0]
+	deadline := time.Now().Add(30 * time.Second)
+	for left := (durableBackend{}).runBoxes(t, id); len(left) > 0; left = (durableBackend{}).runBoxes(t, id) {
+		if time.Now().After(deadline) {
+			t.Fatalf("boxes of %s left: %v", id, left)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
