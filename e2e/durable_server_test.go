@@ -244,17 +244,22 @@ func TestDurableRunAfterKill(t *testing.T) {
 			if r := bsrv.callMeta(t, "run_wait", map[string]any{"run_id": first.RunID, "wait_seconds": 0}, nil); r.Status != contract.StatusRunning {
 				t.Fatalf("run_wait after the restart: %s %+v (want running; the run was killed %v ago)", r.Status, r.Error, time.Since(killed))
 			}
+			// The adopted cell keeps its session busy, and says so.
+			if busy := sessionRunning(t, bsrv, sid); busy != cell.RunID {
+				t.Errorf("session_list after the restart: the session runs %q, want the cell %s", busy, cell.RunID)
+			}
 			for _, c := range []struct {
 				id, what string
 			}{{first.RunID, "one-off run"}, {cell.RunID, "session cell"}} {
 				res, running := bsrv.waitResult(t, c.id)
-				if res.Status != contract.StatusOK || res.ExitCode == nil || *res.ExitCode != 0 {
-					t.Fatalf("%s: %s %+v\nstdout %q\nserver stderr:\n%s", c.what, res.Status, res.Error, res.Stdout, bsrv.stderr)
+				switch {
+				case res.Status != contract.StatusOK || res.ExitCode == nil || *res.ExitCode != 0:
+					t.Errorf("%s: %s %+v\nstdout %q\nserver stderr:\n%s", c.what, res.Status, res.Error, res.Stdout, bsrv.stderr)
+				case res.Stdout != countdownOut(n):
+					t.Errorf("%s stdout = %q", c.what, res.Stdout)
+				default:
+					t.Logf("%s: result after the restart, %d run_wait answers running", c.what, running)
 				}
-				if res.Stdout != countdownOut(n) {
-					t.Fatalf("%s stdout = %q", c.what, res.Stdout)
-				}
-				t.Logf("%s: result after the restart, %d run_wait answers running", c.what, running)
 			}
 			// The session lives on in the new server, its state kept.
 			if r := bsrv.in(t, sid, "python", "print(x + 1)"); r.Status != contract.StatusOK || r.Stdout != "42\n" {
@@ -442,5 +447,50 @@ func TestTypeScriptClientDurable(t *testing.T) {
 			t.Fatalf("boxes of %s left: %v", id, left)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// sessionRunning is the run a session is busy with, as session_list says.
+func sessionRunning(t *testing.T, s *server, id string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "session_list"
+	res, err := s.c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a struct {
+		Sessions []struct {
+			ID      string `json:"session_id"`
+			Running string `json:"running_run_id"`
+		} `json:"sessions"`
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(raw, &a)
+	for _, x := range a.Sessions {
+		if x.ID == id {
+			return x.Running
+		}
+	}
+	return "(no such session)"
+}
+
+// A client that waits says so: io.runbox/answer_within_seconds 0 gets
+// the run's result past the manifest's bound, as before the handle.
+func TestAnswerWithinMetaWaits(t *testing.T) {
+	s := startServer(t, secretEnv, "--manifest", writeManifest(t, "audit:\n  enabled: false\nlimits:\n  answer_within_seconds: 1\n"+imageLanguages(t)))
+	t.Cleanup(s.close)
+	code := countdown(4)
+	if r := s.callMeta(t, "run_code", map[string]any{"language": "python", "code": code}, map[string]any{"io.runbox/answer_within_seconds": 0}); r.Status != contract.StatusOK || r.Stdout != countdownOut(4) {
+		t.Fatalf("answer_within_seconds 0: %s %+v %q", r.Status, r.Error, r.Stdout)
+	}
+	r := s.callMeta(t, "run_code", map[string]any{"language": "python", "code": code}, nil)
+	if r.Status != contract.StatusRunning {
+		t.Fatalf("without the key: %s, want running after the manifest's 1 s", r.Status)
+	}
+	if res, _ := s.waitResult(t, r.RunID); res.Stdout != countdownOut(4) {
+		t.Fatalf("run_wait: %+v", res)
 	}
 }
