@@ -140,9 +140,18 @@ func (h *Handles) persist(hd *handle) {
 	kind, id := hd.kindID()
 	release, _ := h.store.Hold(kind, id)
 	h.mu.Lock()
-	hd.durable, hd.release = true, release
+	hd.durable = true
+	// A run that ended meanwhile (finish saw it not yet durable) is
+	// written here, finished, and not held.
+	over := !hd.Ended.IsZero()
+	if !over {
+		hd.release = release
+	}
 	h.mu.Unlock()
 	h.save(hd)
+	if over {
+		release()
+	}
 }
 
 // sent takes the box's Detached record of hd's run (RunRequest.OnSent):

@@ -287,3 +287,62 @@ func TestAnswerWithinMeta(t *testing.T) {
 	}
 
 }
+
+// A task's call is durable from its start: its record, by task id, held
+// by its server while it runs, lets a restarted server finish the task
+// (AdoptTask): with the stored answer of a run that ended, through the
+// runner for one still going, lost for one that never began.
+func TestDurableTaskRun(t *testing.T) {
+	dir := t.TempDir()
+	r := newGateRunner()
+	a, _ := durableServer(t, dir, time.Hour, r, nil)
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = RunCodeName, slowCall
+	req.Params.Meta = &mcp.Meta{ProgressToken: TaskCallPrefix + "TASK1"}
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		out, _ := RunCode(a).Handler(WithPrincipal(context.Background(), "local"), req)
+		done <- out
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := a.Handles.store.Get(recordTaskRun, "TASK1"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no record of the task's run")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if release, held := a.Handles.store.Hold(recordTaskRun, "TASK1"); held {
+		release()
+		t.Fatal("the running task's record was not held by its server")
+	}
+	close(r.release)
+	<-done
+
+	adopter := &fakeAdopter{release: make(chan struct{})}
+	close(adopter.release)
+	b, _ := durableServer(t, dir, time.Hour, newGateRunner(), adopter)
+	decode := func(out *mcp.CallToolResult) contract.Result {
+		var res contract.Result
+		raw, _ := json.Marshal(out.StructuredContent)
+		_ = json.Unmarshal(raw, &res)
+		return res
+	}
+	if res := decode(b.AdoptTask(context.Background(), "TASK1")); res.Stdout != "done\n" {
+		t.Fatalf("the ended task's stored answer: %+v", res)
+	}
+	// A dead server's record of a task still running.
+	data, _ := json.Marshal(runRecord{RunID: "r_2", TaskID: "TASK2", Owner: "local", Tool: RunCodeName, Language: "python", Started: time.Now(),
+		Detached: &sandbox.Detached{RunID: "r_2", BoxID: "box9"}})
+	if err := b.Handles.store.Put(runstore.Entry{Kind: recordTaskRun, ID: "TASK2", Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	if res := decode(b.AdoptTask(context.Background(), "TASK2")); res.Stdout != "adopted box9\n" || res.RunID != "r_2" {
+		t.Fatalf("the adopted task: %+v", res)
+	}
+	if res := decode(b.AdoptTask(context.Background(), "NOSUCHTASK")); res.Error == nil || !strings.Contains(res.Error.Message, "lost") {
+		t.Fatalf("a task with no record: %+v", res)
+	}
+}
