@@ -241,10 +241,13 @@ func TestDurableRunAfterKill(t *testing.T) {
 					}
 				}
 			})
-			if r := bsrv.callMeta(t, "run_wait", map[string]any{"run_id": first.RunID, "wait_seconds": 0}, nil); r.Status != contract.StatusRunning {
-				t.Fatalf("run_wait after the restart: %s %+v (want running; the run was killed %v ago)", r.Status, r.Error, time.Since(killed))
+			for _, id := range []string{first.RunID, cell.RunID} {
+				if r := bsrv.callMeta(t, "run_wait", map[string]any{"run_id": id, "wait_seconds": 0}, nil); r.Status != contract.StatusRunning {
+					t.Errorf("run_wait of %s after the restart: %s %+v (want running; the run was killed %v ago)", id, r.Status, r.Error, time.Since(killed))
+				}
 			}
-			// The adopted cell keeps its session busy, and says so.
+			// The adopted cell keeps its session busy, and says so (it is
+			// adopted from the first run_wait on).
 			if busy := sessionRunning(t, bsrv, sid); busy != cell.RunID {
 				t.Errorf("session_list after the restart: the session runs %q, want the cell %s", busy, cell.RunID)
 			}
