@@ -321,6 +321,7 @@ func TestDurableTaskAfterKill(t *testing.T) {
 		t.Fatalf("created: %+v %s", created.Error, created.Result)
 	}
 	waitRecord(t, runs, "taskrun", id)
+	time.Sleep(5 * time.Second) // mid-run: the run prints for 20 s
 	a.kill9()
 
 	bsrv := startRawStdio(t, env, m)
