@@ -69,7 +69,7 @@ type SessionInfo struct {
 	// Running names the run of the cell the session is busy with, when a
 	// cell runs: a new call waits for it (a restarted server that adopted
 	// the cell its predecessor sent knows it too).
-	Running string `json:"running_run_id,omitempty"`
+	Running string `json:"running_run_id,omitempty" jsonschema:"description=The run of the cell the session is busy with; a new call waits for it."`
 }
 
 // SessionLimits are the limits a session runs under.

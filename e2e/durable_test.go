@@ -21,7 +21,7 @@ import (
 )
 
 // durableCode runs 20 s, then prints and leaves an artifact.
-const durableCode = "import time\ntime.sleep(20)\nprint('survived')\nopen('out.txt', 'w').write('kept')\n"
+const durableCode = "import time\ntime.sleep(20)\n_ = open('out.txt', 'w').write('kept')\nprint('survived')\n"
 
 var (
 	durableOnce sync.Once
@@ -57,6 +57,12 @@ func buildDurable(t *testing.T) string {
 // second adoption of the same record says the result is lost. On Docker and
 // gVisor; on Podman and Kubernetes where their environment is set
 // (RUNBOX_PODMAN_HOST, RUNBOX_K8S_KUBECONFIG).
+//
+// Both processes label their boxes with an owner host of the test's own:
+// the engine is shared with other runbox servers (other suites), and any
+// server judges a box of a dead owner on its own host as left over. The
+// restarted server, of that same host, does too: only its Keep holds the
+// box.
 func TestRunOutlivesItsServer(t *testing.T) {
 	bin := buildDurable(t)
 	base := "audit:\n  enabled: false\npool:\n  size: 0\nsessions:\n  enabled: true\n"
@@ -101,7 +107,8 @@ func TestRunOutlivesItsServer(t *testing.T) {
 
 func durableRun(t *testing.T, bin, manifest string, env []string, backend string, session bool) {
 	record := filepath.Join(t.TempDir(), "record.json")
-	args := []string{"start", "-manifest", manifest, "-record", record, "-code", durableCode}
+	host := "runbox-durable-e2e"
+	args := []string{"start", "-manifest", manifest, "-record", record, "-code", durableCode, "-owner-host", host}
 	if session {
 		args = append(args, "-session")
 	}
@@ -142,7 +149,7 @@ func durableRun(t *testing.T, bin, manifest string, env []string, backend string
 		t.Fatalf("the box did not outlive its server")
 	}
 
-	res, busy := adopt(t, bin, manifest, env, record)
+	res, busy := adopt(t, bin, manifest, env, record, host)
 	if res.Status != contract.StatusOK || res.RunID != rec.RunID || res.Stdout != "survived\n" {
 		t.Fatalf("adopted: %+v %+v", res, res.Error)
 	}
@@ -168,17 +175,17 @@ func durableRun(t *testing.T, bin, manifest string, env []string, backend string
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	again, _ := adopt(t, bin, manifest, env, record)
+	again, _ := adopt(t, bin, manifest, env, record, host)
 	if again.Error == nil || again.Error.Kind != contract.KindSandbox || !strings.Contains(again.Error.Message, "result is lost") {
 		t.Errorf("a second adoption: %+v %+v", again, again.Error)
 	}
 }
 
-func adopt(t *testing.T, bin, manifest string, env []string, record string) (contract.Result, bool) {
+func adopt(t *testing.T, bin, manifest string, env []string, record, host string) (contract.Result, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "adopt", "-manifest", manifest, "-record", record)
+	cmd := exec.CommandContext(ctx, bin, "adopt", "-manifest", manifest, "-record", record, "-owner-host", host)
 	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -53,6 +53,11 @@ func (r *BoxRunner) Adopt(ctx context.Context, d Detached) contract.Result {
 		res.Isolation = r.d.Isolation()
 		return res
 	}
+	cancelled := func() contract.Result {
+		res := contract.Fail(job, contract.Cancelled())
+		res.Isolation = r.d.Isolation()
+		return res
+	}
 	switch {
 	case d.RunID == "" || d.BoxID == "":
 		return lost("its record names no run or no box")
@@ -67,6 +72,9 @@ func (r *BoxRunner) Adopt(ctx context.Context, d Detached) contract.Result {
 	}
 	b, err := sd.Attach(ctx, d.BoxID)
 	if err != nil {
+		if ctx.Err() != nil {
+			return cancelled()
+		}
 		return lost("its box is gone (" + AsEngineError(err).Msg + ")")
 	}
 	r.alive.Add(1)
@@ -79,6 +87,10 @@ func (r *BoxRunner) Adopt(ctx context.Context, d Detached) contract.Result {
 		ch, err = reconnect(ctx, conn, maxStream(r.m.Limits))
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			b.Kill()
+			return cancelled()
+		}
 		if !b.Alive() {
 			return lost("its box ended before this server reached it")
 		}
@@ -86,9 +98,7 @@ func (r *BoxRunner) Adopt(ctx context.Context, d Detached) contract.Result {
 	}
 	o := r.call(ctx, b, ch, job, r.callJob(job), r.m.Limits, nil, callMode{adopt: true, sent: d.Sent})
 	if o.cancelled {
-		res := contract.Fail(job, contract.Cancelled())
-		res.Isolation = r.d.Isolation()
-		return res
+		return cancelled()
 	}
 	res := r.result(ctx, job, o, r.m.Limits)
 	res.Isolation = r.d.Isolation()

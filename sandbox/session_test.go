@@ -305,8 +305,8 @@ func (c fakeSessionConn) Write(p []byte) (int, error) {
 	}
 	return c.a.b.stdinW.Write(p)
 }
-func (c fakeSessionConn) Close() error                { return c.a.r.Close() }
-func (c fakeSessionConn) Diag() string                { return "" }
+func (c fakeSessionConn) Close() error { return c.a.r.Close() }
+func (c fakeSessionConn) Diag() string { return "" }
 
 func sessionRunner(t *testing.T, edit func(*manifest.Manifest)) (*fakeSessionDriver, *BoxRunner, *manifest.Manifest) {
 	t.Helper()

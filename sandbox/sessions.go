@@ -312,6 +312,10 @@ func (s *sessions) unlink(ls *liveSession, lost string, isLost bool) Box {
 	if isLost {
 		s.lost++
 		s.gone[ls.key] = tomb{why: lost, client: ls.client, until: ls.ends}
+	} else {
+		// Closed or expired: its box is being removed, and a call that
+		// comes meanwhile must not find it by its labels and adopt it.
+		s.gone[ls.key] = tomb{client: ls.client, until: time.Now().Add(closedTomb)}
 	}
 	return ls.box
 }
@@ -380,6 +384,10 @@ func (s *sessions) janitor(tick time.Duration) {
 		}
 	}
 }
+
+// closedTomb is how long a session closed here is known as gone: longer
+// than its box's removal takes.
+const closedTomb = time.Minute
 
 // sessionTick is how often expiry is checked.
 var sessionTick = time.Second

@@ -332,6 +332,9 @@ func serveSession(in io.Reader, out io.Writer, s *session) int {
 	ew := &epochWriter{w: out}
 	for {
 		nonce, err := rr.await()
+		if errors.Is(err, initproto.ErrEnded) {
+			continue // a session's channel is never ended for good
+		}
 		if err != nil {
 			// stdin ended: nobody can reach this box again.
 			return 0

@@ -33,14 +33,19 @@ func main() {
 	record := fs.String("record", "", "where the run's record is kept")
 	session := fs.Bool("session", false, "run the job as a session's cell")
 	code := fs.String("code", "", "the Python code to run")
+	host := fs.String("owner-host", "", "the host name the boxes' owner labels say (default: this host's)")
 	_ = fs.Parse(os.Args[2:])
-	if err := run(os.Args[1], *mpath, *record, *session, *code); err != nil {
+	owner := sandbox.CurrentOwner()
+	if *host != "" {
+		owner.Host = *host
+	}
+	if err := run(os.Args[1], *mpath, *record, *session, *code, owner); err != nil {
 		fmt.Fprintln(os.Stderr, "durable:", err)
 		os.Exit(1)
 	}
 }
 
-func run(mode, mpath, record string, session bool, code string) error {
+func run(mode, mpath, record string, session bool, code string, owner sandbox.Owner) error {
 	m, err := manifest.Load(mpath)
 	if err != nil {
 		return err
@@ -48,9 +53,9 @@ func run(mode, mpath, record string, session bool, code string) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var d sandbox.Driver
 	if m.Backend == manifest.BackendKubernetes {
-		d, err = kube.New(kube.Options{Manifest: m, Logger: logger}, sandbox.CurrentOwner())
+		d, err = kube.New(kube.Options{Manifest: m, Logger: logger}, owner)
 	} else {
-		d, err = docker.New(docker.Options{Manifest: m, Logger: logger}, sandbox.CurrentOwner())
+		d, err = docker.New(docker.Options{Manifest: m, Logger: logger}, owner)
 	}
 	if err != nil {
 		return err
@@ -59,7 +64,7 @@ func run(mode, mpath, record string, session bool, code string) error {
 	var res contract.Result
 	switch mode {
 	case "start":
-		r := sandbox.New(d, sandbox.Options{Manifest: m, Logger: logger})
+		r := sandbox.New(d, sandbox.Options{Manifest: m, Logger: logger, Owner: &owner})
 		if err := r.Ready(ctx); err != nil {
 			return err
 		}
@@ -90,7 +95,7 @@ func run(mode, mpath, record string, session bool, code string) error {
 		if err := json.Unmarshal(b, &rec); err != nil {
 			return err
 		}
-		r := sandbox.New(d, sandbox.Options{Manifest: m, Logger: logger, Keep: func(id string) bool { return id == rec.BoxID }})
+		r := sandbox.New(d, sandbox.Options{Manifest: m, Logger: logger, Owner: &owner, Keep: func(id string) bool { return id == rec.BoxID }})
 		defer r.Close()
 		if err := r.Ready(ctx); err != nil {
 			return err
