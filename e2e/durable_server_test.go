@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/contract"
@@ -96,6 +98,53 @@ func (b durableBackend) runBoxes(t *testing.T, id string) []string {
 	}
 	out, _ := exec.Command("docker", args...).Output()
 	return strings.Fields(string(out))
+}
+
+// ownHost is a host name of the test's own for its servers (each runs in a
+// UTS namespace of its own under it), and how to run a command there. The
+// engine is shared with other runbox servers (other suites, other
+// builds), whose reapers remove at once a dead owner's box of their own
+// host but leave another host's as long as a run may last: the killed
+// server's box is then left to the restarted server, of the same name,
+// whose run store keeps it (Options.Keep). Without unshare (not root) the
+// servers run as they are, and another server's reaper may take the box.
+func ownHost(t *testing.T) (host string, wrap func(bin string, args ...string) (string, []string)) {
+	host = fmt.Sprintf("rbx-durable-%d", time.Now().UnixNano()%1e9)
+	if err := exec.Command("unshare", "--uts", "true").Run(); err != nil {
+		t.Logf("unshare --uts: %v: the servers run under this host's name", err)
+		return "", func(bin string, args ...string) (string, []string) { return bin, args }
+	}
+	return host, func(bin string, args ...string) (string, []string) {
+		return "unshare", append([]string{"--uts", "sh", "-c", `hostname "$0" && exec "$@"`, host, bin}, args...)
+	}
+}
+
+// startHosted is startServer under wrap (ownHost).
+func startHosted(t *testing.T, wrap func(string, ...string) (string, []string), env []string, args ...string) *server {
+	t.Helper()
+	s := &server{stderr: &syncBuffer{}}
+	c, err := client.NewStdioMCPClientWithOptions(runboxBin, env, append([]string{"serve"}, args...),
+		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
+			name, argv := wrap(command, args...)
+			cmd := exec.Command(name, argv...)
+			cmd.Env = append(os.Environ(), env...)
+			cmd.Stderr = s.stderr
+			s.cmd = cmd
+			return cmd, nil
+		}))
+	if err != nil {
+		t.Fatalf("starting runbox serve: %v", err)
+	}
+	s.c = c
+	if err := c.Start(context.Background()); err != nil {
+		s.kill()
+		t.Fatalf("start: %v", err)
+	}
+	if err := initialize(c); err != nil {
+		s.kill()
+		t.Fatalf("initialize: %v\nserver stderr:\n%s", err, s.stderr)
+	}
+	return s
 }
 
 // durableEnv is a state directory of the test's own and b's environment.
@@ -210,14 +259,15 @@ func TestDurableRunAfterKill(t *testing.T) {
 			env, runs := durableEnv(t, b)
 			m := durableManifest(t, b)
 			const n = 25
-			a := startServer(t, env, "--manifest", m)
+			_, wrap := ownHost(t)
+			a := startHosted(t, wrap, env, "--manifest", m)
 			first := a.callMeta(t, "run_code", map[string]any{"language": "python", "code": countdown(n), "timeout_seconds": 300}, within2)
 			if first.Status != contract.StatusRunning {
 				a.kill()
 				t.Fatalf("status %s, want running: %+v", first.Status, first.Error)
 			}
 			sid := a.open(t, "python")
-			cell := a.callMeta(t, "run_code", map[string]any{"language": "python", "code": "x = 41\n" + countdown(n), "session_id": sid, "timeout_seconds": 300}, within2)
+			cell := a.callMeta(t, "run_code", map[string]any{"language": "python", "code": "x = 41\n" + countdown(n+15), "session_id": sid, "timeout_seconds": 300}, within2)
 			if cell.Status != contract.StatusRunning {
 				a.kill()
 				t.Fatalf("cell status %s, want running: %+v", cell.Status, cell.Error)
@@ -227,7 +277,7 @@ func TestDurableRunAfterKill(t *testing.T) {
 			killed := time.Now()
 			a.kill9(t)
 
-			bsrv := startServer(t, env, "--manifest", m)
+			bsrv := startHosted(t, wrap, env, "--manifest", m)
 			t.Cleanup(func() {
 				bsrv.close()
 				for _, id := range []string{first.RunID, cell.RunID} {
@@ -248,17 +298,23 @@ func TestDurableRunAfterKill(t *testing.T) {
 			}
 			// The adopted cell keeps its session busy, and says so (it is
 			// adopted from the first run_wait on).
-			if busy := sessionRunning(t, bsrv, sid); busy != cell.RunID {
+			busy, deadline := "", time.Now().Add(20*time.Second)
+			for busy != cell.RunID && time.Now().Before(deadline) {
+				busy = sessionRunning(t, bsrv, sid)
+				time.Sleep(200 * time.Millisecond)
+			}
+			if busy != cell.RunID {
 				t.Errorf("session_list after the restart: the session runs %q, want the cell %s", busy, cell.RunID)
 			}
 			for _, c := range []struct {
 				id, what string
-			}{{first.RunID, "one-off run"}, {cell.RunID, "session cell"}} {
+				n        int
+			}{{first.RunID, "one-off run", n}, {cell.RunID, "session cell", n + 15}} {
 				res, running := bsrv.waitResult(t, c.id)
 				switch {
 				case res.Status != contract.StatusOK || res.ExitCode == nil || *res.ExitCode != 0:
 					t.Errorf("%s: %s %+v\nstdout %q\nserver stderr:\n%s", c.what, res.Status, res.Error, res.Stdout, bsrv.stderr)
-				case res.Stdout != countdownOut(n):
+				case res.Stdout != countdownOut(c.n):
 					t.Errorf("%s stdout = %q", c.what, res.Stdout)
 				default:
 					t.Logf("%s: result after the restart, %d run_wait answers running", c.what, running)
@@ -314,7 +370,8 @@ func TestDurableTaskAfterKill(t *testing.T) {
 	env, runs := durableEnv(t, b)
 	m := durableManifest(t, b)
 	const n = 20
-	a := startRawStdio(t, env, m)
+	_, wrap := ownHost(t)
+	a := startRawStdio(t, wrap, env, m)
 	created := a.send("tools/call", map[string]any{"name": "run_code", "arguments": map[string]any{"language": "python", "code": countdown(n), "timeout_seconds": 300}})
 	id := created.str("taskId")
 	if created.str("resultType") != "task" || id == "" {
@@ -324,7 +381,7 @@ func TestDurableTaskAfterKill(t *testing.T) {
 	time.Sleep(5 * time.Second) // mid-run: the run prints for 20 s
 	a.kill9()
 
-	bsrv := startRawStdio(t, env, m)
+	bsrv := startRawStdio(t, wrap, env, m)
 	if g := bsrv.send("tasks/get", map[string]any{"taskId": id}); g.str("status") != "working" {
 		t.Fatalf("tasks/get after the restart: %+v %s", g.Error, g.Result)
 	}
@@ -365,9 +422,10 @@ type rawStdio struct {
 	n       int
 }
 
-func startRawStdio(t *testing.T, env []string, manifest string) *rawStdio {
+func startRawStdio(t *testing.T, wrap func(string, ...string) (string, []string), env []string, manifest string) *rawStdio {
 	t.Helper()
-	cmd := exec.Command(runboxBin, "serve", "--manifest", manifest)
+	name, argv := wrap(runboxBin, "serve", "--manifest", manifest)
+	cmd := exec.Command(name, argv...)
 	cmd.Env = append(os.Environ(), env...)
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
@@ -437,7 +495,8 @@ func (r *rawStdio) kill9() {
 func TestTypeScriptClientDurable(t *testing.T) {
 	state := t.TempDir()
 	m := durableManifest(t, durableBackend{name: "docker"})
-	cmd := exec.Command("node", "durable.mjs", runboxBin, m, state, "25")
+	host, _ := ownHost(t)
+	cmd := exec.Command("node", "durable.mjs", runboxBin, m, state, "25", host)
 	cmd.Dir = "ts"
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ts durable: ") {

@@ -5,18 +5,24 @@
 // same state directory answers run_wait running, then the run's whole
 // result, shaped as a plain call's (the SDK checks it against the output
 // schema).
-//   node durable.mjs /path/to/runbox MANIFEST STATE_DIR [seconds]
+//   node durable.mjs /path/to/runbox MANIFEST STATE_DIR [seconds [HOST]]
+// With HOST, each server runs in a UTS namespace of its own under that
+// host name (unshare), so that other runbox servers on the shared engine
+// leave its boxes alone (e2e/durable_server_test.go's ownHost).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { readFileSync } from "node:fs";
 import assert from "node:assert/strict";
 
-const [bin, manifest, state, secondsArg] = process.argv.slice(2);
+const [bin, manifest, state, secondsArg, host] = process.argv.slice(2);
 assert.ok(bin && manifest && state, "usage: node durable.mjs BIN MANIFEST STATE_DIR [seconds]");
 const seconds = Number(secondsArg ?? 25);
 
 const connect = async () => {
-  const transport = new StdioClientTransport({ command: bin, args: ["serve", "--manifest", manifest], env: { XDG_STATE_HOME: state }, stderr: "ignore" });
+  const serve = ["serve", "--manifest", manifest];
+  const transport = host
+    ? new StdioClientTransport({ command: "unshare", args: ["--uts", "sh", "-c", 'hostname "$0" && exec "$@"', host, bin, ...serve], env: { XDG_STATE_HOME: state }, stderr: "inherit" })
+    : new StdioClientTransport({ command: bin, args: serve, env: { XDG_STATE_HOME: state }, stderr: "inherit" });
   const client = new Client({ name: "runbox-ts-durable", version: "1.0.0" });
   await client.connect(transport);
   return { client, transport };
