@@ -502,8 +502,9 @@ func TestTypeScriptClientDurable(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "ts durable: ") {
 		t.Fatalf("TypeScript client: %v\n%s", err, out)
 	}
-	t.Log(strings.TrimSpace(string(out)))
-	id := strings.Fields(strings.SplitN(string(out), "ts durable: ", 2)[1])[0]
+	line := "ts durable: " + strings.SplitN(string(out), "ts durable: ", 2)[1]
+	t.Log(strings.TrimSpace(strings.SplitN(line, "\n", 2)[0]))
+	id := strings.Fields(line)[2]
 	deadline := time.Now().Add(30 * time.Second)
 	for left := (durableBackend{}).runBoxes(t, id); len(left) > 0; left = (durableBackend{}).runBoxes(t, id) {
 		if time.Now().After(deadline) {
