@@ -441,11 +441,40 @@ func TestAdoptCell(t *testing.T) {
 	if next := second.RunInSession(context.Background(), info.ID, "c", RunRequest{Job: job}); next.Stdout != "slow;x" {
 		t.Fatalf("the next cell: %+v %+v", next, next.Error)
 	}
+	// A cell the box holds no report of is lost; its session is not.
+	never := rec
+	never.RunID = "r_never"
+	if res := second.Adopt(context.Background(), never); res.Error == nil || !strings.Contains(res.Error.Message, "result is lost") {
+		t.Fatalf("adopting a cell the box never ran: %+v %+v", res, res.Error)
+	}
+	job.RunID, job.Code = "r_after", "y"
+	if next := second.RunInSession(context.Background(), info.ID, "c", RunRequest{Job: job}); next.Stdout != "slow;x;y" {
+		t.Fatalf("the session after a lost cell: %+v %+v", next, next.Error)
+	}
 	// A record whose session is gone says its result is lost.
 	if err := second.CloseSession(context.Background(), info.ID, "c"); err != nil {
 		t.Fatal(err.Message)
 	}
 	if again := second.Adopt(context.Background(), rec); again.Error == nil || !strings.Contains(again.Error.Message, "result is lost") {
 		t.Fatalf("adopting a closed session's cell: %+v %+v", again, again.Error)
+	}
+}
+
+// TestAdoptUnheld: a box that lives but holds no report of the run (it
+// never got the job) answers that the run's result is lost, at once; a
+// session's box lives on.
+func TestAdoptUnheld(t *testing.T) {
+	m := testManifest(t, nil)
+	d := &durableDriver{}
+	b, err := d.Start(context.Background(), BoxSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := testJob(t, m, 30*time.Second)
+	rec := Detached{RunID: "r_unheld", BoxID: b.ID(), Isolation: d.Isolation(), Job: job, Sent: time.Now()}
+	t0 := time.Now()
+	res := adoptRunner(t, d, m).Adopt(context.Background(), rec)
+	if res.Error == nil || !strings.Contains(res.Error.Message, "result is lost") || time.Since(t0) > 10*time.Second {
+		t.Fatalf("adopted after %s: %+v %+v", time.Since(t0), res, res.Error)
 	}
 }

@@ -100,6 +100,9 @@ func (r *BoxRunner) Adopt(ctx context.Context, d Detached) contract.Result {
 	if o.cancelled {
 		return cancelled()
 	}
+	if unheld(o) {
+		return lost(o.lost)
+	}
 	res := r.result(ctx, job, o, r.m.Limits)
 	res.Isolation = r.d.Isolation()
 	res.Metrics.StartupMs, res.Metrics.Pooled = d.StartupMs, d.Pooled
@@ -129,6 +132,14 @@ func (r *BoxRunner) adoptCell(ctx context.Context, d Detached, job contract.Job,
 		res.Isolation = r.d.Isolation()
 		return res
 	})
+}
+
+// unheld says whether an adopted run's box answered no report for want of
+// one (it never got the job, or no longer holds its outcome, or ended):
+// the run's result is lost. A box killed at the deadline, out of memory
+// or breaking the protocol is judged as any run.
+func unheld(o outcome) bool {
+	return o.report == nil && !o.backstop && !o.oomKilled && !o.violation && !o.interrupted
 }
 
 // callMode says how call exchanges a job with its box.

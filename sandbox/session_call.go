@@ -135,6 +135,11 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 		ls.ch.close()
 		ls.ch = nil
 	}
+	if mode.adopt && unheld(o) && ls.box.Alive() {
+		// The box lives on but holds no report of the cell: the run is
+		// lost, the session is not.
+		return r.sessionRef(contract.Fail(job, contract.RunLost(o.lost)), ls, 0), ""
+	}
 	res = r.result(ctx, job, o, ls.limits)
 	call := 0
 	switch {

@@ -11,8 +11,13 @@
 // stdin and input files as blobs); runbox-init answers on that stream with
 // the [Report] (stdout and stderr as blobs), then opens one
 // [StreamArtifact] stream per sent artifact with its content as one blob,
-// and waits for the server to end the session. Each side bounds what it
-// reads.
+// and waits for the server to end the channel ([ResetWriter.End]). Each side
+// bounds what it reads.
+//
+// The server-to-box direction is framed and each channel starts with a
+// reset (reset.go), so a box outlives its server: a restarted server
+// attaches again, and a [StreamCollect] stream naming the run gets the
+// report and artifacts its job's stream would have had.
 //
 // Streams the box opens during its run (the code's tool calls, proxied
 // connections) are served on the server by the run's [StreamHandler]s,
