@@ -60,6 +60,8 @@ func serve(conn io.ReadWriteCloser, opts Options) int {
 		rep = &initproto.Report{InitError: "reading job: " + err.Error()}
 	} else {
 		opts.Host = NewHost(sess)
+		opts.Live = &liveOutput{}
+		go acceptRunStreams(sess, opts.Live)
 		rep, contents = Run(context.Background(), job, opts)
 	}
 	// A write can fail after its data went out, when the server ends the

@@ -12,7 +12,9 @@
 // the [Report] (stdout and stderr as blobs), then opens one
 // [StreamArtifact] stream per sent artifact with its content as one blob,
 // and waits for the server to end the session. Each side bounds what it
-// reads.
+// reads. While the job runs, the server may open [StreamPeek] streams
+// (peek.go): each is answered with the output captured so far, bounded,
+// without disturbing the run.
 //
 // Streams the box opens during its run (the code's tool calls, proxied
 // connections) are served on the server by the run's [StreamHandler]s,
