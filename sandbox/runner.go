@@ -58,6 +58,9 @@ type BoxRunner struct {
 	network func(time.Time, Approver) Network
 	ca      []byte
 
+	// peeks are the runs on their boxes' channels now (peek.go).
+	peeks liveRuns
+
 	// sess are the open sessions (session.go), made on first use.
 	sess     *sessions
 	sessOnce sync.Once
