@@ -31,7 +31,7 @@ func (m *Manifest) ToolDescription() string {
 	b.WriteString(m.Network.describe())
 	fmt.Fprintf(&b, "- Time: %gs by default; set timeout_seconds up to %g.\n", l.TimeoutSeconds, l.MaxTimeoutSeconds)
 	if l.AnswerWithinSeconds > 0 {
-		fmt.Fprintf(&b, "- Long runs: a run still going after %gs answers status \"running\" with its run_id (no output yet) and goes on in the background; call run_wait with that run_id until it answers the full result (each call waits up to %gs), or run_cancel to stop it. At most %d such runs of yours at once.\n", l.AnswerWithinSeconds, l.AnswerWithinSeconds, l.MaxBackgroundRunsPerClient)
+		fmt.Fprintf(&b, "- Long runs: a run still going after %gs answers status \"running\" with its run_id and its output so far, and goes on in the background; call run_wait with that run_id until it answers the full result (each call waits up to %gs), or run_cancel to stop it. At most %d such runs of yours at once.\n", l.AnswerWithinSeconds, l.AnswerWithinSeconds, l.MaxBackgroundRunsPerClient)
 	}
 	fmt.Fprintf(&b, "- Memory %s, %g CPU, %d processes/threads, disk %s in /workspace and %s in /tmp.\n", l.Memory, l.CPUs, l.Pids, l.WorkspaceBytes, l.TmpBytes)
 	fmt.Fprintf(&b, "- Output: the answer shows %d characters of stdout and stderr (head and tail; the result says what is cut and names a runbox:// resource with the rest); the first and last %s of each stream are kept. Print summaries, not whole datasets.\n", l.AnswerChars, l.OutputBytes/2)
