@@ -92,11 +92,13 @@ func (l *liveRuns) get(id string) *liveRun {
 func (r *BoxRunner) Peek(ctx context.Context, id string) (Peek, bool) {
 	lr := r.peeks.get(id)
 	if lr == nil {
+		r.log.Debug("a peek of a run not on its channel", "run_id", id)
 		return Peek{}, false
 	}
 	select {
 	case lr.busy <- struct{}{}:
 	default:
+		r.log.Debug("a peek while another is in flight", "run_id", id)
 		return Peek{}, false
 	}
 	got := make(chan *initproto.Peek, 1)
@@ -117,6 +119,7 @@ func (r *BoxRunner) Peek(ctx context.Context, id string) (Peek, bool) {
 	case <-ctx.Done():
 	}
 	if p == nil || !p.Running {
+		r.log.Debug("a peek is not known", "run_id", id, "answered", p != nil)
 		return Peek{}, false
 	}
 	return Peek{Stdout: validText(p.Stdout), Stderr: validText(p.Stderr), StdoutBytes: p.StdoutBytes, StderrBytes: p.StderrBytes,
