@@ -53,6 +53,11 @@ func serve(conn io.ReadWriteCloser, opts Options) int {
 		fmt.Fprintln(os.Stderr, "runbox-init: waiting for the job:", err)
 		return 71
 	}
+	// The server's further streams (peeks) are accepted from now on: a
+	// stream left unaccepted past the multiplexer's open timeout would
+	// end the session, and a large job takes a while to read.
+	opts.Live = &liveOutput{}
+	go acceptRunStreams(sess, opts.Live)
 	job, err := receiveJob(st)
 	var rep *initproto.Report
 	var contents [][]byte
@@ -60,8 +65,6 @@ func serve(conn io.ReadWriteCloser, opts Options) int {
 		rep = &initproto.Report{InitError: "reading job: " + err.Error()}
 	} else {
 		opts.Host = NewHost(sess)
-		opts.Live = &liveOutput{}
-		go acceptRunStreams(sess, opts.Live)
 		rep, contents = Run(context.Background(), job, opts)
 	}
 	// A write can fail after its data went out, when the server ends the
