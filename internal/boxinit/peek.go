@@ -45,6 +45,15 @@ func (l *liveOutput) peek(max int) *initproto.Peek {
 		return p
 	}
 	p.Running = true
+	// Both streams as they are at one moment: each capture's writer
+	// holds only its own lock, so taking both (always stdout's first)
+	// waits for neither stream's next write.
+	out.mu.Lock()
+	if errs != out {
+		errs.mu.Lock()
+		defer errs.mu.Unlock()
+	}
+	defer out.mu.Unlock()
 	p.Stdout, p.StdoutTruncated, p.StdoutBytes = out.snapshot(max)
 	p.Stderr, p.StderrTruncated, p.StderrBytes = errs.snapshot(max)
 	return p
@@ -52,11 +61,9 @@ func (l *liveOutput) peek(max int) *initproto.Peek {
 
 // snapshot is what c holds now, cut to at most max bytes (its first and
 // last bytes, with a marker where any were dropped), and the bytes
-// written so far: its head, tail and count taken together, under c's
-// lock, and copied, so c goes on as if never read.
+// written so far: its head, tail and count taken together, copied, so c
+// goes on as if never read. The caller holds c.mu.
 func (c *capture) snapshot(max int) (out []byte, truncated bool, total int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	// What c keeps, in order: its head, then its tail (a ring once full).
 	parts := [][]byte{c.head, c.tail}
 	if c.full {

@@ -45,7 +45,9 @@ func TestCaptureSnapshot(t *testing.T) {
 			all += len(w)
 		}
 		before, _, _ := c.bytes()
+		c.mu.Lock()
 		got, trunc, total := c.snapshot(tc.max)
+		c.mu.Unlock()
 		if string(got) != tc.want || total != int64(all) || trunc != strings.Contains(tc.want, "truncated") {
 			t.Errorf("%s: got %q (truncated %v, total %d), want %q (total %d)", tc.name, got, trunc, total, tc.want, all)
 		}
