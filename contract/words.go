@@ -190,7 +190,7 @@ func UnknownRun(runID string) ErrorInfo {
 // answered, its output so far not known (OutputSoFar says it when it is).
 func StillRunning(elapsed time.Duration, waitTool string) *Running {
 	return &Running{ElapsedMs: elapsed.Milliseconds(),
-		Output: "not known now (the sandbox did not tell it in time, or the run is ending): the whole output comes with the result",
+		Output: "not known at this moment (the sandbox is starting, ending, or did not answer in time): the whole output comes with the result",
 		Next:   fmt.Sprintf("call %s with this run_id to wait for the result (it answers running again if the run is still going); run_cancel stops it", waitTool)}
 }
 
