@@ -293,7 +293,7 @@ func TestPeekCost(t *testing.T) {
 		t.Fatalf("calibration: %+v", calib)
 	}
 	code := fmt.Sprintf("for k in range(%d):\n    for _ in range(100000):\n        pass\n    if k %% 50 == 0:\n        print('at', k, flush=True)\nprint('done')\n", k)
-	var with, without []int64
+	var with, without, withCPU, withoutCPU []int64
 	var peekMs, plainMs []float64
 	rounds := 8
 	if n, err := strconv.Atoi(os.Getenv("RUNBOX_E2E_MEASURE")); err == nil && n > 1 {
@@ -307,13 +307,14 @@ func TestPeekCost(t *testing.T) {
 		}
 		peekMs, plainMs = append(peekMs, p...), append(plainMs, q...)
 		if peeks {
-			with = append(with, final.Metrics.WallMs)
+			with, withCPU = append(with, final.Metrics.WallMs), append(withCPU, final.Metrics.CPUMs)
 		} else {
-			without = append(without, final.Metrics.WallMs)
+			without, withoutCPU = append(without, final.Metrics.WallMs), append(withoutCPU, final.Metrics.CPUMs)
 		}
-		t.Logf("round %d, a peek a second %v: wall %d ms", round, peeks, final.Metrics.WallMs)
+		t.Logf("round %d, a peek a second %v: wall %d ms, cpu %d ms", round, peeks, final.Metrics.WallMs, final.Metrics.CPUMs)
 	}
 	t.Logf("work: %d units (10 s when calibrated); wall with a peek a second %v ms (median %d), with one peek %v ms (median %d)", k, with, median(with), without, median(without))
+	t.Logf("the box's cpu with a peek a second %v ms (median %d), with one peek %v ms (median %d)", withCPU, median(withCPU), withoutCPU, median(withoutCPU))
 	t.Logf("run_wait that peeks: median %.1f ms, p90 %.1f ms (n=%d); run_wait of an unknown run: median %.1f ms, p90 %.1f ms (n=%d)",
 		pct(peekMs, 50), pct(peekMs, 90), len(peekMs), pct(plainMs, 50), pct(plainMs, 90), len(plainMs))
 	for _, line := range strings.Split(s.stderr.String(), "\n") {
