@@ -91,8 +91,8 @@ type Result struct {
 	Status   Status     `json:"status" jsonschema:"enum=ok,enum=error,enum=running"`
 	ExitCode *int       `json:"exit_code" jsonschema:"description=The program's exit status (128+N when killed by signal N); null when it never ran."`
 	Error    *ErrorInfo `json:"error" jsonschema:"description=Why the run failed; null when status is ok."`
-	// Running is set, alone with the run's id and language, when Status
-	// is running.
+	// Running is set, with the run's id and language and its output so
+	// far (Stdout, Stderr), when Status is running.
 	Running *Running `json:"running,omitempty" jsonschema_description:"Present when status is running: the run goes on in the background; call run_wait with run_id to collect its result, run_cancel to stop it."`
 	// Session is set when the call ran in a session (run_code's session_id).
 	Session *SessionRef `json:"session,omitempty" jsonschema:"description=The session the call ran in: its id, the call's number and whether its state lives on."`
@@ -125,9 +125,9 @@ type Result struct {
 // Running is the handle of a run still going when its call answered.
 type Running struct {
 	ElapsedMs int64 `json:"elapsed_ms" jsonschema_description:"How long the run has been going."`
-	// Output says whether output so far is shown: the box hands its
-	// output over when the run ends, so it never is yet.
-	Output string `json:"output" jsonschema_description:"What of the output is known yet (none: the output comes with the result)."`
+	// Output says what the answer's stdout and stderr are: the output so
+	// far (OutputSoFar), or why none is shown (StillRunning).
+	Output string `json:"output" jsonschema_description:"What this answer's stdout and stderr are: the output so far (bytes written to each stream until now), or why none is shown; the whole output comes with the result."`
 	Next   string `json:"next" jsonschema_description:"What to call next."`
 }
 

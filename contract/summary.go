@@ -24,11 +24,12 @@ func Summary(res Result) string {
 	if res.ExitCode != nil {
 		fmt.Fprintf(&b, " · exit %d", *res.ExitCode)
 	}
-	if r := res.Running; r != nil {
+	running := res.Running != nil
+	if r := res.Running; running {
 		fmt.Fprintf(&b, " · %d ms so far · run %s\noutput: %s\nnext: %s\n", r.ElapsedMs, res.RunID, r.Output, r.Next)
-		return b.String()
+	} else {
+		fmt.Fprintf(&b, " · %d ms · run %s\n", res.Metrics.WallMs, res.RunID)
 	}
-	fmt.Fprintf(&b, " · %d ms · run %s\n", res.Metrics.WallMs, res.RunID)
 	if e := res.Error; e != nil {
 		fmt.Fprintf(&b, "error: %s", e.Kind)
 		if e.Limit != "" {
@@ -91,6 +92,9 @@ func Summary(res Result) string {
 			return
 		}
 		fmt.Fprintf(&b, "--- %s", name)
+		if running {
+			b.WriteString(" so far")
+		}
 		switch {
 		case cut != nil && cut.URI != "":
 			fmt.Fprintf(&b, " (cut: %d bytes written, %d characters shown; all of it: %s)", cut.Bytes, cut.Shown, cut.URI)

@@ -194,9 +194,15 @@ func UnknownRun(runID string) ErrorInfo {
 }
 
 // StillRunning is the handle of a run that goes on after its call
-// answered.
+// answered, its output so far not known (OutputSoFar says it when it is).
 func StillRunning(elapsed time.Duration, waitTool string) *Running {
 	return &Running{ElapsedMs: elapsed.Milliseconds(),
-		Output: "none yet: the sandbox hands the output over when the run ends",
+		Output: "not known at this moment (the sandbox is starting, ending, or did not answer in time): the whole output comes with the result",
 		Next:   fmt.Sprintf("call %s with this run_id to wait for the result (it answers running again if the run is still going); run_cancel stops it", waitTool)}
+}
+
+// OutputSoFar is Running.Output when the answer shows the output so far:
+// the bytes written to each stream until now.
+func OutputSoFar(stdout, stderr int64) string {
+	return fmt.Sprintf("so far: %d bytes of stdout and %d of stderr, shown in stdout and stderr (their head and tail where cut); the whole output comes with the result", stdout, stderr)
 }

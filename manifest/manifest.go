@@ -228,7 +228,7 @@ type Limits struct {
 	// answering with a handle (status running and the run_id; run_wait
 	// and run_cancel take it from there): clients cut calls at about
 	// 60 s.
-	AnswerWithinSeconds float64 `json:"answer_within_seconds" jsonschema_description:"A run still going after this long answers with status running and its run_id, and goes on in the background: run_wait collects it, run_cancel ends it. The default suits a client that waits 60 s; 0 makes every call wait for its run's end. Calls made as MCP tasks are never cut."`
+	AnswerWithinSeconds float64 `json:"answer_within_seconds" jsonschema_description:"A run still going after this long answers with status running, its run_id and its output so far, and goes on in the background: run_wait collects it, run_cancel ends it. The default suits a client that waits 60 s; 0 makes every call wait for its run's end. Calls made as MCP tasks are never cut."`
 	// MaxBackgroundRuns and MaxBackgroundRunsPerClient cap the long runs
 	// held at once (runs answered with a handle and still running, and
 	// calls made as MCP tasks): past them a run is refused with

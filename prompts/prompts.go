@@ -87,7 +87,7 @@ How to work with it:
 		fmt.Fprintf(&b, `
 
 Long runs (up to timeout_seconds %g):
-- A run still going after %gs answers status "running" with its run_id, and goes on in the background. Its output comes with its result: none is shown while it runs.
+- A run still going after %gs answers status "running" with its run_id and its output so far (stdout and stderr until now; print progress lines to follow a long job), and goes on in the background. The whole output comes with its result.
 - Call run_wait with that run_id: it waits up to %gs and answers "running" again while the run goes on (call it again), then the full result, exactly as run_code would have answered. The run and its result survive a restart of the server: after one, call run_wait again with the same run_id.
 - Call run_cancel with the run_id to stop a run you no longer need (its sandbox is killed). You may hold %d such runs at once; past that a run is refused with error.kind resource_limit (limit background_runs): collect or cancel one first.`,
 			l.MaxTimeoutSeconds, l.AnswerWithinSeconds, l.AnswerWithinSeconds, l.MaxBackgroundRunsPerClient)

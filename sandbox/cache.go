@@ -55,6 +55,9 @@ func NewCache(next Runner, m *manifest.Manifest, digest func(context.Context, st
 // call.
 func (c *Cache) Sessions() SessionRunner { return c.next.Sessions() }
 
+// Peek is the wrapped runner's: a cached answer is never in progress.
+func (c *Cache) Peek(ctx context.Context, id string) (Peek, bool) { return c.next.Peek(ctx, id) }
+
 // Close closes the wrapped runner.
 func (c *Cache) Close() error { return c.next.Close() }
 

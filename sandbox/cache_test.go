@@ -25,8 +25,9 @@ func (r *countingRunner) Run(_ context.Context, req RunRequest) contract.Result 
 	return res
 }
 
-func (r *countingRunner) Sessions() SessionRunner { return nil }
-func (r *countingRunner) Close() error            { return nil }
+func (r *countingRunner) Sessions() SessionRunner                   { return nil }
+func (r *countingRunner) Peek(context.Context, string) (Peek, bool) { return Peek{}, false }
+func (r *countingRunner) Close() error                              { return nil }
 
 func TestCache(t *testing.T) {
 	m := manifest.Default()

@@ -58,6 +58,7 @@ func (r *BoxRunner) call(ctx context.Context, b Box, ch *channel, job contract.J
 		hctx = context.WithoutCancel(ctx)
 	}
 	bs := ch.begin(hctx, lim, streams, session)
+	unlist := r.peeks.add(job.RunID, ch, bs, lim)
 	ij.Streams, ij.StreamBudgets, ij.Call = streams.Kinds(), budgets(streams), bs.call
 	ij.RunID, ij.KeepMs = job.RunID, keepUncollected.Milliseconds()
 	sent := time.Now()
@@ -96,6 +97,7 @@ wait:
 			ctx = context.WithoutCancel(ctx)
 		}
 	}
+	unlist()
 	ch.finish(bs)
 	o.report, o.contents = c.report, c.contents
 	switch {

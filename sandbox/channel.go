@@ -169,6 +169,7 @@ func (c *channel) run(b *boxStreams, job *initproto.Job, wait time.Duration, col
 		got.err = err
 		return got
 	}
+	close(b.jobOpen)
 	// A box that dies before reading its job must not block the report.
 	go func() {
 		if collect {
@@ -316,6 +317,13 @@ func (c *countingConn) Read(p []byte) (int, error) {
 func (c *countingConn) bound(max int64) {
 	c.mu.Lock()
 	c.max, c.read = max, 0
+	c.mu.Unlock()
+}
+
+// grant lets the box send n more bytes in this call (a peek's answer).
+func (c *countingConn) grant(n int64) {
+	c.mu.Lock()
+	c.max += n
 	c.mu.Unlock()
 }
 

@@ -26,6 +26,9 @@ type boxStreams struct {
 	cancel context.CancelFunc
 	// arts carries the artifact streams read so far.
 	arts chan artifactStream
+	// jobOpen is closed once the call's job stream is open: a peek
+	// (peek.go) may follow it, never precede it.
+	jobOpen chan struct{}
 
 	accepted  int          // streams accepted (the accept loop's own)
 	live      atomic.Int64 // accepted streams not yet done with
@@ -59,6 +62,7 @@ func newBoxStreams(ctx context.Context, l manifest.Limits, s *initproto.Streams)
 	ctx, cancel := context.WithCancel(ctx)
 	return &boxStreams{bounds: s.Bounded(), limits: l, ctx: ctx, cancel: cancel,
 		arts:    make(chan artifactStream, l.Artifacts+1),
+		jobOpen: make(chan struct{}),
 		streams: map[*yamux.Stream]struct{}{}}
 }
 

@@ -9,7 +9,9 @@
 // during its run (the code's tool calls, proxied connections) are served
 // by the run's own initproto.StreamHandlers ([RunRequest].Streams) and its
 // [Network] ([Options].Network, egress's proxy), which callers supply
-// and this package only bounds and dispatches by kind.
+// and this package only bounds and dispatches by kind. A run in progress
+// shows its output so far on request ([Runner].Peek, peek.go), over the
+// same channel.
 //
 // Boxes come from a [Driver]: sandbox/docker (Docker and Podman) and
 // sandbox/kube (Kubernetes) implement it, and import this package, never

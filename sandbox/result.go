@@ -42,6 +42,10 @@ type Runner interface {
 	// Run runs one job in a fresh box and always returns a result:
 	// failures of the engine are results of kind sandbox, not errors.
 	Run(ctx context.Context, req RunRequest) contract.Result
+	// Peek is the output so far of run id (a one-off run or a session's
+	// cell) while it runs, within PeekWait; false when it is not known
+	// (no such run going on now, or its box did not answer in time).
+	Peek(ctx context.Context, id string) (Peek, bool)
 	// Sessions is the runner that keeps its sessions, or nil when it
 	// keeps none.
 	Sessions() SessionRunner

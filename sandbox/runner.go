@@ -65,6 +65,9 @@ type BoxRunner struct {
 	ca      []byte
 	keep    func(string) bool
 
+	// peeks are the runs on their boxes' channels now (peek.go).
+	peeks liveRuns
+
 	// sess are the open sessions (session.go), made on first use.
 	sess     *sessions
 	sessOnce sync.Once

@@ -176,6 +176,13 @@ func (b *fakeSessionBox) stream(sess *yamux.Session, st *yamux.Stream) {
 		b.interrup <- struct{}{}
 		return
 	}
+	if h.Kind == initproto.StreamPeek {
+		b.mu.Lock()
+		so := strings.Join(b.state, ";")
+		b.mu.Unlock()
+		_ = initproto.SendPeek(st, &initproto.Peek{Running: true, Stdout: []byte(so), StdoutBytes: int64(len(so)), Stderr: []byte{}})
+		return
+	}
 	if h.Kind == initproto.StreamCollect {
 		b.mu.Lock()
 		j := b.kept[h.Run]

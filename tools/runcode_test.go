@@ -34,8 +34,9 @@ func (r *jobRunner) Run(_ context.Context, req sandbox.RunRequest) contract.Resu
 	return contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, ExitCode: &code,
 		Stdout: job.Stdin, Artifacts: []contract.Artifact{}, Metrics: contract.Metrics{WallMs: r.wall.Milliseconds()}}
 }
-func (r *jobRunner) Sessions() sandbox.SessionRunner { return nil }
-func (r *jobRunner) Close() error                    { return nil }
+func (r *jobRunner) Sessions() sandbox.SessionRunner                   { return nil }
+func (r *jobRunner) Peek(context.Context, string) (sandbox.Peek, bool) { return sandbox.Peek{}, false }
+func (r *jobRunner) Close() error                                      { return nil }
 
 func (r *jobRunner) ran() []contract.Job {
 	r.mu.Lock()

@@ -194,10 +194,20 @@ func (d Deps) refused(c Call, bad contract.ErrorInfo) contract.Result {
 	return res
 }
 
-// running is the answer of a run still going: its handle.
+// running is the answer of a run still going: its handle, and its output
+// so far when its box tells it in time (cut to the answer's budget as a
+// result's is; the store keeps nothing of it: the result brings it all).
 func (d Deps) running(ctx context.Context, hd *handle) *mcp.CallToolResult {
 	res := contract.Result{RunID: hd.RunID, Language: hd.Language, Status: contract.StatusRunning,
 		Running: contract.StillRunning(time.Since(hd.Started), RunWaitName), Artifacts: []contract.Artifact{}, Isolation: d.Manifest.Isolation}
+	if d.Runner != nil {
+		if p, ok := d.Runner.Peek(ctx, hd.RunID); ok {
+			res.Stdout, res.Stderr = p.Stdout, p.Stderr
+			res.StdoutBytes, res.StderrBytes = p.StdoutBytes, p.StderrBytes
+			res.StdoutTruncated, res.StderrTruncated = p.StdoutTruncated, p.StderrTruncated
+			res.Running.Output = contract.OutputSoFar(p.StdoutBytes, p.StderrBytes)
+		}
+	}
 	return answer(ctx, d.Manifest, nil, res)
 }
 

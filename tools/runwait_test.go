@@ -22,6 +22,8 @@ type gateRunner struct {
 	release chan struct{}
 	mu      sync.Mutex
 	stopped map[string]bool
+	// peek, when set, is every run's output so far.
+	peek *sandbox.Peek
 }
 
 func newGateRunner() *gateRunner {
@@ -43,7 +45,15 @@ func (r *gateRunner) Run(ctx context.Context, req sandbox.RunRequest) contract.R
 	}
 }
 func (r *gateRunner) Sessions() sandbox.SessionRunner { return nil }
-func (r *gateRunner) Close() error                    { return nil }
+func (r *gateRunner) Peek(context.Context, string) (sandbox.Peek, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.peek == nil {
+		return sandbox.Peek{}, false
+	}
+	return *r.peek, true
+}
+func (r *gateRunner) Close() error { return nil }
 
 func (r *gateRunner) wasStopped(id string) bool {
 	r.mu.Lock()

@@ -67,8 +67,9 @@ type noRunner struct{}
 func (noRunner) Run(context.Context, sandbox.RunRequest) contract.Result {
 	panic("a session call ran as a one-off run")
 }
-func (noRunner) Sessions() sandbox.SessionRunner { return nil }
-func (noRunner) Close() error                    { return nil }
+func (noRunner) Sessions() sandbox.SessionRunner                   { return nil }
+func (noRunner) Peek(context.Context, string) (sandbox.Peek, bool) { return sandbox.Peek{}, false }
+func (noRunner) Close() error                                      { return nil }
 
 // The audit log names a session by its key, never by its id (a
 // capability), even in the stored arguments.

@@ -70,7 +70,7 @@ func (c *cellOut) Write(p []byte) (int, error) {
 		buf := append(append([]byte(nil), c.pend...), p...)
 		i := bytes.Index(buf, c.marker)
 		if i < 0 {
-			keep := min(len(buf), len(c.marker)-1)
+			keep := markerStart(buf, c.marker)
 			_, _ = c.target.Write(buf[:len(buf)-keep])
 			c.pend = buf[len(buf)-keep:]
 			return n, nil
@@ -95,4 +95,16 @@ func (c *cellOut) Write(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// markerStart is how many of buf's last bytes may begin a marker that the
+// next write completes: they are held back, and the rest goes to the cell
+// at once (a peek sees the cell's last line before the cell writes more).
+func markerStart(buf, marker []byte) int {
+	for k := min(len(buf), len(marker)-1); k > 0; k-- {
+		if bytes.HasPrefix(marker, buf[len(buf)-k:]) {
+			return k
+		}
+	}
+	return 0
 }

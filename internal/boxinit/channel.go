@@ -32,6 +32,7 @@ const maxJobBytes = 512 << 20
 // is over; or the job's KeepMs after its end, when nobody collected it. It
 // returns the process's exit code.
 func serve(in io.Reader, out io.Writer, opts Options) int {
+	opts.Live = &liveOutput{}
 	o := &oneOff{opts: opts, started: make(chan *kept, 1)}
 	ended := make(chan error, 1)
 	go func() { ended <- o.channels(in, out) }()
@@ -101,6 +102,10 @@ func (o *oneOff) stream(sess *yamux.Session, st *yamux.Stream) {
 	defer st.Close()
 	var h initproto.Header
 	blobs, err := initproto.Receive(st, &h, maxJobBytes)
+	if err == nil && h.Kind == initproto.StreamPeek {
+		servePeek(st, h, o.opts.Live)
+		return
+	}
 	var k *kept
 	if err == nil && h.Kind == initproto.StreamCollect {
 		o.mu.Lock()

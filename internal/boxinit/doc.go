@@ -7,7 +7,9 @@
 // captures the head and tail of stdout and stderr, enforces the wall-clock
 // deadline by killing every process in the box, reaps orphans, collects the
 // artifacts without following symlinks, answers with the report on the job
-// stream and sends each artifact on a stream of its own.
+// stream and sends each artifact on a stream of its own. While the job
+// runs it answers the server's peeks with the output captured so far
+// (peek.go), never draining the capture.
 //
 // A session box keeps one interpreter alive (session.go, with a driver
 // per language in drivers/) and runs each job as a cell of it. A one-off

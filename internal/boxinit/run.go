@@ -50,6 +50,9 @@ type Options struct {
 	Host *Host
 	// Services run beside the program; Main runs services().
 	Services []Service
+	// Live, when set, is where a peek finds the program's output so far
+	// (peek.go).
+	Live *liveOutput
 }
 
 // Main is runbox-init's entry point; it returns the process exit code.
@@ -151,7 +154,7 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 		pre = nil
 	}
 	prog := program{run: func(ctx context.Context, job *initproto.Job) runResult {
-		return runProcess(ctx, r, opts.Self, job, pre)
+		return runProcess(ctx, r, opts.Self, job, pre, opts.Live)
 	}}
 	if pre != nil {
 		prog.pid = pre.pid
@@ -160,20 +163,21 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 }
 
 // runProcess runs a one-off job's program: the syntax check first, if the
-// job has one, and then the program, started now or prestarted (pre).
-func runProcess(ctx context.Context, r *reaper, self string, job *initproto.Job, pre *process) runResult {
+// job has one, and then the program, started now or prestarted (pre),
+// whose output live shows to a peek.
+func runProcess(ctx context.Context, r *reaper, self string, job *initproto.Job, pre *process, live *liveOutput) runResult {
 	timeout := time.Duration(job.TimeoutMs) * time.Millisecond
 	if len(job.Check) > 0 {
-		check := run(ctx, r, self, job, job.Check, nil, min(checkTimeout, timeout))
+		check := run(ctx, r, self, job, job.Check, nil, min(checkTimeout, timeout), nil)
 		if check.startErr == "" && !check.timedOut && check.signal == 0 && check.exitCode != 0 {
 			return runResult{checkFailed: true, exitCode: check.exitCode,
 				stdout: newCapture(job.MaxOutputBytes), stderr: check.stderr}
 		}
 	}
 	if pre != nil {
-		return pre.supervise(ctx, r, job, job.Stdin, timeout)
+		return pre.supervise(ctx, r, job, job.Stdin, timeout, live)
 	}
-	return run(ctx, r, self, job, job.Argv, job.Stdin, timeout)
+	return run(ctx, r, self, job, job.Argv, job.Stdin, timeout, live)
 }
 
 // unpack writes the input files and the code into the workspace and returns
@@ -361,10 +365,12 @@ func (p *process) alive(r *reaper) bool {
 }
 
 // supervise feeds stdin, enforces the deadline, and returns once the
-// program and everything it started are gone.
-func (p *process) supervise(ctx context.Context, r *reaper, job *initproto.Job, stdin []byte, timeout time.Duration) runResult {
+// program and everything it started are gone; live, if set, shows its
+// captures to a peek.
+func (p *process) supervise(ctx context.Context, r *reaper, job *initproto.Job, stdin []byte, timeout time.Duration, live *liveOutput) runResult {
 	defer p.pipes.closeAll()
 	res := runResult{stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
+	live.set(res.stdout, res.stderr)
 	p.stdout.open(res.stdout)
 	p.stderr.open(res.stderr)
 	if p.ctl != nil {
@@ -408,12 +414,12 @@ func (p *process) supervise(ctx context.Context, r *reaper, job *initproto.Job, 
 }
 
 // run starts argv and supervises it.
-func run(ctx context.Context, r *reaper, self string, job *initproto.Job, argv []string, stdin []byte, timeout time.Duration) runResult {
+func run(ctx context.Context, r *reaper, self string, job *initproto.Job, argv []string, stdin []byte, timeout time.Duration, live *liveOutput) runResult {
 	p, err := start(r, self, argv, job.Env, job.Dir, job.CPUSeconds, job.NProc, false)
 	if err != nil {
 		return runResult{startErr: err.Error(), stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
 	}
-	return p.supervise(ctx, r, job, stdin, timeout)
+	return p.supervise(ctx, r, job, stdin, timeout, live)
 }
 
 // killAll kills every process the program started. As PID 1, kill(-1)

@@ -77,6 +77,8 @@ type session struct {
 	lost        string
 	interrupt   chan struct{}
 	interrupted bool // the running cell was interrupted
+	// live shows the running cell's output to a peek.
+	live liveOutput
 
 	// cells are the last cells' outcomes by run id, for a server that
 	// adopts a cell its dead predecessor sent (a collect stream).
@@ -180,6 +182,8 @@ func (s *session) cell(_ context.Context, job *initproto.Job) runResult {
 	res := runResult{stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
 	outSeen := s.out.begin(res.stdout, []byte(marker), false)
 	errSeen := s.errs.begin(res.stderr, []byte(marker), true)
+	s.live.set(res.stdout, res.stderr)
+	defer s.live.set(nil, nil)
 	select {
 	case <-s.interrupt: // meant for a cell that has ended
 	default:
@@ -369,6 +373,8 @@ func serveSessionStream(sess *yamux.Session, host *Host, st *yamux.Stream, s *se
 	switch h.Kind {
 	case initproto.StreamInterrupt:
 		s.interruptNow()
+	case initproto.StreamPeek:
+		servePeek(st, h, &s.live)
 	case initproto.StreamJob:
 		if h.Job == nil || initproto.JobBlobs(h.Job, blobs) != nil {
 			k := newKept("")

@@ -12,7 +12,9 @@
 // the [Report] (stdout and stderr as blobs), then opens one
 // [StreamArtifact] stream per sent artifact with its content as one blob,
 // and waits for the server to end the channel ([ResetWriter.End]). Each side
-// bounds what it reads.
+// bounds what it reads. While the job runs, the server may open
+// [StreamPeek] streams (peek.go): each is answered with the output
+// captured so far, bounded, without disturbing the run.
 //
 // The server-to-box direction is framed and each channel starts with a
 // reset (reset.go), so a box outlives its server: a restarted server

@@ -32,8 +32,9 @@ func (r *echoRunner) Run(ctx context.Context, req sandbox.RunRequest) contract.R
 	code := 0
 	return contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, ExitCode: &code, Stdout: job.Stdin, Artifacts: []contract.Artifact{}}
 }
-func (r *echoRunner) Sessions() sandbox.SessionRunner { return nil }
-func (r *echoRunner) Close() error                    { return nil }
+func (r *echoRunner) Sessions() sandbox.SessionRunner                   { return nil }
+func (r *echoRunner) Peek(context.Context, string) (sandbox.Peek, bool) { return sandbox.Peek{}, false }
+func (r *echoRunner) Close() error                                      { return nil }
 
 func inProcess(t *testing.T, m *manifest.Manifest, r *echoRunner) (*client.Client, chan string) {
 	t.Helper()

@@ -38,8 +38,9 @@ func (r *gateRunner) Run(ctx context.Context, req sandbox.RunRequest) contract.R
 	code := 0
 	return contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, ExitCode: &code, Stdout: "out:" + job.Code, Artifacts: []contract.Artifact{}}
 }
-func (r *gateRunner) Sessions() sandbox.SessionRunner { return nil }
-func (r *gateRunner) Close() error                    { return nil }
+func (r *gateRunner) Sessions() sandbox.SessionRunner                   { return nil }
+func (r *gateRunner) Peek(context.Context, string) (sandbox.Peek, bool) { return sandbox.Peek{}, false }
+func (r *gateRunner) Close() error                                      { return nil }
 
 // modernCall is a JSON-RPC request of protocol 2026-07-28; tasks says
 // whether it declares the Tasks extension.
