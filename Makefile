@@ -112,6 +112,7 @@ clean:
 stress: setup build e2e/ts/node_modules
 	RUNBOX_LOAD_CALLS=500 $(GO) test -count=1 -tags e2e -timeout 60m -run 'TestLoad|TestAdversarial' -v ./e2e/ | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|calls at'
 
-## bench: latency of runbox against docker baselines on the same image (prints a table)
-bench: setup build
+## bench: latency of runbox against docker baselines on the same image (prints a table; the
+## large-output row runs the TypeScript SDK client from e2e/ts too)
+bench: setup build e2e/ts/node_modules
 	$(GO) run ./bench --server $(BIN)/runbox

@@ -14,9 +14,13 @@
 // paces of 0, 300 ms and 1 s (a pool must never make a call slower), an
 // HTTPS GET of 1 MiB through the box's proxy against the same GET from
 // the host (timed by the program itself), throughput at concurrency 8,
-// and gVisor's warm box against runc's. Each target is printed after the
-// table with its ratio to its baseline of the same run. --busy N runs N
-// CPU-bound loops beside it all: a loaded machine, on purpose.
+// gVisor's warm box against runc's, and 1 MiB of output as a client gets
+// it (the call, whose answer shows limits.answer_output_chars of it, and a
+// read of the stdout resource it names) with mcp-go's client and with the
+// reference TypeScript SDK client (bench/ts, run by node from --ts-sdk)
+// against `docker exec` printing the same. Each target is printed after
+// the table with its ratio to its baseline of the same run. --busy N runs
+// N CPU-bound loops beside it all: a loaded machine, on purpose.
 package main
 
 import (
@@ -82,7 +86,8 @@ func main() {
 	n := flag.Int("n", 20, "calls per scenario")
 	asJSON := flag.String("json", "", "also write the rows as JSON to this file")
 	serverLog = flag.String("server-log", "", "append the runbox servers' logs (stderr) to this file")
-	only := flag.String("only", "", "run only this part: speed (calibration, paces, concurrency 8, gVisor), toolcalls, network or sessions (with the pooled run they compare with)")
+	tsSDK = flag.String("ts-sdk", "e2e/ts", "a folder whose node_modules has the TypeScript SDK (npm ci there), for the large-output row with its client")
+	only := flag.String("only", "", "run only this part: speed (calibration, paces, concurrency 8, gVisor, 1 MiB of output), one of speed's own (with the calibration: throughput, gvisor, output), toolcalls, network or sessions (with the pooled run they compare with)")
 	busy := flag.Int("busy", 0, "run this many CPU-bound loops beside the bench (stopped by the bench)")
 	flag.Parse()
 	if *busy < 0 || *busy > 64 {
@@ -106,8 +111,8 @@ func main() {
 	defer func() { fmt.Printf("\nload average at the end: %s\n", loadAvg()) }()
 	switch *only {
 	case "":
-	case "speed":
-		if err := speedOnly(*server, *n, *asJSON); err != nil {
+	case "speed", "output", "throughput", "gvisor":
+		if err := speedOnly(*server, *n, *asJSON, *only); err != nil {
 			loops.stop()
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
@@ -143,7 +148,7 @@ func main() {
 		return
 	default:
 		loops.stop()
-		fmt.Fprintf(os.Stderr, "bench: --only takes speed, toolcalls, network or sessions, not %q\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: --only takes speed, throughput, gvisor, output, toolcalls, network or sessions, not %q\n", *only)
 		os.Exit(2)
 	}
 	if err := bench(*server, *n, *asJSON); err != nil {
@@ -182,7 +187,7 @@ func bench(bin string, n int, jsonPath string) error {
 	defer exec.Command("docker", "rm", "-f", ctr).Run()
 	time.Sleep(3 * time.Second) // let the pool fill
 
-	sp := speed{bin: bin, dir: dir, image: image, ctr: ctr, n: n}
+	sp := speed{bin: bin, dir: dir, image: image, ctr: ctr, n: n, sdk: *tsSDK}
 	rows := calibrationRows(ctr, max(n, 20))
 	for _, p := range programs {
 		p := p
@@ -193,11 +198,8 @@ func bench(bin string, n int, jsonPath string) error {
 			measure(p.name, "docker run --rm, runbox's hardening", 1, n, 0, func() error { return dockerCmd(p, hardenedRun(image)...) }),
 		)
 	}
-	big := find(rows, programs[2].name, "runbox warm (pooled box)", 1)
-	exe := find(rows, programs[2].name, "docker exec into a running container", 1)
-	targets := []target{{what: "1 MiB of output against `docker exec` (p50)", ratio: ratio(big.P50Ms, exe.P50Ms), limit: 1.2,
-		detail: fmt.Sprintf("%.0f ms against %.0f ms", big.P50Ms, exe.P50Ms)}}
-	for _, part := range []func() ([]row, []target, error){sp.paces, sp.gvisor} {
+	var targets []target
+	for _, part := range []func() ([]row, []target, error){sp.output, sp.paces, sp.gvisor} {
 		r, t, err := part()
 		if err != nil {
 			return err
@@ -233,7 +235,7 @@ func bench(bin string, n int, jsonPath string) error {
 }
 
 // speedOnly runs the speed part alone (`--only speed`).
-func speedOnly(bin string, n int, jsonPath string) error {
+func speedOnly(bin string, n int, jsonPath, part string) error {
 	image := manifest.DefaultImage
 	dir, err := os.MkdirTemp("", "runbox-bench-")
 	if err != nil {
@@ -245,7 +247,7 @@ func speedOnly(bin string, n int, jsonPath string) error {
 		return err
 	}
 	defer exec.Command("docker", "rm", "-f", ctr).Run()
-	rows, targets, err := speed{bin: bin, dir: dir, image: image, ctr: ctr, n: n}.all()
+	rows, targets, err := speed{bin: bin, dir: dir, image: image, ctr: ctr, n: n, sdk: *tsSDK}.run(part)
 	if rerr := report(rows, image, jsonPath); rerr != nil && err == nil {
 		err = rerr
 	}
@@ -309,10 +311,26 @@ func measure(prog, name string, c, n int, pace time.Duration, f func() error) ro
 		r.Failure = firstErr.Error()
 		return r
 	}
-	slices.Sort(ms)
-	r.P50Ms, r.P95Ms, r.P99Ms = pct(ms, 0.50), pct(ms, 0.95), pct(ms, 0.99)
+	r = rowOf(r, ms)
 	// Throughput counts call time only, not the pacing.
 	r.RunsPerSec = float64(n) / (busy.Seconds() / float64(c))
+	return r
+}
+
+// rowOf fills r's percentiles from the calls' times in ms, and its runs
+// per second as one caller makes them.
+func rowOf(r row, ms []float64) row {
+	if len(ms) == 0 {
+		r.Failure = "no calls"
+		return r
+	}
+	slices.Sort(ms)
+	r.P50Ms, r.P95Ms, r.P99Ms = pct(ms, 0.50), pct(ms, 0.95), pct(ms, 0.99)
+	var sum float64
+	for _, m := range ms {
+		sum += m
+	}
+	r.RunsPerSec = float64(len(ms)) / (sum / 1000)
 	return r
 }
 
@@ -334,6 +352,9 @@ func pct(sorted []float64, p float64) float64 {
 
 // serverLog is where the servers' stderr goes (nowhere when empty).
 var serverLog = new(string)
+
+// tsSDK is where the TypeScript SDK client's node_modules are.
+var tsSDK = new(string)
 
 func startRunbox(bin, manifestPath string) (*client.Client, error) {
 	c, err := client.NewStdioMCPClientWithOptions(bin, nil, []string{"serve", "--manifest", manifestPath},
@@ -375,12 +396,23 @@ func callRunbox(c *client.Client, p program) error {
 	var sc struct {
 		Status    string
 		Stdout    string
+		StdoutCut *struct {
+			URI string
+		} `json:"stdout_cut"`
 		Artifacts []struct {
 			SizeBytes int `json:"size_bytes"`
 		}
 	}
 	raw, _ := json.Marshal(res.StructuredContent)
 	_ = json.Unmarshal(raw, &sc)
+	if !res.IsError && sc.StdoutCut != nil && sc.StdoutCut.URI != "" {
+		// The answer shows limits.answer_output_chars of the output: a
+		// client that wants all of it reads its resource, and that is
+		// timed too.
+		if sc.Stdout, err = readText(c, sc.StdoutCut.URI); err != nil {
+			return err
+		}
+	}
 	switch {
 	case res.IsError:
 		return fmt.Errorf("run_code failed: %s", raw[:min(len(raw), 300)])
@@ -390,6 +422,24 @@ func callRunbox(c *client.Client, p program) error {
 		return fmt.Errorf("unexpected stdout (%d bytes)", len(sc.Stdout))
 	}
 	return nil
+}
+
+// readText reads a text resource whole.
+func readText(c *client.Client, uri string) (string, error) {
+	req := mcp.ReadResourceRequest{}
+	req.Params.URI = uri
+	res, err := c.ReadResource(context.Background(), req)
+	if err != nil {
+		return "", fmt.Errorf("resources/read %s: %w", uri, err)
+	}
+	if len(res.Contents) != 1 {
+		return "", fmt.Errorf("resources/read %s: %d contents", uri, len(res.Contents))
+	}
+	t, ok := res.Contents[0].(mcp.TextResourceContents)
+	if !ok {
+		return "", fmt.Errorf("resources/read %s: not text", uri)
+	}
+	return t.Text, nil
 }
 
 func hardenedRun(image string) []string {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -180,6 +182,9 @@ func find(rows []row, prog, name string, c int) row {
 type speed struct {
 	bin, dir, image, ctr string
 	n                    int
+	// sdk is a folder whose node_modules has the TypeScript SDK
+	// (e2e/ts after npm ci); empty or missing: no TypeScript row.
+	sdk string
 }
 
 // manifest writes a manifest for a server of this part and returns its path.
@@ -271,11 +276,82 @@ func (s speed) gvisor() ([]row, []target, error) {
 		detail: fmt.Sprintf("%.0f ms against %.0f ms", rows[0].P50Ms, rows[1].P50Ms)}}, nil
 }
 
-// all runs the whole part: calibration, paces, throughput, gVisor.
-func (s speed) all() ([]row, []target, error) {
+// outputPace is the think time between the large-output calls: the pool
+// refills between them, as it does for an agent.
+const outputPace = time.Second
+
+// output measures what a client does to get 1 MiB of a run's output, with
+// mcp-go's client and with the reference TypeScript SDK client: the call
+// (whose answer shows limits.answer_output_chars of it) and the read of
+// the stdout resource it names; against `docker exec` printing the same.
+func (s speed) output() ([]row, []target, error) {
+	const man = "pool:\n  size: 2\n"
+	c, err := startRunbox(s.bin, s.manifest("output-go", man))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.Close()
+	time.Sleep(6 * time.Second)
+	big := programs[2]
+	rows := []row{
+		measure(big.name, "runbox warm, mcp-go client: run_code + resources/read of stdout, paced 1 s", 1, s.n, outputPace, func() error { return callRunbox(c, big) }),
+	}
+	if r, ok := s.outputTS(s.manifest("output-ts", man)); ok {
+		rows = append(rows, r)
+	}
+	exe := measure(big.name, "docker exec into a running container", 1, s.n, 0, func() error { return dockerCmd(big, "exec", "-i", s.ctr) })
+	rows = append(rows, exe)
+	var ts []target
+	for _, r := range rows[:len(rows)-1] {
+		client := "mcp-go's client"
+		if strings.Contains(r.Name, "TypeScript") {
+			client = "the TypeScript SDK client"
+		}
+		ts = append(ts, target{what: "1 MiB of output against `docker exec` (p50), " + client, ratio: ratio(r.P50Ms, exe.P50Ms), limit: 1.2,
+			detail: fmt.Sprintf("%.0f ms against %.0f ms", r.P50Ms, exe.P50Ms)})
+	}
+	return rows, ts, nil
+}
+
+// outputTS is output's row with the TypeScript SDK client (bench/ts).
+func (s speed) outputTS(manifestPath string) (row, bool) {
+	name := "runbox warm, TypeScript SDK client: run_code + resources/read of stdout, paced 1 s"
+	if _, err := os.Stat(filepath.Join(s.sdk, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: no TypeScript SDK in %s (cd e2e/ts && npm ci): no TypeScript row\n", s.sdk)
+		return row{}, false
+	}
+	bin, _ := filepath.Abs(s.bin)
+	out, err := exec.Command("node", "bench/ts/output.mjs", s.sdk, bin, manifestPath, fmt.Sprint(s.n), fmt.Sprint(outputPace.Milliseconds())).Output()
+	r := row{Program: programs[2].name, Name: name, Concurrency: 1, N: s.n}
+	var got struct {
+		Ms    []float64
+		Error string
+	}
+	switch {
+	case err != nil:
+		r.Failure = "node: " + err.Error()
+	case json.Unmarshal(out, &got) != nil:
+		r.Failure = "node printed no times"
+	case got.Error != "":
+		r.Failure = got.Error
+	default:
+		r = rowOf(r, got.Ms)
+	}
+	return r, true
+}
+
+// run runs the calibration and then the whole part ("speed": paces,
+// throughput, gVisor, output) or one of it.
+func (s speed) run(which string) ([]row, []target, error) {
 	rows := calibrationRows(s.ctr, max(s.n, 20))
 	var ts []target
-	for _, part := range []func() ([]row, []target, error){s.paces, s.throughput, s.gvisor} {
+	parts := map[string][]func() ([]row, []target, error){
+		"speed":      {s.paces, s.throughput, s.gvisor, s.output},
+		"throughput": {s.throughput},
+		"gvisor":     {s.gvisor},
+		"output":     {s.output},
+	}
+	for _, part := range parts[which] {
 		r, t, err := part()
 		if err != nil {
 			return rows, ts, err

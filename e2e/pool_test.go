@@ -198,9 +198,10 @@ var prestartPrograms = []string{
 }
 
 // TestPooledGVisorMatchesCold: under gVisor a pooled box (started at the
-// default weight, runsc having no update; no prestarted interpreter, which
-// did not pay there) gives exactly a cold box's result, for every program
-// of prestartPrograms and the other languages, taken as soon as it runs.
+// default weight, runsc having no update; its Python interpreter
+// prestarted, preloading nothing, which did not pay there) gives exactly a
+// cold box's result, for every program of prestartPrograms and the other
+// languages, taken as soon as it runs.
 func TestPooledGVisorMatchesCold(t *testing.T) {
 	warmS := gvisorServer(t, "pool:\n  size: 1\n")
 	coldS := gvisorServer(t, "pool:\n  size: 0\n")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -16,12 +17,20 @@ func TestGVisorJob(t *testing.T) {
 	if job.NProc != m.Limits.Pids {
 		t.Errorf("gvisor must limit processes with RLIMIT_NPROC: %d", job.NProc)
 	}
-	// No prestarted interpreter under gVisor: it did not pay (prestart.go).
-	if prestartArgs(m, lang, manifest.IsolationGVisor) != nil {
-		t.Error("a prestarted python under gVisor")
-	}
-	if len(prestartArgs(m, lang, manifest.IsolationRunc)) != 2 {
-		t.Error("a prestarted python under runc")
+	// Under gVisor the interpreter is prestarted but preloads nothing (it
+	// did not pay there: prestart.go); under runc it preloads.
+	for iso, want := range map[string]string{manifest.IsolationGVisor: "[]", manifest.IsolationRunc: `["numpy","pandas"]`} {
+		args := prestartArgs(m, lang, iso)
+		if len(args) != 2 {
+			t.Fatalf("%s: no prestarted python", iso)
+		}
+		pre, err := initproto.DecodePrestart(args[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src := pre.Argv[len(pre.Argv)-1]; !strings.Contains(src, "_thread.start_new_thread(_preload, ("+want+",))") {
+			t.Errorf("%s: the loader does not preload %s", iso, want)
+		}
 	}
 }
 

@@ -86,15 +86,21 @@ const preloadList = "_RBX_PRELOAD_"
 // a prestarted interpreter when the language preloads modules and runbox
 // knows how to start it early, none otherwise.
 func prestartArgs(m *manifest.Manifest, lang manifest.Language, isolation string) []string {
-	// Under gVisor it does not pay: runsc cannot raise a pooled box's CPU
-	// weight, so the preload competes with running calls at full weight,
-	// and a box taken mid-preload shares its CPU with it. Measured on a
-	// loaded host: a warm gVisor print(1) took 522-584 ms prestarted
-	// against 307 ms without (docs/performance.md).
-	if len(lang.Preload) == 0 || lang.ErrorFormat != "python" || len(lang.Check) > 0 || isolation == manifest.IsolationGVisor {
+	if len(lang.Preload) == 0 || lang.ErrorFormat != "python" || len(lang.Check) > 0 {
 		return nil
 	}
-	mods, _ := json.Marshal(lang.Preload)
+	preload := lang.Preload
+	if isolation == manifest.IsolationGVisor {
+		// Under gVisor the interpreter is started but preloads nothing:
+		// runsc cannot raise a pooled box's CPU weight, so a preload
+		// competes with running calls at full weight, and a box taken
+		// mid-preload shares its CPU with it (a warm print(1) took
+		// 522-584 ms preloading against 307 ms without, on a loaded
+		// host). The interpreter's own start (~55 ms under runsc) is
+		// what pays there (docs/performance.md).
+		preload = []string{}
+	}
+	mods, _ := json.Marshal(preload)
 	job := initJob(m, contract.Job{Language: lang}, isolation)
 	loader := pymain.Source + strings.Replace(pythonLoader, preloadList, string(mods), 1)
 	pre := initproto.Prestart{
