@@ -172,8 +172,14 @@ func (s *syncBuffer) String() string {
 // startServer starts a server with extra environment and arguments.
 func startServer(t testing.TB, env []string, args ...string) *server {
 	t.Helper()
+	return startServerOf(t, runboxBin, env, args...)
+}
+
+// startServerOf starts the runbox binary bin as startServer does.
+func startServerOf(t testing.TB, bin string, env []string, args ...string) *server {
+	t.Helper()
 	s := &server{stderr: &syncBuffer{}}
-	c, err := client.NewStdioMCPClientWithOptions(runboxBin, env, append([]string{"serve"}, args...),
+	c, err := client.NewStdioMCPClientWithOptions(bin, env, append([]string{"serve"}, args...),
 		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
 			cmd := exec.Command(command, args...)
 			cmd.Env = append(os.Environ(), env...)

@@ -141,20 +141,46 @@ func (s *server) callCtxRaw(ctx context.Context, args map[string]any) (any, erro
 // the engine may prune this server's runbox-init volume between two of its
 // boxes (the engine refuses only while one is mounted); the next run makes
 // the volume again instead of failing.
+//
+// The server is a copy of this build whose runbox-init carries a trailer
+// of its own, so that its volume is its alone: other servers of this
+// build on the engine (other tests, a second checkout) mount the build's
+// volume, and the engine would refuse to remove it.
 func TestInitVolumeRemovedBetweenBoxes(t *testing.T) {
-	s := engineServer(t, "", "pool:\n  size: 0\n")
-	r, _ := s.call(t, map[string]any{"language": "bash", "code": "echo one"})
-	mustOK(t, r)
+	dir := t.TempDir()
 	bin, err := os.ReadFile(filepath.Join(binDir, "runbox-init-linux-"+runtime.GOARCH))
 	if err != nil {
 		t.Fatal(err)
 	}
+	bin = append(bin, []byte(t.Name()+strconv.FormatInt(time.Now().UnixNano(), 10))...)
+	server, err := os.ReadFile(runboxBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.WriteFile(filepath.Join(dir, "runbox-init-linux-"+runtime.GOARCH), bin, 0o755) != nil ||
+		os.WriteFile(filepath.Join(dir, "runbox"), server, 0o755) != nil {
+		t.Fatal("copying the binaries")
+	}
+	s := startServerOf(t, filepath.Join(dir, "runbox"), secretEnv, "--manifest", writeManifest(t, "audit:\n  enabled: false\npool:\n  size: 0\n"))
+	defer s.close()
+	r, _ := s.call(t, map[string]any{"language": "bash", "code": "echo one"})
+	mustOK(t, r)
 	sum := sha256.Sum256(bin)
 	out, err := exec.Command("docker", "volume", "ls", "-q", "--filter", "label="+sandbox.LabelInitSHA+"="+hex.EncodeToString(sum[:])).Output()
 	vol := strings.TrimSpace(string(out))
 	if err != nil || vol == "" || strings.Contains(vol, "\n") {
 		t.Fatalf("this build's runbox-init volume: %q, %v", vol, err)
 	}
+	// The server made it again for the second box: removed once the
+	// server is gone (its boxes with it).
+	t.Cleanup(func() {
+		for range 50 {
+			if exec.Command("docker", "volume", "rm", vol).Run() == nil {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
 	// The first box is removed after its answer: wait until the engine
 	// lets the volume go.
 	deadline := time.Now().Add(15 * time.Second)

@@ -251,14 +251,24 @@ func TestPrestartedInterpreterMatchesCold(t *testing.T) {
 	var warmPandas, coldPandas int64
 	for i, code := range prestartPrograms {
 		args := map[string]any{"language": "python", "code": code, "stdin": "abc"}
-		waitPooled(t, s.cmd.Process.Pid, 3)
-		// The refilled box finishes its imports (~0.7 CPU-s for pandas; the
-		// pool refills once the server has been quiet for 200 ms).
-		time.Sleep(2 * time.Second)
-		warm, _ := s.call(t, args)
+		// A call that finds no ready box starts its own: on a loaded
+		// machine the refill may not be ready yet, and the call runs
+		// cold; wait for a pooled Python box again then, a few times.
+		var warm contract.Result
+		for try := 0; ; try++ {
+			waitPooled(t, s.cmd.Process.Pid, 3)
+			waitRunningPooled(t, s.cmd.Process.Pid, "python")
+			// The refilled box finishes its imports (~0.7 CPU-s for
+			// pandas; the pool refills once the server has been quiet
+			// for 200 ms).
+			time.Sleep(2 * time.Second)
+			if warm, _ = s.call(t, args); warm.Metrics.Pooled || try == 4 {
+				break
+			}
+		}
 		ref, _ := cold.call(t, args)
 		if !warm.Metrics.Pooled {
-			t.Fatalf("program %d did not run in a pooled box", i)
+			t.Fatalf("program %d did not run in a pooled box in 5 tries", i)
 		}
 		if warm.Stdout != ref.Stdout || warm.Stderr != ref.Stderr || *warm.ExitCode != *ref.ExitCode || len(warm.Artifacts) != len(ref.Artifacts) {
 			t.Fatalf("program %d differs from a cold run:\n%s\nwarm: %q %q %d\ncold: %q %q %d", i, code, warm.Stdout, warm.Stderr, *warm.ExitCode, ref.Stdout, ref.Stderr, *ref.ExitCode)
