@@ -35,6 +35,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -100,11 +101,13 @@ func main() {
 		os.Exit(1)
 	}
 	defer loops.stop()
+	removeBaselines(func(pid int) bool { return syscall.Kill(pid, 0) != nil })
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sig
 		loops.stop()
+		removeBaselines(func(pid int) bool { return pid == os.Getpid() })
 		os.Exit(130)
 	}()
 	fmt.Printf("load average at start: %s; busy loops beside the bench: %d\n\n", loadAvg(), *busy)
@@ -471,8 +474,28 @@ func dockerCmd(p program, prefix ...string) error {
 	return nil
 }
 
+// labelBench marks a baseline container with the pid of the bench that
+// started it: a bench stopped before its own removal (killed) leaves one
+// running `sleep infinity`, which the next bench removes.
+const labelBench = "io.runbox.bench.pid"
+
+// removeBaselines removes the baseline containers of the benches whose pid
+// gone says are gone.
+func removeBaselines(gone func(pid int) bool) {
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label="+labelBench).Output()
+	if err != nil {
+		return
+	}
+	for _, id := range strings.Fields(string(out)) {
+		v, _ := exec.Command("docker", "inspect", "--format", "{{index .Config.Labels \""+labelBench+"\"}}", id).Output()
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(v))); err == nil && gone(pid) {
+			_ = exec.Command("docker", "rm", "-f", id).Run()
+		}
+	}
+}
+
 func startContainer(image string) (string, error) {
-	args := append([]string{}, "run", "-d", "--rm", "--network", "none", "--cap-drop", "ALL",
+	args := append([]string{}, "run", "-d", "--rm", "--label", labelBench+"="+strconv.Itoa(os.Getpid()), "--network", "none", "--cap-drop", "ALL",
 		"--security-opt", "no-new-privileges", "--read-only", "--tmpfs", "/tmp:rw,size=64m", "--user", "1000:1000",
 		"--memory", "512m", "-w", "/tmp", image, "sleep", "infinity")
 	out, err := exec.Command("docker", args...).Output()
