@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/contract"
@@ -125,29 +123,7 @@ func ownHost(t *testing.T) (host string, wrap func(bin string, args ...string) (
 // startHosted is startServer under wrap (ownHost).
 func startHosted(t *testing.T, wrap func(string, ...string) (string, []string), env []string, args ...string) *server {
 	t.Helper()
-	s := &server{stderr: &syncBuffer{}}
-	c, err := client.NewStdioMCPClientWithOptions(runboxBin, env, append([]string{"serve"}, args...),
-		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
-			name, argv := wrap(command, args...)
-			cmd := exec.Command(name, argv...)
-			cmd.Env = append(os.Environ(), env...)
-			cmd.Stderr = s.stderr
-			s.cmd = cmd
-			return cmd, nil
-		}))
-	if err != nil {
-		t.Fatalf("starting runbox serve: %v", err)
-	}
-	s.c = c
-	if err := c.Start(context.Background()); err != nil {
-		s.kill()
-		t.Fatalf("start: %v", err)
-	}
-	if err := initialize(c); err != nil {
-		s.kill()
-		t.Fatalf("initialize: %v\nserver stderr:\n%s", err, s.stderr)
-	}
-	return s
+	return startServerOf(t, runboxBin, wrap, env, args...)
 }
 
 // durableEnv is a state directory of the test's own and b's environment.

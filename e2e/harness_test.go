@@ -172,15 +172,19 @@ func (s *syncBuffer) String() string {
 // startServer starts a server with extra environment and arguments.
 func startServer(t testing.TB, env []string, args ...string) *server {
 	t.Helper()
-	return startServerOf(t, runboxBin, env, args...)
+	return startServerOf(t, runboxBin, nil, env, args...)
 }
 
-// startServerOf starts the runbox binary bin as startServer does.
-func startServerOf(t testing.TB, bin string, env []string, args ...string) *server {
+// startServerOf starts the runbox binary bin as startServer does; wrap,
+// when set, turns the command into the one that starts it (ownHost).
+func startServerOf(t testing.TB, bin string, wrap func(string, ...string) (string, []string), env []string, args ...string) *server {
 	t.Helper()
 	s := &server{stderr: &syncBuffer{}}
 	c, err := client.NewStdioMCPClientWithOptions(bin, env, append([]string{"serve"}, args...),
 		transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
+			if wrap != nil {
+				command, args = wrap(command, args...)
+			}
 			cmd := exec.Command(command, args...)
 			cmd.Env = append(os.Environ(), env...)
 			cmd.Stderr = s.stderr

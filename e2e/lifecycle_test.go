@@ -161,7 +161,7 @@ func TestInitVolumeRemovedBetweenBoxes(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, "runbox"), server, 0o755) != nil {
 		t.Fatal("copying the binaries")
 	}
-	s := startServerOf(t, filepath.Join(dir, "runbox"), secretEnv, "--manifest", writeManifest(t, "audit:\n  enabled: false\npool:\n  size: 0\n"))
+	s := startServerOf(t, filepath.Join(dir, "runbox"), nil, secretEnv, "--manifest", writeManifest(t, "audit:\n  enabled: false\npool:\n  size: 0\n"))
 	defer s.close()
 	r, _ := s.call(t, map[string]any{"language": "bash", "code": "echo one"})
 	mustOK(t, r)

@@ -29,12 +29,8 @@ func (l *taskLayer) sse(srv *server.SSEServer, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskBody+1))
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-		if err != nil || len(body) > maxTaskBody {
+		body, ok := readTaskBody(r)
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -122,6 +122,17 @@ func (f taskFilter) Write(p []byte) (int, error) {
 // call.
 const maxTaskBody = 32 << 20
 
+// readTaskBody reads r's body for the layer, at most maxTaskBody, and puts
+// it back for whoever serves r next; false when it is larger or broken.
+func readTaskBody(r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskBody+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	return body, err == nil && len(body) <= maxTaskBody
+}
+
 // http puts the layer in front of the streamable HTTP endpoint: the
 // bearer token's name owns the tasks. A task's call is served by next on
 // a request of the layer's own, which outlives the client's POST.
@@ -131,12 +142,8 @@ func (l *taskLayer) http(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskBody+1))
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-		if err != nil || len(body) > maxTaskBody {
+		body, ok := readTaskBody(r)
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
