@@ -88,7 +88,7 @@ func main() {
 	asJSON := flag.String("json", "", "also write the rows as JSON to this file")
 	serverLog = flag.String("server-log", "", "append the runbox servers' logs (stderr) to this file")
 	tsSDK = flag.String("ts-sdk", "e2e/ts", "a folder whose node_modules has the TypeScript SDK (npm ci there), for the large-output row with its client")
-	only := flag.String("only", "", "run only this part: speed (calibration, paces, concurrency 8, gVisor, 1 MiB of output), one of speed's own (with the calibration: throughput, gvisor, output), toolcalls, network or sessions (with the pooled run they compare with)")
+	only := flag.String("only", "", "run only this part: speed (calibration, paces, concurrency 8, gVisor, 1 MiB of output), one of speed's own (with the calibration: throughput, gvisor, output, tasks: a short run as an MCP task beside a plain call), toolcalls, network or sessions (with the pooled run they compare with)")
 	busy := flag.Int("busy", 0, "run this many CPU-bound loops beside the bench (stopped by the bench)")
 	flag.Parse()
 	if *busy < 0 || *busy > 64 {
@@ -114,7 +114,7 @@ func main() {
 	defer func() { fmt.Printf("\nload average at the end: %s\n", loadAvg()) }()
 	switch *only {
 	case "":
-	case "speed", "output", "throughput", "gvisor":
+	case "speed", "output", "throughput", "gvisor", "tasks":
 		if err := speedOnly(*server, *n, *asJSON, *only); err != nil {
 			loops.stop()
 			fmt.Fprintln(os.Stderr, "bench:", err)
@@ -151,7 +151,7 @@ func main() {
 		return
 	default:
 		loops.stop()
-		fmt.Fprintf(os.Stderr, "bench: --only takes speed, throughput, gvisor, output, toolcalls, network or sessions, not %q\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: --only takes speed, throughput, gvisor, output, tasks, toolcalls, network or sessions, not %q\n", *only)
 		os.Exit(2)
 	}
 	if err := bench(*server, *n, *asJSON); err != nil {

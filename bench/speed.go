@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -51,6 +52,9 @@ func (t target) String() string {
 }
 
 func printTargets(ts []target) {
+	if len(ts) == 0 {
+		return
+	}
 	fmt.Println("| target | measured (same run) | ratio | |")
 	fmt.Println("| --- | --- | ---: | --- |")
 	for _, t := range ts {
@@ -315,38 +319,92 @@ func (s speed) output() ([]row, []target, error) {
 
 // outputTS is output's row with the TypeScript SDK client (bench/ts).
 func (s speed) outputTS(manifestPath string) (row, bool) {
-	name := "runbox warm, TypeScript SDK client: run_code + resources/read of stdout, paced 1 s"
-	if _, err := os.Stat(filepath.Join(s.sdk, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		fmt.Fprintf(os.Stderr, "bench: no TypeScript SDK in %s (cd e2e/ts && npm ci): no TypeScript row\n", s.sdk)
+	if !s.hasSDK() {
 		return row{}, false
 	}
+	r := row{Program: programs[2].name, Name: "runbox warm, TypeScript SDK client: run_code + resources/read of stdout, paced 1 s", Concurrency: 1, N: s.n}
+	times, err := s.nodeTimes("bench/ts/output.mjs", manifestPath, outputPace)
+	if err != nil {
+		r.Failure = err.Error()
+		return r, true
+	}
+	return rowOf(r, times["ms"]), true
+}
+
+// tasks measures what an MCP task (SEP-2663) adds to a short run, with
+// the TypeScript SDK client on one server: print(1) as a plain call and
+// as a task polled every 10 ms and at the server's pollIntervalMs, the
+// three alternating (bench/ts/tasks.mjs). The issue sets no bound: the
+// rows are the overhead, side by side.
+func (s speed) tasks() ([]row, []target, error) {
+	if !s.hasSDK() {
+		return nil, nil, nil
+	}
+	names := []struct{ key, name string }{
+		{"plain", "runbox warm, TypeScript SDK client: a plain call, paced 1 s"},
+		{"task10", "the same call as an MCP task, tasks/get every 10 ms"},
+		{"taskPoll", "the same call as an MCP task, tasks/get at the server's pollIntervalMs"},
+	}
+	times, err := s.nodeTimes("bench/ts/tasks.mjs", s.manifest("tasks-ts", "pool:\n  size: 2\n"), outputPace)
+	rows := make([]row, 0, len(names))
+	for _, n := range names {
+		r := row{Program: programs[0].name, Name: n.name, Concurrency: 1, N: s.n}
+		if err != nil {
+			r.Failure = err.Error()
+		} else {
+			r = rowOf(r, times[n.key])
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil, nil
+}
+
+// hasSDK says whether the TypeScript SDK is where bench/ts's scripts look.
+func (s speed) hasSDK() bool {
+	if _, err := os.Stat(filepath.Join(s.sdk, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: no TypeScript SDK in %s (cd e2e/ts && npm ci): no TypeScript rows\n", s.sdk)
+		return false
+	}
+	return true
+}
+
+// nodeTimes runs a bench/ts script with the TypeScript SDK client against
+// the server with manifestPath and returns the times (ms) it printed, by
+// name.
+func (s speed) nodeTimes(script, manifestPath string, pace time.Duration) (map[string][]float64, error) {
 	bin, _ := filepath.Abs(s.bin)
-	out, err := exec.Command("node", "bench/ts/output.mjs", s.sdk, bin, manifestPath, fmt.Sprint(s.n), fmt.Sprint(outputPace.Milliseconds())).Output()
-	r := row{Program: programs[2].name, Name: name, Concurrency: 1, N: s.n}
-	var got struct {
-		Ms    []float64
-		Error string
+	out, err := exec.Command("node", script, s.sdk, bin, manifestPath, fmt.Sprint(s.n), fmt.Sprint(pace.Milliseconds())).Output()
+	if err != nil {
+		return nil, fmt.Errorf("node: %v", err)
 	}
-	switch {
-	case err != nil:
-		r.Failure = "node: " + err.Error()
-	case json.Unmarshal(out, &got) != nil:
-		r.Failure = "node printed no times"
-	case got.Error != "":
-		r.Failure = got.Error
-	default:
-		r = rowOf(r, got.Ms)
+	var got map[string]json.RawMessage
+	if json.Unmarshal(out, &got) != nil {
+		return nil, errors.New("node printed no times")
 	}
-	return r, true
+	if e, ok := got["error"]; ok {
+		var msg string
+		_ = json.Unmarshal(e, &msg)
+		return nil, errors.New(msg)
+	}
+	times := make(map[string][]float64, len(got))
+	for k, v := range got {
+		var ms []float64
+		if json.Unmarshal(v, &ms) != nil {
+			return nil, errors.New("node printed no times")
+		}
+		times[k] = ms
+	}
+	return times, nil
 }
 
 // run runs the calibration and then the whole part ("speed": paces,
-// throughput, gVisor, output) or one of it.
+// throughput, gVisor, output, tasks) or one of it.
 func (s speed) run(which string) ([]row, []target, error) {
 	rows := calibrationRows(s.ctr, max(s.n, 20))
 	var ts []target
 	parts := map[string][]func() ([]row, []target, error){
-		"speed":      {s.paces, s.throughput, s.gvisor, s.output},
+		"speed":      {s.paces, s.throughput, s.gvisor, s.output, s.tasks},
+		"tasks":      {s.tasks},
 		"throughput": {s.throughput},
 		"gvisor":     {s.gvisor},
 		"output":     {s.output},
