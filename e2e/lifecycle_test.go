@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,5 +200,58 @@ func TestInitVolumeRemovedBetweenBoxes(t *testing.T) {
 	mustOK(t, r)
 	if r.Stdout != "two\n" {
 		t.Errorf("stdout %q", r.Stdout)
+	}
+}
+
+// TestStopsWhenItsClientStopsReading: a client that holds the server's
+// stdout but no longer reads it (its process wedged) blocks the server's
+// writes; SIGTERM still ends the server, within its stop bound (30 s),
+// and a second SIGTERM at once. Servers left by a killed bench sat in a
+// futex wait through SIGTERMs until kill -9.
+func TestStopsWhenItsClientStopsReading(t *testing.T) {
+	for _, second := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one signal", true: "two signals"}[second], func(t *testing.T) {
+			cmd := exec.Command(runboxBin, "serve", "--manifest", writeManifest(t, "audit:\n  enabled: false\n"))
+			cmd.Env = append(os.Environ(), secretEnv...)
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Held open and never read: the pipe fills and writes block.
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			defer func() { _ = cmd.Process.Kill() }()
+			_, _ = io.WriteString(stdin, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`+"\n"+`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+			// Answers far past a pipe's 64 KiB, written by a server whose
+			// client reads none of them.
+			go func() {
+				for i := 1; i <= 200; i++ {
+					if _, err := fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`+"\n", i); err != nil {
+						return
+					}
+				}
+			}()
+			time.Sleep(5 * time.Second)
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			bound := 60 * time.Second
+			if second {
+				time.Sleep(time.Second)
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				bound = 10 * time.Second
+			}
+			select {
+			case <-exited:
+			case <-time.After(bound):
+				t.Fatalf("the server did not end within %s of SIGTERM", bound)
+			}
+		})
 	}
 }
