@@ -426,16 +426,7 @@ func startRawStdio(t *testing.T, wrap func(string, ...string) (string, []string)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = in.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	})
+	endAtCleanup(t, cmd, in)
 	go func() {
 		dec := json.NewDecoder(out)
 		for {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -359,4 +360,19 @@ func (s *server) described(t testing.TB, want ...string) string {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// endAtCleanup ends a server started by hand at the end of the test: its
+// stdin closed, then waited for, killed if it does not end in 30 s.
+func endAtCleanup(t testing.TB, cmd *exec.Cmd, in io.Closer) {
+	t.Cleanup(func() {
+		_ = in.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	})
 }

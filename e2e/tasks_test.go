@@ -232,16 +232,7 @@ func TestTaskCancelOverStdio(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = in.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	})
+	endAtCleanup(t, cmd, in)
 	answers := make(chan rawAnswer, 8)
 	go func() {
 		dec := json.NewDecoder(out)
