@@ -208,6 +208,22 @@ func TestNodeSessionCellEndsAsTheProcessWould(t *testing.T) {
 	}
 }
 
+// A cell that ends at the first of many queued errors leaves the rest to
+// fire after it (a spawn loop at the pids limit queues one per failed
+// child): they have no cell to end and are dropped, and a flood of them
+// neither fills the next cell's stderr nor, by a full pipe, throws in the
+// driver's handler, which ended the interpreter (status 7).
+func TestNodeSessionDropsErrorsBetweenCells(t *testing.T) {
+	_, run := newTestSession(t, "node", "node")
+	flood := "for (let i = 0; i < 3000; i++) process.nextTick(() => { throw new Error('queued ' + 'x'.repeat(2000)) })\n"
+	if rep := run(flood, cellTimeout); rep.ExitCode != 1 || !strings.Contains(string(rep.Stderr), "Error: queued") || rep.Session.Lost != "" {
+		t.Fatalf("the flooding cell: %d %.200q %+v", rep.ExitCode, rep.Stderr, rep.Session)
+	}
+	if rep := run("console.log('next')\n", cellTimeout); rep.ExitCode != 0 || string(rep.Stdout) != "next\n" || len(rep.Stderr) != 0 || rep.Session.Lost != "" {
+		t.Fatalf("the next cell: %d %.100q %.200q %+v", rep.ExitCode, rep.Stdout, rep.Stderr, rep.Session)
+	}
+}
+
 func TestBashSessionKeepsVariablesFunctionsAndDir(t *testing.T) {
 	_, run := newTestSession(t, "bash", "bash")
 	run("X=5\ngreet() { echo \"hi $1\"; }\nmkdir -p sub && cd sub\n", cellTimeout)

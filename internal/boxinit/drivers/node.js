@@ -29,10 +29,13 @@
   const util = require('util');
   const timers = require('timers');
   const { Readable } = require('stream');
+  const { executionAsyncId, AsyncResource } = require('async_hooks');
   // The driver's own references: a cell may replace what it can reach
   // (JSON.parse = null, fs.writeSync = null), and the session must still
   // take the next cell.
   const { parse } = JSON;
+  const bufferFrom = Buffer.from.bind(Buffer);
+  const { wait } = Atomics;
   const { writeSync, readFileSync } = fs;
   const { inspect } = util;
   const { Script } = vm;
@@ -43,8 +46,33 @@
   let processTopLevelAwait = null;
   try { ({ processTopLevelAwait } = require('internal/repl/await')); } catch (e) { /* without --expose-internals */ }
 
-  // current is the running cell: { marker, timers, awaited, interrupt }.
+  // current is the running cell: { marker, timers, awaited, interrupt,
+  // first }.
   let current = null;
+
+  // Async ids grow: what a cell starts (a tick, a child, a socket) has an
+  // id from its first on. firstCell is the first cell's first, or 0.
+  function newestAsyncId() {
+    return new AsyncResource('RUNBOX_CELL').asyncId();
+  }
+  let firstCell = 0;
+
+  // writeAll writes all of s to fd. Node leaves a pipe's descriptor
+  // non-blocking: a write to a full pipe (a slow reader) fails with EAGAIN
+  // or writes part, so it waits a millisecond and writes the rest. Only a
+  // closed descriptor throws.
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  function writeAll(fd, s) {
+    let buf = bufferFrom(s);
+    while (buf.length > 0) {
+      try {
+        buf = buf.subarray(writeSync(fd, buf));
+      } catch (e) {
+        if (e.code !== 'EAGAIN') throw e;
+        wait(pause, 0, 0, 1);
+      }
+    }
+  }
 
   function report(err) {
     let text;
@@ -53,7 +81,7 @@
     } else {
       text = 'Uncaught ' + inspect(err);
     }
-    writeSync(2, text + '\n');
+    try { writeAll(2, text + '\n'); } catch (e) { /* closed by the cell */ }
   }
 
   // process.exit in a cell ends the cell, not the session: thrown, it stops
@@ -78,8 +106,10 @@
   globalThis.setInterval = timers.setInterval = tracked(setInterval, clearInterval);
   globalThis.setImmediate = timers.setImmediate = tracked(setImmediate, clearImmediate);
 
-  // fail ends the cell at an exception that reached the top.
+  // fail ends the cell at an exception that reached the top. Between
+  // cells there is no cell to end.
   function fail(err) {
+    if (!current) return;
     if (err instanceof CellExit) {
       end(err.code, true);
       return;
@@ -87,14 +117,25 @@
     report(err);
     end(1, true);
   }
-  process.on('uncaughtException', fail);
+  // An exception from what an ended cell started has no cell to end, nor
+  // an output of its own: it is dropped. The failed spawns of a cell that
+  // ended at the first of them report theirs after it, and Node runs the
+  // ticks left after an uncaught exception a loop turn later, when the
+  // next cell may have started. One thrown where no earlier cell's async
+  // id runs (the driver's own callbacks) is the running cell's; so is a
+  // rejection, whose handler runs with no id of its own.
+  process.on('uncaughtException', (err) => {
+    const id = executionAsyncId();
+    if (firstCell > 0 && current && id >= firstCell && id < current.first) return;
+    fail(err);
+  });
   process.on('unhandledRejection', fail);
   process.on('SIGINT', () => { if (current && current.interrupt) current.interrupt(); });
   // The loop has no more work: a cell ends as the process would exit.
   process.on('beforeExit', () => {
     if (!current) return;
     if (current.awaited === 'pending') {
-      writeSync(2, 'Warning: Detected unsettled top-level await\n');
+      try { writeAll(2, 'Warning: Detected unsettled top-level await\n'); } catch (e) { /* closed by the cell */ }
       end(13, false);
       return;
     }
@@ -127,7 +168,7 @@
       }
     }
     for (const [fd, s] of [[1, cell.marker], [2, cell.marker + status + '\x1e']]) {
-      try { writeSync(fd, s); } catch (e) { /* closed by the cell */ }
+      try { writeAll(fd, s); } catch (e) { /* closed by the cell */ }
     }
     ctl.ref();
     setImmediate(next);
@@ -169,7 +210,8 @@
 
   function start(req, data) {
     cellStdin(data);
-    current = { marker: req.marker, timers: [], awaited: null, interrupt: null };
+    current = { marker: req.marker, timers: [], awaited: null, interrupt: null, first: newestAsyncId() };
+    if (firstCell === 0) firstCell = current.first;
     process.argv[1] = req.path;
     process.exitCode = undefined;
     // The request pipe keeps the loop alive between cells only.
