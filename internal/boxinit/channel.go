@@ -68,12 +68,47 @@ type oneOff struct {
 }
 
 // channels serves each channel in turn until the server ends one
-// (initproto.ErrEnded) or stdin ends.
+// (initproto.ErrEnded) or stdin ends. When stdin ends with the job held
+// (its server died, and on Podman stdin ends with it), a box with a relay
+// serves the relay's channels instead.
 func (o *oneOff) channels(in io.Reader, out io.Writer) error {
+	err := channelsOn(in, out, true, o.accept)
+	if errors.Is(err, initproto.ErrEnded) || o.opts.Relay == nil || !o.holds() {
+		return err
+	}
+	return o.opts.Relay.channels(true, o.accept)
+}
+
+func (o *oneOff) holds() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.job != nil
+}
+
+// accept serves the streams of one channel's multiplexer session.
+func (o *oneOff) accept(sess *yamux.Session) {
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			return
+		}
+		go o.stream(sess, st)
+	}
+}
+
+// channelsOn serves each channel in and out carry, in turn: a reset opens
+// each (internal/initproto reset.go) and is answered before its
+// multiplexer session, which serve has until the session ends. It returns
+// when in ends, or when a server ends a channel for good
+// (initproto.ErrEnded) and final (a session's never is).
+func channelsOn(in io.Reader, out io.Writer, final bool, serve func(*yamux.Session)) error {
 	rr := &lockedReader{rr: initproto.NewResetReader(in)}
 	ew := &epochWriter{w: out}
 	for {
 		nonce, err := rr.await()
+		if errors.Is(err, initproto.ErrEnded) && !final {
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -85,13 +120,7 @@ func (o *oneOff) channels(in io.Reader, out io.Writer) error {
 		if err != nil {
 			continue
 		}
-		for {
-			st, err := sess.AcceptStream()
-			if err != nil {
-				break
-			}
-			go o.stream(sess, st)
-		}
+		serve(sess)
 		_ = sess.Close()
 	}
 }

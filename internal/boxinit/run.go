@@ -53,6 +53,9 @@ type Options struct {
 	// Live, when set, is where a peek finds the program's output so far
 	// (peek.go).
 	Live *liveOutput
+	// Relay, when set, serves the box's channels once stdin has ended
+	// (relay.go).
+	Relay *relay
 }
 
 // Main is runbox-init's entry point; it returns the process exit code.
@@ -66,6 +69,9 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	if len(args) == 2 && args[1] == initproto.UnplugArg {
 		return unplugMain()
 	}
+	if len(args) == 2 && args[1] == initproto.RelayArg {
+		return relayMain(stdin, stdout, initproto.RelaySocket)
+	}
 	// Nothing in the box may read our memory or descriptors (the result
 	// channel): non-dumpable makes /proc/1/{fd,mem} root-only and refuses
 	// ptrace from the same uid.
@@ -77,10 +83,20 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 
 	prewarmThreads(spareThreads)
 
-	if len(args) > 2 && args[1] == initproto.SessionFlag {
-		return mainSession(args[2], stdin, stdout)
+	// Bound before the program starts: nothing in the box can take the
+	// name first.
+	var rl *relay
+	if len(args) > 1 && args[1] == initproto.RelayFlag {
+		args = append([]string{args[0]}, args[2:]...)
+		var err error
+		if rl, err = listenRelay(initproto.RelaySocket); err != nil {
+			fmt.Fprintln(os.Stderr, "runbox-init: no relay:", err)
+		}
 	}
-	opts := Options{Services: services()}
+	if len(args) > 2 && args[1] == initproto.SessionFlag {
+		return mainSession(args[2], stdin, stdout, rl)
+	}
+	opts := Options{Services: services(), Relay: rl}
 	if len(args) > 2 && args[1] == initproto.PrestartFlag {
 		// A pooled box: start the interpreter now, while the job is
 		// still on its way.

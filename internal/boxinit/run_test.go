@@ -194,11 +194,14 @@ type oneOffBox struct {
 	done chan int
 }
 
-func startOneOff(t *testing.T) *oneOffBox {
+func startOneOff(t *testing.T) *oneOffBox { return startOneOffWith(t, nil) }
+
+// startOneOffWith starts a one-off box with relay rl (nil: none).
+func startOneOffWith(t *testing.T, rl *relay) *oneOffBox {
 	inR, inW := io.Pipe()
 	b := &oneOffBox{t: t, inW: inW, w: initproto.NewResetWriter(inW), att: &attachments{}, done: make(chan int, 1)}
 	go func() {
-		b.done <- serve(inR, b.att, Options{Self: os.Args[0], CgroupRoot: t.TempDir(), Scratch: []string{}})
+		b.done <- serve(inR, b.att, Options{Self: os.Args[0], CgroupRoot: t.TempDir(), Scratch: []string{}, Relay: rl})
 	}()
 	t.Cleanup(func() { _ = inW.Close() })
 	return b

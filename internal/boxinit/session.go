@@ -330,37 +330,25 @@ func printfEscape(data []byte) string {
 
 // serveSession is a session box's side of the channel: it waits for a
 // reset, answers it, and serves that channel's jobs one at a time until
-// the next reset (a restarted server) or the end of stdin.
-func serveSession(in io.Reader, out io.Writer, s *session) int {
-	rr := &lockedReader{rr: initproto.NewResetReader(in)}
-	ew := &epochWriter{w: out}
-	for {
-		nonce, err := rr.await()
-		if errors.Is(err, initproto.ErrEnded) {
-			continue // a session's channel is never ended for good
-		}
-		if err != nil {
-			// stdin ended: nobody can reach this box again.
-			return 0
-		}
-		w, err := ew.next(initproto.Ack(nonce))
-		if err != nil {
-			continue
-		}
-		sess, err := yamux.Server(initproto.Coalesce(rwc{rr, w}), initproto.MuxConfig())
-		if err != nil {
-			continue
-		}
+// the next reset (a restarted server) or the end of stdin; then, with a
+// relay, the relay's channels.
+func serveSession(in io.Reader, out io.Writer, s *session, rl *relay) int {
+	serve := func(sess *yamux.Session) {
 		host := NewHost(sess)
 		for {
 			st, err := sess.AcceptStream()
 			if err != nil {
-				break
+				return
 			}
 			go serveSessionStream(sess, host, st, s)
 		}
-		_ = sess.Close()
 	}
+	_ = channelsOn(in, out, false, serve)
+	// stdin ended: without a relay nobody can reach this box again.
+	if rl != nil {
+		_ = rl.channels(false, serve)
+	}
+	return 0
 }
 
 func serveSessionStream(sess *yamux.Session, host *Host, st *yamux.Stream, s *session) {
@@ -455,7 +443,7 @@ type rwc struct {
 func (rwc) Close() error { return nil }
 
 // Session mode's entry, from Main.
-func mainSession(arg string, stdin io.Reader, stdout io.Writer) int {
+func mainSession(arg string, stdin io.Reader, stdout io.Writer, rl *relay) int {
 	spec, err := initproto.DecodeSession(arg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "runbox-init: bad session:", err)
@@ -474,5 +462,5 @@ func mainSession(arg string, stdin io.Reader, stdout io.Writer) int {
 	if slices.Contains(spec.Env, "PYTHONPATH="+initproto.ToolsLib) {
 		_ = writeLibraries(initproto.ToolsLib)
 	}
-	return serveSession(stdin, stdout, newSession(spec, Options{Self: self, Services: services()}))
+	return serveSession(stdin, stdout, newSession(spec, Options{Self: self, Services: services()}), rl)
 }

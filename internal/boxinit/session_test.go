@@ -251,7 +251,7 @@ func TestSessionServesANewChannelAfterAReset(t *testing.T) {
 	// Like an engine's attach: a new attach sees the box's output from
 	// then on, the old one ends.
 	att := &attachments{}
-	go serveSession(inR, att, s)
+	go serveSession(inR, att, s, nil)
 
 	connect := func(nonce byte) *yamux.Session {
 		t.Helper()
@@ -437,7 +437,7 @@ func TestSessionCellOutlivesItsChannel(t *testing.T) {
 	s, _ := newTestSession(t, "bash", "bash")
 	inR, inW := io.Pipe()
 	att := &attachments{}
-	go serveSession(inR, att, s)
+	go serveSession(inR, att, s, nil)
 	t.Cleanup(func() { _ = inW.Close() })
 	b := &oneOffBox{t: t, inW: inW, w: initproto.NewResetWriter(inW), att: att}
 	job := func(code, id string) *initproto.Job {
