@@ -37,9 +37,6 @@ type durableBackend struct {
 	// kube: the Kubernetes backend (no docker CLI to list its boxes).
 	host string
 	kube bool
-	// boxDiesWithItsServer: the engine ends a box with its killed
-	// server's attach (Podman 4.3, docs/podman.md): the run is lost.
-	boxDiesWithItsServer bool
 }
 
 func durableBackends(t *testing.T) []durableBackend {
@@ -49,7 +46,7 @@ func durableBackends(t *testing.T) []durableBackend {
 	} else {
 		out = append(out, durableBackend{name: "gvisor"}) // skipped, said below
 	}
-	out = append(out, durableBackend{name: "podman", host: os.Getenv("RUNBOX_PODMAN_HOST"), boxDiesWithItsServer: true})
+	out = append(out, durableBackend{name: "podman", host: os.Getenv("RUNBOX_PODMAN_HOST")})
 	out = append(out, durableBackend{name: "kubernetes", kube: true})
 	return out
 }
@@ -270,19 +267,6 @@ func TestDurableRunAfterKill(t *testing.T) {
 					}
 				}
 			})
-			if b.boxDiesWithItsServer {
-				// Known gap (docs/podman.md): the box ended with its
-				// server's attach; the restarted server says at once
-				// that each result is lost.
-				for _, id := range []string{first.RunID, cell.RunID} {
-					start := time.Now()
-					r := bsrv.callMeta(t, "run_wait", map[string]any{"run_id": id, "wait_seconds": 30}, nil)
-					if r.Error == nil || r.Error.Kind != contract.KindSandbox || !strings.Contains(r.Error.Message, "lost") || time.Since(start) > 25*time.Second {
-						t.Errorf("run_wait of %s after the restart: %s %+v in %v, want lost at once", id, r.Status, r.Error, time.Since(start))
-					}
-				}
-				return
-			}
 			for _, id := range []string{first.RunID, cell.RunID} {
 				if r := bsrv.callMeta(t, "run_wait", map[string]any{"run_id": id, "wait_seconds": 0}, nil); r.Status != contract.StatusRunning {
 					t.Errorf("run_wait of %s after the restart: %s %+v (want running; the run was killed %v ago)", id, r.Status, r.Error, time.Since(killed))

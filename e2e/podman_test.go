@@ -74,3 +74,33 @@ func TestPodmanSessions(t *testing.T) {
 	t.Run("state", func(t *testing.T) { sessionStatePersists(t, s) })
 	t.Run("errors", func(t *testing.T) { sessionErrors(t, s) })
 }
+
+// TestPodmanRelayRefusesTheProgram: a Podman box listens on its relay
+// socket (internal/initproto relay.go) from before the program starts.
+// The program, under the manifest's non-root uid, can neither take the
+// name nor be answered there: its connection is closed without a byte,
+// while stdin is open and after.
+func TestPodmanRelayRefusesTheProgram(t *testing.T) {
+	s := podmanServer(t, "")
+	r, _ := s.call(t, map[string]any{"language": "python", "code": `
+import socket, errno
+name = "\0runbox-init/channel"
+b = socket.socket(socket.AF_UNIX)
+try:
+    b.bind(name)
+    print("bound")
+except OSError as e:
+    print("bind", errno.errorcode[e.errno])
+c = socket.socket(socket.AF_UNIX)
+c.settimeout(20)
+c.connect(name)
+try:
+    print("answered", c.recv(16))
+except ConnectionResetError:
+    print("answered", b"")
+`})
+	mustOK(t, r)
+	if r.Stdout != "bind EADDRINUSE\nanswered b''\n" {
+		t.Errorf("the program reached the relay:\n%s", r.Stdout)
+	}
+}

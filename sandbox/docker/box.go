@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -75,6 +76,9 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 		if err := podmanSpec(host); err != nil {
 			return nil, err
 		}
+		// Its stdin ends with this server's attach: a restarted one
+		// reaches the box through its relay (relay.go).
+		cfg.Cmd = append([]string{initproto.RelayFlag}, cfg.Cmd...)
 	} else if err := d.withFolderVolumes(ctx, host); err != nil {
 		return nil, err
 	}

@@ -37,14 +37,30 @@ func (d *Docker) FindBoxes(ctx context.Context, labels map[string]string) ([]san
 }
 
 // Attach attaches to a running box again: its output from now on, and
-// its stdin (a session box keeps stdin open between attaches).
+// its stdin (Docker keeps a box's stdin open between attaches). On Podman,
+// where a box's stdin ends with the attach that held it, the box's relay
+// is tried first (viaRelay).
 func (d *Docker) Attach(ctx context.Context, id string) (sandbox.Box, error) {
+	// Whether the engine is Podman is known once it is ready: a server
+	// adopts its runs as it starts.
+	if err := d.Ready(ctx); err != nil {
+		return nil, err
+	}
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	b := &box{d: d, id: id, started: time.Now()}
-	var err error
-	if b.att, err = d.cli.ContainerAttach(actx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true}); err != nil {
-		return nil, engineError(err)
+	relayed := false
+	if d.podman.Load() {
+		var err error
+		if b.att, relayed, err = d.viaRelay(actx, id); !relayed {
+			d.log.Debug("podman: attaching, not relayed", "box", id, "why", err)
+		}
+	}
+	if !relayed {
+		var err error
+		if b.att, err = d.cli.ContainerAttach(actx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true}); err != nil {
+			return nil, engineError(err)
+		}
 	}
 	waitCtx, stopWait := context.WithCancel(context.Background())
 	b.stopWait = stopWait
