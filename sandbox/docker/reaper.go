@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/sandbox"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -28,7 +29,9 @@ func (d *Docker) Reap(ctx context.Context, keep func(string) bool) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	maxAge := d.m.Limits.MaxTimeout() + d.m.Pool.Idle() + sandbox.BackstopGrace + 2*apiTimeout
+	// A one-off box keeps its report for a restarted server past its
+	// run (initproto.DefaultKeep).
+	maxAge := d.m.Limits.MaxTimeout() + d.m.Pool.Idle() + sandbox.BackstopGrace + 2*apiTimeout + initproto.DefaultKeep
 	for _, c := range list.Items {
 		if keep != nil && keep(c.ID) {
 			continue
