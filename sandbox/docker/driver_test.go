@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/moby/moby/api/types/mount"
 
@@ -238,6 +240,9 @@ func TestFindAndAttachSessionBoxes(t *testing.T) {
 	spec := testSpec(d)
 	spec.Session = true
 	spec.Labels["io.runbox.session"] = "s1"
+	// A session box says when it ends: without it, the reap Ready started
+	// would take the box for an expired session's.
+	spec.Labels[sandbox.LabelSessionExpires] = strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
 	b, _ := startBox(t, d, e, spec)
 	defer b.Remove()
 	other, _ := startBox(t, d, e, testSpec(d))
