@@ -20,6 +20,25 @@ import (
 // relayWait bounds how long a relay may take to answer.
 const relayWait = 10 * time.Second
 
+// errRelayBusy: an attach holds the box's stdin open.
+var errRelayBusy = errors.New("an attach holds the box's stdin")
+
+// attachRelayed is viaRelay, asked once more after a moment when the box
+// answered busy: a box reads the end of its stdin a little after the
+// attach that held it closed (this server's own, when its channel broke).
+func (d *Docker) attachRelayed(ctx context.Context, id string) (client.ContainerAttachResult, bool, error) {
+	att, ok, err := d.viaRelay(ctx, id)
+	if ok || !errors.Is(err, errRelayBusy) {
+		return att, ok, err
+	}
+	select {
+	case <-time.After(250 * time.Millisecond):
+	case <-ctx.Done():
+		return att, false, ctx.Err()
+	}
+	return d.viaRelay(ctx, id)
+}
+
 // viaRelay reaches a Podman box whose stdin may have ended with its
 // server's attach (internal/initproto relay.go): it execs `runbox-init
 // relay` in the box as uid 0 and returns the exec's stream as the box's
@@ -45,7 +64,11 @@ func (d *Docker) viaRelay(ctx context.Context, id string) (att client.ContainerA
 	_ = att.Conn.SetReadDeadline(time.Time{})
 	if err != nil || answer != initproto.RelayReady {
 		att.Close()
-		if err == nil {
+		switch {
+		case err != nil:
+		case answer == initproto.RelayBusy:
+			err = errRelayBusy
+		default:
 			err = fmt.Errorf("the box answered %q", answer)
 		}
 		return att, false, err

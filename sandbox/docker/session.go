@@ -52,7 +52,7 @@ func (d *Docker) Attach(ctx context.Context, id string) (sandbox.Box, error) {
 	relayed := false
 	if d.podman.Load() {
 		var err error
-		if b.att, relayed, err = d.viaRelay(actx, id); !relayed {
+		if b.att, relayed, err = d.attachRelayed(actx, id); !relayed {
 			d.log.Debug("podman: attaching, not relayed", "box", id, "why", err)
 		}
 	}
