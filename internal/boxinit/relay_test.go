@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,16 +103,7 @@ func TestOneOffRelayAfterStdinEnds(t *testing.T) {
 	if _, got := dialRelay(t, name); got != initproto.RelayBusy {
 		t.Fatalf("a relay while stdin is open was answered %q, want busy", got)
 	}
-	job := bashJob(t, "touch started; sleep 1; echo done; printf kept > out.txt")
-	job.RunID = "r_relayed"
-	st, err := first.OpenStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := initproto.SendJob(st, job); err != nil {
-		t.Fatal(err)
-	}
-	waitForFile(t, filepath.Join(job.Dir, "started"))
+	startKeptJob(t, first, "r_relayed")
 	_ = b.inW.Close() // the server's attach is gone, and stdin with it
 	go func() { _, _ = io.Copy(io.Discard, b.att.attach()) }()
 

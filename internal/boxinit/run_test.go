@@ -311,6 +311,23 @@ func TestServeChannel(t *testing.T) {
 	})
 }
 
+// startKeptJob sends, on the first channel, a job run id that runs a
+// second after it started, then prints done and makes the artifact
+// out.txt (kept), and returns once it has started.
+func startKeptJob(t *testing.T, first *yamux.Session, id string) {
+	t.Helper()
+	job := bashJob(t, "touch started; sleep 1; echo done; printf kept > out.txt")
+	job.RunID = id
+	st, err := first.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := initproto.SendJob(st, job); err != nil {
+		t.Fatal(err)
+	}
+	waitForFile(t, filepath.Join(job.Dir, "started"))
+}
+
 // TestOneOffReportOutlivesItsChannel: the server that sent a job dies (its
 // channel breaks mid-frame); the job runs on, and a restarted server's
 // channel collects its report and artifacts by run id, as the first would
@@ -320,17 +337,7 @@ func TestOneOffReportOutlivesItsChannel(t *testing.T) {
 		t.Skip("no bash")
 	}
 	b := startOneOff(t)
-	first := b.connect(1, true)
-	job := bashJob(t, "touch started; sleep 1; echo done; printf kept > out.txt")
-	job.RunID = "r_outlives"
-	st, err := first.OpenStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := initproto.SendJob(st, job); err != nil {
-		t.Fatal(err)
-	}
-	waitForFile(t, filepath.Join(job.Dir, "started"))
+	startKeptJob(t, b.connect(1, true), "r_outlives")
 	// The server dies half-way through a frame; a new one attaches.
 	_, _ = b.inW.Write([]byte{0xA5, 0x10, 0x00, 'p', 'a', 'r', 't'})
 	second := b.connect(2, false)
