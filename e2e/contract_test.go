@@ -659,8 +659,13 @@ func engineServer(t *testing.T, host, manifest string) *server {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		if log := s.stderr.String(); strings.Contains(log, "removing box failed") {
-			t.Errorf("a box was not removed at once:\n%s", log)
+		// A removal the engine did not answer in time (a loaded machine)
+		// is retried by the reaper, and the wait above saw it done; any
+		// other failure is a defect.
+		for _, line := range strings.Split(s.stderr.String(), "\n") {
+			if strings.Contains(line, "removing box failed") && !strings.Contains(line, "context deadline exceeded") {
+				t.Errorf("a box was not removed at once:\n%s", line)
+			}
 		}
 	})
 	return s

@@ -44,6 +44,7 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	start := time.Now()
 	if _, err := exec.LookPath("docker"); err != nil {
 		if os.Getenv("CI") != "" {
 			fmt.Println("FAIL: e2e needs Docker and CI has no docker CLI: run `make setup`")
@@ -82,8 +83,9 @@ func testMain(m *testing.M) int {
 	}
 	// A leak is a box whose server is gone: every server of this run is
 	// closed by now. Boxes of a live server belong to another suite
-	// sharing the engine and are none of ours.
-	if leaked := waitNoOrphans(10 * time.Second); len(leaked) > 0 {
+	// sharing the engine and are none of ours; so are the boxes another
+	// suite's test orphaned on purpose (waitNoOrphans).
+	if leaked := waitNoOrphans(10*time.Second, start); len(leaked) > 0 {
 		fmt.Printf("FAIL: containers left behind by the tests: %v\n", leaked)
 		_ = exec.Command("docker", append([]string{"rm", "-f"}, leaked...)...).Run()
 		return 1
@@ -113,17 +115,29 @@ func boxes(filters ...string) []string {
 }
 
 // waitNoOrphans waits for every box whose owner process on this host is
-// gone to be removed, and returns those that were not.
-func waitNoOrphans(d time.Duration) []string {
+// gone to be removed, and returns those that were not. Only boxes this
+// run could have made count: labelled with this host's name (a test that
+// labels its boxes with a host of its own checks them itself) and made
+// after since. Another suite sharing the engine kills servers on purpose
+// too, and their boxes wait for a restarted server to adopt them.
+func waitNoOrphans(d time.Duration, since time.Time) []string {
+	host, _ := os.Hostname()
 	deadline := time.Now().Add(d)
 	for {
 		var orphans []string
 		out, _ := exec.Command("docker", "ps", "-a", "--filter", "label="+sandbox.LabelManaged+"=true",
-			"--format", `{{.ID}} {{.Label "`+sandbox.LabelOwnerPID+`"}}`).Output()
+			"--format", `{{.ID}} {{.Label "`+sandbox.LabelOwnerPID+`"}} {{.Label "`+sandbox.LabelOwnerHost+`"}} {{.CreatedAt}}`).Output()
 		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			id, pid, _ := strings.Cut(line, " ")
-			if n, err := strconv.Atoi(pid); id != "" && (err != nil || syscall.Kill(n, 0) == syscall.ESRCH) {
-				orphans = append(orphans, id)
+			f := strings.SplitN(line, " ", 4)
+			if len(f) < 4 || f[2] != host {
+				continue
+			}
+			created, err := time.Parse("2006-01-02 15:04:05 -0700 MST", f[3])
+			if err == nil && created.Before(since.Add(-time.Second)) {
+				continue
+			}
+			if n, err := strconv.Atoi(f[1]); err != nil || syscall.Kill(n, 0) == syscall.ESRCH {
+				orphans = append(orphans, f[0])
 			}
 		}
 		if len(orphans) == 0 || time.Now().After(deadline) {
