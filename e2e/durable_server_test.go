@@ -338,49 +338,6 @@ func TestDurableRunLost(t *testing.T) {
 	t.Logf("lost answered in %v: %s", took.Round(time.Millisecond), r.Error.Message)
 }
 
-// TestDurableRunOutlivesAnotherStateDirsReaper: a server of this host
-// with another state directory starts while a killed server's run goes on.
-// Its reaper leaves the box (its label names the state directory that
-// keeps the run), and a server restarted on the first directory adopts the
-// run. All three run under one host name of the test's own, so that the
-// reaper judges the box by its owner process, as on a user's machine.
-func TestDurableRunOutlivesAnotherStateDirsReaper(t *testing.T) {
-	b := durableBackend{name: "docker"}
-	env, runs := durableEnv(t, b)
-	otherEnv, _ := durableEnv(t, b)
-	m := durableManifest(t, b)
-	host, wrap := ownHost(t)
-	if host == "" {
-		t.Skip("unshare --uts is refused here: the servers would share this host's name with every other suite's")
-	}
-	a := startHosted(t, wrap, env, "--manifest", m)
-	first := a.callMeta(t, "run_code", map[string]any{"language": "python", "code": countdown(12), "timeout_seconds": 300}, within2)
-	if first.Status != contract.StatusRunning {
-		a.kill()
-		t.Fatalf("status %s, want running: %+v", first.Status, first.Error)
-	}
-	waitRecord(t, runs, "run", first.RunID)
-	a.kill9(t)
-
-	// The other directory's server reaps as it gets ready, and again as
-	// it runs.
-	c := startHosted(t, wrap, otherEnv, "--manifest", m)
-	t.Cleanup(c.close)
-	if r := c.callMeta(t, "run_code", map[string]any{"language": "python", "code": "print(1)"}, nil); r.Status != contract.StatusOK {
-		t.Fatalf("the other server's run: %s %+v", r.Status, r.Error)
-	}
-	time.Sleep(2 * time.Second)
-	if len(b.runBoxes(t, first.RunID)) == 0 {
-		t.Fatalf("the other state directory's server reaped the run's box\n%s", c.stderr)
-	}
-	bsrv := startHosted(t, wrap, env, "--manifest", m)
-	t.Cleanup(bsrv.close)
-	res, _ := bsrv.waitResult(t, first.RunID)
-	if res.Status != contract.StatusOK || res.Stdout != countdownOut(12) {
-		t.Fatalf("after the restart: %s %+v %q", res.Status, res.Error, res.Stdout)
-	}
-}
-
 // TestDurableTaskAfterKill: an MCP task's run, its server killed
 // mid-run, completes in a new server on the same state directory:
 // tasks/get answers working, then completed with the run's result.

@@ -17,11 +17,6 @@ const (
 	// LabelOwnerStart is the owner's start time (clock ticks since boot),
 	// so a reused pid is not mistaken for a live owner.
 	LabelOwnerStart = "io.runbox.owner.start"
-	// LabelOwnerState names the state directory whose run store keeps the
-	// box's run ([Owner].State): a server of another one leaves the box
-	// of a dead owner to its age, since a restarted server of that one
-	// may adopt it.
-	LabelOwnerState = "io.runbox.owner.state"
 	LabelRunID      = "io.runbox.run"
 	LabelLanguage   = "io.runbox.language"
 	// LabelInitSHA marks the volume that carries runbox-init, with the

@@ -2,11 +2,9 @@ package sandbox
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"maps"
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/runbox-mcp/runbox/internal/procstat"
@@ -18,18 +16,6 @@ type Owner struct {
 	Host     string
 	PID      int
 	Start    string
-	// State names the state directory whose run store keeps this
-	// server's runs (StateKey), "" for none.
-	State string
-}
-
-// StateKey names a state directory in a label: a hash of its path.
-func StateKey(dir string) string {
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
-	}
-	sum := sha256.Sum256([]byte("runbox-state:" + dir))
-	return hex.EncodeToString(sum[:8])
 }
 
 // CurrentOwner describes this process.
@@ -49,9 +35,6 @@ func (o Owner) Labels(extra map[string]string) map[string]string {
 		LabelOwnerPID:   strconv.Itoa(o.PID),
 		LabelOwnerStart: o.Start,
 	}
-	if o.State != "" {
-		l[LabelOwnerState] = o.State
-	}
 	maps.Copy(l, extra)
 	return l
 }
@@ -62,10 +45,7 @@ func processStart(pid int) string {
 }
 
 // OwnerAlive says whether the process that labelled a box still runs. Only
-// a box from this host can be judged; others are judged by age. So is a
-// box whose dead owner kept its runs in another state directory than
-// self's: a server restarted on that one may adopt its run (a box whose
-// run this server's store keeps is held by Options.Keep).
+// a box from this host can be judged; others are judged by age.
 func OwnerAlive(labels map[string]string, self Owner) (alive, known bool) {
 	if labels[LabelOwnerHost] != self.Host {
 		return false, false
@@ -78,11 +58,5 @@ func OwnerAlive(labels map[string]string, self Owner) (alive, known bool) {
 		return false, true
 	}
 	start := processStart(pid)
-	if start != "" && start == labels[LabelOwnerStart] {
-		return true, true
-	}
-	if st := labels[LabelOwnerState]; st != "" && st != self.State {
-		return false, false
-	}
-	return false, true
+	return start != "" && start == labels[LabelOwnerStart], true
 }

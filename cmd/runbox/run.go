@@ -177,18 +177,11 @@ func openRuns(m *manifest.Manifest, logger *slog.Logger) (*runstore.Store, error
 // newBackend makes the runner over the driver the manifest's backend
 // names; runs, when set, holds boxes its reaper must leave.
 func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Interception, runs *runstore.Store) (*sandbox.BoxRunner, error) {
-	// The boxes say which state directory keeps their runs, and the
-	// reaper judges by it (sandbox.OwnerAlive).
-	owner, driverOwner := sandbox.CurrentOwner(), sandbox.CurrentOwner()
-	if runs != nil {
-		owner.State = sandbox.StateKey(runs.Dir())
-		driverOwner.State = owner.State
-	}
-	d, err := newDriver(m, driverOwner, logger)
+	d, err := newDriver(m, sandbox.CurrentOwner(), logger)
 	if err != nil {
 		return nil, err
 	}
-	o := sandbox.Options{Manifest: m, Logger: logger, Network: proxies(m, icpt), CA: icpt.CAPEM(), Owner: &owner}
+	o := sandbox.Options{Manifest: m, Logger: logger, Network: proxies(m, icpt), CA: icpt.CAPEM()}
 	if runs != nil {
 		o.Keep = tools.KeepsBox(runs)
 	}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/sandbox"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -29,9 +28,7 @@ func (d *Docker) Reap(ctx context.Context, keep func(string) bool) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	// A one-off box keeps its report for a restarted server past its
-	// run (initproto.DefaultKeep).
-	maxAge := d.m.Limits.MaxTimeout() + d.m.Pool.Idle() + sandbox.BackstopGrace + 2*apiTimeout + initproto.DefaultKeep
+	maxAge := d.m.Limits.MaxTimeout() + d.m.Pool.Idle() + sandbox.BackstopGrace + 2*apiTimeout
 	for _, c := range list.Items {
 		if keep != nil && keep(c.ID) {
 			continue

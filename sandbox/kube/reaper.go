@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/sandbox"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,9 +27,7 @@ func (k *Kube) Reap(ctx context.Context, keep func(string) bool) (int, error) {
 	if err != nil {
 		return removed, err
 	}
-	// A one-off pod keeps its report for a restarted server past its run
-	// (initproto.DefaultKeep).
-	maxAge := k.m.Limits.MaxTimeout() + k.m.Pool.Idle() + sandbox.BackstopGrace + 2*startTimeout + 2*apiTimeout + initproto.DefaultKeep
+	maxAge := k.m.Limits.MaxTimeout() + k.m.Pool.Idle() + sandbox.BackstopGrace + 2*startTimeout + 2*apiTimeout
 	leases := map[string]bool{} // instance → lease fresh
 	fresh := func(instance string) bool {
 		if f, ok := leases[instance]; ok {
