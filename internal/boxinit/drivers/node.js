@@ -59,8 +59,8 @@
 
   // writeAll writes all of s to fd. Node leaves a pipe's descriptor
   // non-blocking: a write to a full pipe (a slow reader) fails with EAGAIN
-  // or writes part, so it waits a millisecond and writes the rest. Only a
-  // closed descriptor throws.
+  // or writes part, so it waits a millisecond and writes the rest. A
+  // descriptor the cell closed takes nothing more.
   const pause = new Int32Array(new SharedArrayBuffer(4));
   function writeAll(fd, s) {
     let buf = bufferFrom(s);
@@ -68,7 +68,7 @@
       try {
         buf = buf.subarray(writeSync(fd, buf));
       } catch (e) {
-        if (e.code !== 'EAGAIN') throw e;
+        if (e.code !== 'EAGAIN') return;
         wait(pause, 0, 0, 1);
       }
     }
@@ -81,7 +81,7 @@
     } else {
       text = 'Uncaught ' + inspect(err);
     }
-    try { writeAll(2, text + '\n'); } catch (e) { /* closed by the cell */ }
+    writeAll(2, text + '\n');
   }
 
   // process.exit in a cell ends the cell, not the session: thrown, it stops
@@ -135,7 +135,7 @@
   process.on('beforeExit', () => {
     if (!current) return;
     if (current.awaited === 'pending') {
-      try { writeAll(2, 'Warning: Detected unsettled top-level await\n'); } catch (e) { /* closed by the cell */ }
+      writeAll(2, 'Warning: Detected unsettled top-level await\n');
       end(13, false);
       return;
     }
@@ -168,7 +168,7 @@
       }
     }
     for (const [fd, s] of [[1, cell.marker], [2, cell.marker + status + '\x1e']]) {
-      try { writeAll(fd, s); } catch (e) { /* closed by the cell */ }
+      writeAll(fd, s);
     }
     ctl.ref();
     setImmediate(next);
