@@ -49,15 +49,14 @@ func (d *Docker) Attach(ctx context.Context, id string) (sandbox.Box, error) {
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	b := &box{d: d, id: id, started: time.Now()}
+	var err error
 	relayed := false
 	if d.podman.Load() {
-		var err error
 		if b.att, relayed, err = d.attachRelayed(actx, id); !relayed {
 			d.log.Debug("podman: attaching, not relayed", "box", id, "why", err)
 		}
 	}
 	if !relayed {
-		var err error
 		if b.att, err = d.cli.ContainerAttach(actx, id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true}); err != nil {
 			return nil, engineError(err)
 		}
