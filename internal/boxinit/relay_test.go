@@ -71,21 +71,7 @@ func dialReady(t *testing.T, name string) net.Conn {
 func relayChannel(t *testing.T, c net.Conn, nonce byte) (*yamux.Session, *initproto.ResetWriter) {
 	t.Helper()
 	w := initproto.NewResetWriter(c)
-	n := bytes.Repeat([]byte{nonce}, initproto.NonceSize)
-	go func() { _ = w.Reset(n) }()
-	r, err := initproto.AwaitAck(c, n, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sess, err := yamux.Client(struct {
-		io.Reader
-		io.Writer
-		io.Closer
-	}{r, w, c}, initproto.MuxConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sess, w
+	return openChannel(t, w, c, c, nonce, false), w
 }
 
 // TestOneOffRelayAfterStdinEnds: on Podman a box's stdin ends with its

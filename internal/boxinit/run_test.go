@@ -207,26 +207,38 @@ func startOneOffWith(t *testing.T, rl *relay) *oneOffBox {
 	return b
 }
 
-// connect opens a channel as the server does: the first one with a reset
-// without padding, its multiplexer's bytes right behind it.
+// connect opens a channel as the server does over a new attach.
 func (b *oneOffBox) connect(nonce byte, first bool) *yamux.Session {
 	b.t.Helper()
 	out := b.att.attach()
+	return openChannel(b.t, b.w, out, out, nonce, first)
+}
+
+// openChannel opens a channel as the server does: a reset on w (the first
+// one without padding, its multiplexer's bytes right behind it), the
+// box's answer awaited on out, and a multiplexer session over the two
+// that closes c.
+func openChannel(t *testing.T, w *initproto.ResetWriter, out io.Reader, c io.Closer, nonce byte, first bool) *yamux.Session {
+	t.Helper()
 	n := bytes.Repeat([]byte{nonce}, initproto.NonceSize)
 	go func() {
 		if first {
-			_ = b.w.Start(n)
+			_ = w.Start(n)
 		} else {
-			_ = b.w.Reset(n)
+			_ = w.Reset(n)
 		}
 	}()
 	r, err := initproto.AwaitAck(out, n, 1<<20)
 	if err != nil {
-		b.t.Fatal(err)
+		t.Fatal(err)
 	}
-	sess, err := yamux.Client(pipeConn{r, b.w, out}, initproto.MuxConfig())
+	sess, err := yamux.Client(struct {
+		io.Reader
+		io.Writer
+		io.Closer
+	}{r, w, c}, initproto.MuxConfig())
 	if err != nil {
-		b.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return sess
 }

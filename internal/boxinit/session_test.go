@@ -256,17 +256,7 @@ func TestSessionServesANewChannelAfterAReset(t *testing.T) {
 	connect := func(nonce byte) *yamux.Session {
 		t.Helper()
 		out := att.attach()
-		w := initproto.NewResetWriter(inW)
-		n := bytes.Repeat([]byte{nonce}, initproto.NonceSize)
-		go func() { _ = w.Reset(n) }()
-		r, err := initproto.AwaitAck(out, n, 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sess, err := yamux.Client(pipeConn{r, w, out}, initproto.MuxConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
+		sess := openChannel(t, initproto.NewResetWriter(inW), out, out, nonce, false)
 		// The server's side of the cell's services: it names the channel.
 		go func() {
 			for {
@@ -324,14 +314,6 @@ type attachments struct {
 	mu sync.Mutex
 	w  *io.PipeWriter
 }
-
-type pipeConn struct {
-	io.Reader
-	io.Writer
-	r *io.PipeReader
-}
-
-func (c pipeConn) Close() error { return c.r.Close() }
 
 func (a *attachments) attach() *io.PipeReader {
 	r, w := io.Pipe()
