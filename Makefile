@@ -80,7 +80,7 @@ k8s-down:
 	bash scripts/k8s/down.sh
 
 e2e/ts/node_modules: e2e/ts/package.json e2e/ts/package-lock.json
-	cd e2e/ts && npm ci --no-audit --no-fund --loglevel=error
+	bash scripts/npm.sh e2e/ts ci
 	@touch $@
 
 ## e2e/clients/node_modules: the agent CLIs TestClients drives (Claude Code, Codex, Gemini CLI,
@@ -89,7 +89,7 @@ e2e/clients/node_modules: e2e/clients/package.json e2e/clients/package-lock.json
 	# npm install, not npm ci: the registry here serves only the linux-x64 builds of opencode's
 	# per-platform packages, so the lock names no other platform's and npm ci refuses it as out
 	# of sync. The lock still pins every version installed.
-	cd e2e/clients && npm install --no-audit --no-fund --loglevel=error
+	bash scripts/npm.sh e2e/clients install
 	@touch $@
 
 ## clients: every scenario on every agent client (make e2e runs every scenario on Claude Code and

@@ -171,7 +171,7 @@ bundles() {
 	command -v npm >/dev/null || { echo "bundles: npm not found (Node.js packs the bundles)" >&2; return 1; }
 	local tool="$ROOT/scripts/mcpb"
 	if [[ ! -x $tool/node_modules/.bin/mcpb || $tool/package-lock.json -nt $tool/node_modules/.bin/mcpb ]]; then
-		(cd "$tool" && npm ci --no-audit --no-fund --loglevel=error) || return 1
+		bash "$ROOT/scripts/npm.sh" "$tool" ci || return 1
 		touch "$tool/node_modules/.bin/mcpb"
 	fi
 	local mcpb="$tool/node_modules/.bin/mcpb" p archive ext stage out version
