@@ -338,6 +338,83 @@ func TestDurableRunLost(t *testing.T) {
 	t.Logf("lost answered in %v: %s", took.Round(time.Millisecond), r.Error.Message)
 }
 
+// TestDurableRunOutlivesAnotherStateDirsReaper: a server of this host
+// with another state directory starts while a killed server's run goes on.
+// The run's box is marked with the state directory that keeps its record
+// (sandbox.Marker): the other server's reaper leaves it, as it gets ready
+// and as it runs, and a server restarted on the first directory adopts the
+// run. The servers run under one host name of the test's own, so that the
+// reaper judges the box by its dead owner process, as on a user's machine.
+func TestDurableRunOutlivesAnotherStateDirsReaper(t *testing.T) {
+	for _, b := range durableBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			b.ready(t)
+			env, runs := durableEnv(t, b)
+			otherEnv, _ := durableEnv(t, b)
+			m := durableManifest(t, b)
+			host, wrap := ownHost(t)
+			if host == "" {
+				t.Skip("unshare --uts is refused here: the servers would share this host's name with every other suite's")
+			}
+			a := startHosted(t, wrap, env, "--manifest", m)
+			first := a.callMeta(t, "run_code", map[string]any{"language": "python", "code": countdown(15), "timeout_seconds": 300}, within2)
+			if first.Status != contract.StatusRunning {
+				a.kill()
+				t.Fatalf("status %s, want running: %+v", first.Status, first.Error)
+			}
+			waitRecord(t, runs, "run", first.RunID)
+			b.waitMarked(t, first.RunID)
+			a.kill9(t)
+
+			c := startHosted(t, wrap, otherEnv, "--manifest", m)
+			t.Cleanup(c.close)
+			if r := c.callMeta(t, "run_code", map[string]any{"language": "python", "code": "print(1)"}, nil); r.Status != contract.StatusOK {
+				t.Fatalf("the other server's run: %s %+v", r.Status, r.Error)
+			}
+			time.Sleep(2 * time.Second)
+			if len(b.runBoxes(t, first.RunID)) == 0 {
+				t.Fatalf("the other state directory's server reaped the run's box\n%s", c.stderr)
+			}
+			restarted := startHosted(t, wrap, env, "--manifest", m)
+			t.Cleanup(restarted.close)
+			res, _ := restarted.waitResult(t, first.RunID)
+			if res.Status != contract.StatusOK || res.Stdout != countdownOut(15) {
+				t.Fatalf("after the restart: %s %+v %q", res.Status, res.Error, res.Stdout)
+			}
+		})
+	}
+}
+
+// waitMarked waits for run id's box to carry the mark of a kept run
+// (sandbox.Marker): its name on a Docker-API engine, an annotation on
+// Kubernetes.
+func (b durableBackend) waitMarked(t *testing.T, id string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if b.kube {
+			for _, p := range kubePods(t) {
+				if p.Labels[sandbox.LabelRunID] == id && p.Annotations["runbox.io/"+sandbox.LabelKept] != "" {
+					return
+				}
+			}
+		} else {
+			args := []string{"ps", "-a", "--format", "{{.Names}}", "--filter", "label=" + sandbox.LabelRunID + "=" + id}
+			if b.host != "" {
+				args = append([]string{"-H", b.host}, args...)
+			}
+			out, _ := exec.Command("docker", args...).Output()
+			if strings.HasPrefix(strings.TrimSpace(string(out)), "runbox-kept-") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s's box was not marked kept", id)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestDurableTaskAfterKill: an MCP task's run, its server killed
 // mid-run, completes in a new server on the same state directory:
 // tasks/get answers working, then completed with the run's result.

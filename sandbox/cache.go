@@ -65,6 +65,9 @@ func (c *Cache) Close() error { return c.next.Close() }
 // (its run was not answered from or for the cache).
 func (c *Cache) Adopt(ctx context.Context, d Detached) contract.Result { return c.next.Adopt(ctx, d) }
 
+// MarkKept is the wrapped runner's.
+func (c *Cache) MarkKept(boxID string) { c.next.MarkKept(boxID) }
+
 // Run answers from the cache or runs the job and keeps its result.
 func (c *Cache) Run(ctx context.Context, req RunRequest) contract.Result {
 	job := req.Job

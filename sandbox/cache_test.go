@@ -111,3 +111,5 @@ func TestCache(t *testing.T) {
 func (*countingRunner) Adopt(_ context.Context, d Detached) contract.Result {
 	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
 }
+
+func (*countingRunner) MarkKept(string) {}

@@ -36,6 +36,21 @@ type Detached struct {
 // collected (its server died) before it exits (initproto.Job.KeepMs).
 const keepUncollected = initproto.DefaultKeep
 
+// MarkKept marks boxID as holding a run the caller's store keeps, when the
+// driver can ([Marker]); the mark is made in the background, bounded by the
+// driver's own API deadline.
+func (r *BoxRunner) MarkKept(boxID string) {
+	m, ok := r.d.(Marker)
+	if !ok || boxID == "" {
+		return
+	}
+	go func() {
+		if err := m.MarkKept(context.Background(), boxID); err != nil {
+			r.log.Warn("marking a kept run's box failed: a server of another state directory may reap it once this one is gone", "box", boxID, "err", err)
+		}
+	}()
+}
+
 // Adopt finds d's box again (this server was restarted), waits for the
 // run's end and returns the result the dead server would have built,
 // through the same exchange and classification as a live run. The wait is

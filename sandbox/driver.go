@@ -42,6 +42,14 @@ type Keeper interface {
 	SetKeep(keep func(boxID string) bool)
 }
 
+// Marker is a Driver that can mark a started box as holding a run a store
+// keeps, with its owner's [Owner].State ([LabelKept]), so that the reaper of
+// a server of another state directory leaves the box when its server dies
+// ([KeptElsewhere]). An owner without a State marks nothing.
+type Marker interface {
+	MarkKept(ctx context.Context, boxID string) error
+}
+
 // BoxSpec is what a box is started for.
 type BoxSpec struct {
 	Language manifest.Language

@@ -18,7 +18,12 @@ const (
 	// so a reused pid is not mistaken for a live owner.
 	LabelOwnerStart = "io.runbox.owner.start"
 	LabelRunID      = "io.runbox.run"
-	LabelLanguage   = "io.runbox.language"
+	// LabelKept marks a box whose run a server's store keeps ([Marker]),
+	// with the state directory of that store ([StateKey]); Docker, whose
+	// labels are fixed at creation, carries it in the box's name instead
+	// (runbox-kept-<state>-<id>).
+	LabelKept     = "io.runbox.kept"
+	LabelLanguage = "io.runbox.language"
 	// LabelInitSHA marks the volume that carries runbox-init, with the
 	// binary's sha256.
 	LabelInitSHA = "io.runbox.init.sha256"

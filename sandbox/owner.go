@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"maps"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/runbox-mcp/runbox/internal/procstat"
@@ -16,6 +18,29 @@ type Owner struct {
 	Host     string
 	PID      int
 	Start    string
+	// State names the state directory whose run store keeps this
+	// server's runs ([StateKey]), "" for none: a box holding one of them
+	// is marked with it ([Marker]).
+	State string
+}
+
+// StateKey names a state directory in a mark: a hash of its path.
+func StateKey(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	sum := sha256.Sum256([]byte("runbox-state:" + filepath.Clean(dir)))
+	return hex.EncodeToString(sum[:8])
+}
+
+// KeptElsewhere says whether a box marked as holding a run that the store
+// of state keeps ([LabelKept]) belongs to another state directory than
+// self's. A reaper judges such a box of a dead owner by its age, as
+// another host's, since a server restarted on that directory may adopt
+// its run; a box of self's own directory is held by [Options].Keep while
+// its record is.
+func KeptElsewhere(state string, self Owner) bool {
+	return state != "" && state != self.State
 }
 
 // CurrentOwner describes this process.

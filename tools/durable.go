@@ -38,6 +38,9 @@ const (
 // built, or one saying the result is lost. Cancelling ctx cancels the run.
 type Adopter interface {
 	Adopt(ctx context.Context, d sandbox.Detached) contract.Result
+	// MarkKept marks the box of a run whose record the store now holds
+	// ([sandbox.Runner].MarkKept).
+	MarkKept(boxID string)
 }
 
 // runRecord is a durable run as the store keeps it: plain data.
@@ -86,7 +89,9 @@ type keeping struct {
 	durable  bool
 	taskID   string
 	detached *sandbox.Detached
-	call     recordedCall
+	// marked: the box in detached was marked kept (Adopter.MarkKept).
+	marked bool
+	call   recordedCall
 	// release gives up the store's hold of the record (the run's end).
 	release func()
 	// saveMu orders the record's writes: each writes the handle as it
@@ -179,7 +184,16 @@ func (h *Handles) save(hd *handle) {
 		Started: hd.Started, Ended: hd.Ended, Cancelled: hd.Cancelled, Ending: hd.Ending, Audit: hd.Audit,
 		Call: hd.call, Detached: hd.detached}
 	answer := hd.Answer
+	// The first record that holds a running box marks the box, so that
+	// a server of another state directory leaves it.
+	mark := hd.detached != nil && hd.Ended.IsZero() && !hd.marked && h.adopter != nil
+	if mark {
+		hd.marked = true
+	}
 	h.mu.Unlock()
+	if mark {
+		h.adopter.MarkKept(rec.Detached.BoxID)
+	}
 	if answer != nil {
 		rec.Answer, _ = json.Marshal(answer)
 	}

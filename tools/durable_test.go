@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,13 @@ type fakeAdopter struct {
 	mu      sync.Mutex
 	adopted []string
 	killed  []string
+	marked  []string
+}
+
+func (a *fakeAdopter) MarkKept(boxID string) {
+	a.mu.Lock()
+	a.marked = append(a.marked, boxID)
+	a.mu.Unlock()
 }
 
 func (a *fakeAdopter) Adopt(ctx context.Context, d sandbox.Detached) contract.Result {
@@ -92,6 +100,31 @@ func records(t *testing.T, dir string) []string {
 	t.Helper()
 	m, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	return m
+}
+
+// The box of a run the store keeps is marked once, as the first record
+// naming it is written (Adopter.MarkKept), so that the reaper of a server
+// of another state directory leaves it; a short run's box is not.
+func TestDurableRunMarksItsBox(t *testing.T) {
+	adopter := &fakeAdopter{release: make(chan struct{})}
+	r := newGateRunner()
+	d, _ := durableServer(t, t.TempDir(), 30*time.Millisecond, r, adopter)
+	if res := callAs(t, d, "alice", RunCodeName, slowCall); res.Status != contract.StatusRunning {
+		t.Fatalf("status %s", res.Status)
+	}
+	sentAll(d, "box1")
+	sentAll(d, "box1") // a second write of the same record
+	close(r.release)
+	short, _ := durableServer(t, t.TempDir(), 10*time.Second, r, adopter)
+	if res := callAs(t, short, "alice", RunCodeName, slowCall); res.Status != contract.StatusOK {
+		t.Fatalf("the short run: %+v", res)
+	}
+	sentAll(short, "box2")
+	adopter.mu.Lock()
+	defer adopter.mu.Unlock()
+	if !slices.Equal(adopter.marked, []string{"box1"}) {
+		t.Fatalf("marked %v, want [box1]", adopter.marked)
+	}
 }
 
 // A run answered running outlives its server: a new server on the same

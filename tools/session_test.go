@@ -94,3 +94,5 @@ func TestAuditKeepsNoSessionID(t *testing.T) {
 func (noRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
 	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
 }
+
+func (noRunner) MarkKept(string) {}

@@ -177,7 +177,14 @@ func openRuns(m *manifest.Manifest, logger *slog.Logger) (*runstore.Store, error
 // newBackend makes the runner over the driver the manifest's backend
 // names; runs, when set, holds boxes its reaper must leave.
 func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Interception, runs *runstore.Store) (*sandbox.BoxRunner, error) {
-	d, err := newDriver(m, sandbox.CurrentOwner(), logger)
+	// A box whose run the store keeps is marked with the store's state
+	// directory, which other state directories' reapers leave
+	// (sandbox.Marker).
+	owner := sandbox.CurrentOwner()
+	if runs != nil {
+		owner.State = sandbox.StateKey(runs.Dir())
+	}
+	d, err := newDriver(m, owner, logger)
 	if err != nil {
 		return nil, err
 	}

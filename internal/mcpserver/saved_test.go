@@ -148,3 +148,5 @@ func TestSavedTools(t *testing.T) {
 func (*echoRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
 	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
 }
+
+func (*echoRunner) MarkKept(string) {}

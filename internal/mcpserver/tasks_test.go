@@ -430,6 +430,8 @@ func (*gateRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result 
 	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
 }
 
+func (*gateRunner) MarkKept(string) {}
+
 // Tasks over the deprecated SSE transport: the CreateTaskResult and the
 // tasks/* answers come on the session's event stream, as every answer
 // does there; the task's own call runs in the same session and none of

@@ -78,6 +78,7 @@ type fakeBox struct {
 	updates []container.UpdateConfig
 	files   map[string][]byte // copied in through the archive endpoint
 	kills   []string          // signals
+	created time.Time
 }
 
 func newFakeEngine(t *testing.T) *fakeEngine {
@@ -383,7 +384,7 @@ func routeKey(method string, p []string) (key, id string) {
 	case p[0] == "containers" && len(p) == 3 && p[2] == "json":
 		return "inspect", p[1]
 	case p[0] == "containers" && len(p) == 3:
-		return p[2], p[1] // attach, wait, start, kill, update, archive
+		return p[2], p[1] // attach, wait, start, kill, update, archive, rename
 	}
 	return "unknown", ""
 }
@@ -458,7 +459,7 @@ func (e *fakeEngine) create(w http.ResponseWriter, r *http.Request) {
 	e.next++
 	id := fmt.Sprintf("%064x", e.next)
 	b := &fakeBox{id: id, name: r.URL.Query().Get("name"), raw: raw, req: req, state: container.StateCreated,
-		exited: make(chan struct{}), files: map[string][]byte{}}
+		exited: make(chan struct{}), files: map[string][]byte{}, created: time.Now()}
 	e.boxes[id] = b
 	e.created = append(e.created, b)
 	writeJSON(w, 201, container.CreateResponse{ID: id, Warnings: []string{}})
@@ -485,7 +486,11 @@ func (e *fakeEngine) list(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 		}
-		out = append(out, container.Summary{ID: b.id, Image: b.req.Image, Labels: b.req.Labels, State: b.state, Created: time.Now().Unix()})
+		var names []string
+		if b.name != "" {
+			names = []string{"/" + b.name}
+		}
+		out = append(out, container.Summary{ID: b.id, Names: names, Image: b.req.Image, Labels: b.req.Labels, State: b.state, Created: b.created.Unix()})
 	}
 	e.mu.Unlock()
 	writeJSON(w, 200, out)
@@ -570,6 +575,11 @@ func (e *fakeEngine) container(w http.ResponseWriter, r *http.Request, key, id s
 		b.updates = append(b.updates, u)
 		e.mu.Unlock()
 		writeJSON(w, 200, container.UpdateResponse{Warnings: []string{}})
+	case "rename":
+		e.mu.Lock()
+		b.name = r.URL.Query().Get("name")
+		e.mu.Unlock()
+		w.WriteHeader(204)
 	case "archive":
 		tr := tar.NewReader(r.Body)
 		for {

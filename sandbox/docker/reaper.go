@@ -4,8 +4,10 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/sandbox"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -14,9 +16,10 @@ import (
 )
 
 // Reap removes the boxes whose server is gone: from this host, those whose
-// owner process no longer runs; from other hosts sharing the engine, those
-// older than any run could last; and this server's own that it failed to
-// remove while the engine was away. It returns how many it removed. A box
+// owner process no longer runs, but for a box kept by another state
+// directory's store (sandbox.KeptElsewhere); from other hosts sharing the
+// engine, and such kept boxes, those older than any run could last; and
+// this server's own that it failed to remove while the engine was away. It returns how many it removed. A box
 // keep holds stays, whoever owned it (a store keeps its run's record).
 func (d *Docker) Reap(ctx context.Context, keep func(string) bool) (int, error) {
 	removed := d.retryRemovals(ctx)
@@ -28,7 +31,9 @@ func (d *Docker) Reap(ctx context.Context, keep func(string) bool) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	maxAge := d.m.Limits.MaxTimeout() + d.m.Pool.Idle() + sandbox.BackstopGrace + 2*apiTimeout
+	// A one-off box keeps its report for a restarted server past its run
+	// (initproto.DefaultKeep).
+	maxAge := d.m.Limits.MaxTimeout() + d.m.Pool.Idle() + sandbox.BackstopGrace + 2*apiTimeout + initproto.DefaultKeep
 	for _, c := range list.Items {
 		if keep != nil && keep(c.ID) {
 			continue
@@ -37,7 +42,8 @@ func (d *Docker) Reap(ctx context.Context, keep func(string) bool) (int, error) 
 			if keep {
 				continue
 			}
-		} else if alive, known := sandbox.OwnerAlive(c.Labels, d.owner); alive || (!known && time.Since(time.Unix(c.Created, 0)) <= maxAge) {
+		} else if alive, known := sandbox.OwnerAlive(c.Labels, d.owner); alive ||
+			((!known || sandbox.KeptElsewhere(keptState(c.Names), d.owner)) && time.Since(time.Unix(c.Created, 0)) <= maxAge) {
 			continue
 		}
 		rctx, rcancel := context.WithTimeout(ctx, apiTimeout)
@@ -54,6 +60,46 @@ func (d *Docker) Reap(ctx context.Context, keep func(string) bool) (int, error) 
 }
 
 var _ sandbox.Keeper = (*Docker)(nil)
+
+// keptPrefix begins the name of a box marked kept (MarkKept): Docker's
+// labels are fixed at creation, a name is not.
+const keptPrefix = "runbox-kept-"
+
+var _ sandbox.Marker = (*Docker)(nil)
+
+// MarkKept renames box id runbox-kept-<state>-<id>: the mark the reapers
+// of other state directories read (keptState).
+func (d *Docker) MarkKept(ctx context.Context, id string) error {
+	return d.markKept(ctx, id, d.owner.State)
+}
+
+// markKept marks box id as kept by state's store ("" marks nothing).
+func (d *Docker) markKept(ctx context.Context, id, state string) error {
+	if state == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	_, err := d.cli.ContainerRename(ctx, id, client.ContainerRenameOptions{NewName: keptName(state, id)})
+	return err
+}
+
+func keptName(state, id string) string {
+	return keptPrefix + state + "-" + id[:min(len(id), 12)]
+}
+
+// keptState reads a kept box's state directory from its names ("" for a
+// box not marked).
+func keptState(names []string) string {
+	for _, n := range names {
+		if rest, ok := strings.CutPrefix(strings.TrimPrefix(n, "/"), keptPrefix); ok {
+			if state, _, ok := strings.Cut(rest, "-"); ok {
+				return state
+			}
+		}
+	}
+	return ""
+}
 
 // SetKeep makes every reap, the runner's and the one Ready starts, leave
 // the boxes keep holds.

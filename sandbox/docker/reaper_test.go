@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +67,64 @@ func TestReapHonoursKeep(t *testing.T) {
 	}
 	if n, _ := d.Reap(context.Background(), nil); n != 1 || e.box(kept.id) != nil {
 		t.Fatalf("without its record the kept box is not reaped: %d", n)
+	}
+}
+
+// A box marked kept by another state directory's store (MarkKept) stays
+// when its server dies, until its age passes any run's; a box of this
+// server's own state directory, or an unmarked one, goes at once.
+func TestReapLeavesAnotherStateDirsKeptBox(t *testing.T) {
+	e := newFakeEngine(t)
+	d := newDocker(t, e, nil)
+	d.owner.State = sandbox.StateKey(t.TempDir())
+	waitFor(t, "Ready's reap", func() bool { return e.count("GET /containers/json") > 0 })
+	time.Sleep(300 * time.Millisecond)
+	dead := d.owner
+	dead.Instance, dead.PID, dead.Start = "dead", 1<<30, "1"
+	otherState := sandbox.StateKey(t.TempDir())
+	spec := testSpec(d)
+	spec.Labels = dead.Labels(nil)
+	elsewhere, _ := startBox(t, d, e, spec)
+	ours, _ := startBox(t, d, e, spec)
+	old, _ := startBox(t, d, e, spec)
+	unmarked, _ := startBox(t, d, e, spec)
+	for _, m := range []struct {
+		state string
+		b     *box
+	}{{otherState, elsewhere}, {d.owner.State, ours}, {otherState, old}} {
+		if err := d.markKept(context.Background(), m.b.id, m.state); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := keptState([]string{"/" + e.box(elsewhere.id).name}); got != otherState {
+		t.Fatalf("the kept box's name %q reads as state %q", e.box(elsewhere.id).name, got)
+	}
+	ob := e.box(old.id)
+	e.mu.Lock()
+	ob.created = time.Now().Add(-48 * time.Hour)
+	e.mu.Unlock()
+	n, err := d.Reap(context.Background(), nil)
+	if err != nil || n != 3 || e.box(elsewhere.id) == nil || e.box(ours.id) != nil || e.box(old.id) != nil || e.box(unmarked.id) != nil {
+		t.Fatalf("Reap: %d %v; left: another state directory's %v, ours %v, an old one %v, an unmarked one %v", n, err,
+			e.box(elsewhere.id) != nil, e.box(ours.id) != nil, e.box(old.id) != nil, e.box(unmarked.id) != nil)
+	}
+	if err := d.markKept(context.Background(), elsewhere.id, ""); err != nil || keptState([]string{"/" + e.box(elsewhere.id).name}) != otherState {
+		t.Fatalf("a server without a store marked a box: %v", err)
+	}
+}
+
+func TestKeptState(t *testing.T) {
+	for names, want := range map[string]string{
+		"/runbox-kept-0123abcd-0123456789ab": "0123abcd",
+		"/friendly_name":                     "",
+		"/runbox-kept-nodash":                "",
+		"":                                   "",
+	} {
+		if got := keptState(strings.Split(names, ",")); got != want {
+			t.Errorf("keptState(%q) = %q, want %q", names, got, want)
+		}
+	}
+	if n := keptName("0123abcd", strings.Repeat("f", 64)); n != "runbox-kept-0123abcd-ffffffffffff" || keptState([]string{n}) != "0123abcd" {
+		t.Errorf("keptName = %q", n)
 	}
 }

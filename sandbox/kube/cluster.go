@@ -37,7 +37,7 @@ type Permission struct {
 // needed is every permission the driver uses (deploy/kubernetes/rbac.yaml).
 var needed = []Permission{
 	{Verb: "create", Resource: "pods"}, {Verb: "get", Resource: "pods"}, {Verb: "list", Resource: "pods"},
-	{Verb: "watch", Resource: "pods"}, {Verb: "delete", Resource: "pods"},
+	{Verb: "watch", Resource: "pods"}, {Verb: "delete", Resource: "pods"}, {Verb: "patch", Resource: "pods"},
 	{Verb: "create", Resource: "pods", Subresource: "attach"},
 	{Verb: "get", Resource: "leases", Group: "coordination.k8s.io"}, {Verb: "create", Resource: "leases", Group: "coordination.k8s.io"},
 	{Verb: "update", Resource: "leases", Group: "coordination.k8s.io"}, {Verb: "list", Resource: "leases", Group: "coordination.k8s.io"},

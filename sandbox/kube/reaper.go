@@ -2,22 +2,26 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/sandbox"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Reap deletes the pods whose runbox instance is gone: from this host,
 // those whose owner process no longer runs; from any host, those whose
 // instance's Lease is missing or stale, and anything older than any run
 // could last; and this instance's own pods that it failed to delete while
-// the API server was away. It returns how many it deleted. A pod keep
+// the API server was away. A pod of this host kept by another state
+// directory's store (sandbox.KeptElsewhere) is judged by its age alone. It returns how many it deleted. A pod keep
 // holds stays, whoever owned it (a store keeps its run's record).
 func (k *Kube) Reap(ctx context.Context, keep func(string) bool) (int, error) {
 	removed := k.retryDeletes()
@@ -27,7 +31,9 @@ func (k *Kube) Reap(ctx context.Context, keep func(string) bool) (int, error) {
 	if err != nil {
 		return removed, err
 	}
-	maxAge := k.m.Limits.MaxTimeout() + k.m.Pool.Idle() + sandbox.BackstopGrace + 2*startTimeout + 2*apiTimeout
+	// A one-off pod keeps its report for a restarted server past its run
+	// (initproto.DefaultKeep).
+	maxAge := k.m.Limits.MaxTimeout() + k.m.Pool.Idle() + sandbox.BackstopGrace + 2*startTimeout + 2*apiTimeout + initproto.DefaultKeep
 	leases := map[string]bool{} // instance → lease fresh
 	fresh := func(instance string) bool {
 		if f, ok := leases[instance]; ok {
@@ -65,8 +71,12 @@ func (k *Kube) Reap(ctx context.Context, keep func(string) bool) (int, error) {
 			_, tracked := k.live[p.Name]
 			k.mu.Unlock()
 			reap = !tracked && age > startTimeout+apiTimeout
+		case alive:
+		case known && !sandbox.KeptElsewhere(labels[sandbox.LabelKept], k.owner):
+			reap = true
 		case known:
-			reap = !alive
+			// Its dead owner's state directory keeps its run: a server
+			// restarted there adopts it, until its age.
 		default:
 			// Another host: a fresh Lease means a live instance. A pod
 			// younger than the Lease period may belong to an instance
@@ -89,6 +99,21 @@ func (k *Kube) Reap(ctx context.Context, keep func(string) bool) (int, error) {
 	}
 	k.reapLeases(ctx)
 	return removed, nil
+}
+
+var _ sandbox.Marker = (*Kube)(nil)
+
+// MarkKept annotates pod name with its owner's state directory
+// (sandbox.LabelKept), which the reapers of other state directories read.
+func (k *Kube) MarkKept(ctx context.Context, name string) error {
+	if k.owner.State == "" {
+		return nil
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{annotationPrefix + sandbox.LabelKept: k.owner.State}}})
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	_, err := k.cs.CoreV1().Pods(k.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
 }
 
 // reapLeases deletes the Leases of instances gone: on this host, those

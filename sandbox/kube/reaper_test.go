@@ -24,6 +24,7 @@ func TestKubeReapDecisions(t *testing.T) {
 	m.Backend = manifest.BackendKubernetes
 	ns := m.Kubernetes.Namespace
 	self := sandbox.CurrentOwner()
+	self.State = sandbox.StateKey(t.TempDir())
 	now := time.Now()
 	pod := func(name string, o sandbox.Owner, age time.Duration) runtime.Object {
 		labels, ann := podMeta(o.Labels(nil))
@@ -44,6 +45,11 @@ func TestKubeReapDecisions(t *testing.T) {
 		pod("own-untracked", self, 10*time.Minute),
 		pod("own-ancient", self, 2*time.Hour),
 		pod("local-dead", deadLocal, time.Second),
+		// Marked kept (MarkKept below): by another state directory's
+		// server, by this one's, and another's long ago.
+		pod("local-dead-kept-elsewhere", deadLocal, time.Minute),
+		pod("local-dead-kept-here", deadLocal, time.Minute),
+		pod("local-dead-kept-ancient", deadLocal, 48*time.Hour),
 		pod("remote-live", remote("live"), time.Minute), lease("live", 5*time.Second),
 		pod("remote-stale", remote("stale"), time.Minute), lease("stale", 2*time.Minute),
 		pod("remote-nolease-old", remote("gone"), time.Minute),
@@ -56,6 +62,16 @@ func TestKubeReapDecisions(t *testing.T) {
 	cs := fake.NewClientset(objs...)
 	k := &Kube{cs: cs, m: m, ns: ns, log: slog.New(slog.DiscardHandler), owner: self,
 		live: map[string]struct{}{"own": {}}, unremoved: map[string]bool{}}
+	otherDir := deadLocal
+	otherDir.State = sandbox.StateKey(t.TempDir())
+	other := &Kube{cs: cs, m: m, ns: ns, log: slog.New(slog.DiscardHandler), owner: otherDir}
+	for by, pods := range map[*Kube][]string{other: {"local-dead-kept-elsewhere", "local-dead-kept-ancient"}, k: {"local-dead-kept-here"}} {
+		for _, p := range pods {
+			if err := by.MarkKept(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	n, err := k.Reap(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -66,9 +82,9 @@ func TestKubeReapDecisions(t *testing.T) {
 		left = append(left, p.Name)
 	}
 	slices.Sort(left)
-	want := []string{"own", "remote-live", "remote-nolease-young"}
-	if !slices.Equal(left, want) || n != 5 {
-		t.Fatalf("left %v (removed %d), want %v (removed 5)", left, n, want)
+	want := []string{"local-dead-kept-elsewhere", "own", "remote-live", "remote-nolease-young"}
+	if !slices.Equal(left, want) || n != 7 {
+		t.Fatalf("left %v (removed %d), want %v (removed 7)", left, n, want)
 	}
 	leases, _ := cs.CoordinationV1().Leases(ns).List(context.Background(), metav1.ListOptions{})
 	var kept []string
