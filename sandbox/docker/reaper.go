@@ -73,7 +73,9 @@ func (d *Docker) MarkKept(ctx context.Context, id string) error {
 	return d.markKept(ctx, id, d.owner.State)
 }
 
-// markKept marks box id as kept by state's store ("" marks nothing).
+// markKept marks box id as kept by state's store ("" marks nothing). A box
+// already gone, or being removed (a short task's run ended first), needs
+// no mark.
 func (d *Docker) markKept(ctx context.Context, id, state string) error {
 	if state == "" {
 		return nil
@@ -81,6 +83,9 @@ func (d *Docker) markKept(ctx context.Context, id, state string) error {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	_, err := d.cli.ContainerRename(ctx, id, client.ContainerRenameOptions{NewName: keptName(state, id)})
+	if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
+		return nil
+	}
 	return err
 }
 

@@ -128,3 +128,13 @@ func TestKeptState(t *testing.T) {
 		t.Errorf("keptName = %q", n)
 	}
 }
+
+// A box gone before its mark (a short task's run ended first) needs none:
+// no error, so no warning in the log.
+func TestMarkKeptOfAGoneBox(t *testing.T) {
+	e := newFakeEngine(t)
+	d := newDocker(t, e, nil)
+	if err := d.markKept(context.Background(), strings.Repeat("a", 64), sandbox.StateKey(t.TempDir())); err != nil {
+		t.Fatalf("marking a gone box: %v", err)
+	}
+}

@@ -113,6 +113,9 @@ func (k *Kube) MarkKept(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	_, err := k.cs.CoreV1().Pods(k.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // gone already (a short task's run ended first)
+	}
 	return err
 }
 
