@@ -20,8 +20,9 @@ import (
 // those whose owner process no longer runs; from any host, those whose
 // instance's Lease is missing or stale, and anything older than any run
 // could last; and this instance's own pods that it failed to delete while
-// the API server was away. A pod of this host kept by another state
-// directory's store (sandbox.KeptElsewhere) is judged by its age alone. It returns how many it deleted. A pod keep
+// the API server was away. A pod kept by the store of another state
+// directory (sandbox.KeptElsewhere), or of another host, is judged by its
+// age alone. It returns how many it deleted. A pod keep
 // holds stays, whoever owned it (a store keeps its run's record).
 func (k *Kube) Reap(ctx context.Context, keep func(string) bool) (int, error) {
 	removed := k.retryDeletes()
@@ -80,8 +81,10 @@ func (k *Kube) Reap(ctx context.Context, keep func(string) bool) (int, error) {
 		default:
 			// Another host: a fresh Lease means a live instance. A pod
 			// younger than the Lease period may belong to an instance
-			// whose first Lease is on its way.
-			reap = age > leaseDuration && !fresh(inst)
+			// whose first Lease is on its way. A pod marked kept holds
+			// a run that a server restarted on its state directory, on
+			// any host, may adopt: it goes at its age.
+			reap = age > leaseDuration && !fresh(inst) && labels[sandbox.LabelKept] == ""
 		}
 		if !reap {
 			continue

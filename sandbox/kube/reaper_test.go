@@ -52,6 +52,7 @@ func TestKubeReapDecisions(t *testing.T) {
 		pod("local-dead-kept-ancient", deadLocal, 48*time.Hour),
 		pod("remote-live", remote("live"), time.Minute), lease("live", 5*time.Second),
 		pod("remote-stale", remote("stale"), time.Minute), lease("stale", 2*time.Minute),
+		pod("remote-stale-kept", remote("stale"), time.Minute),
 		pod("remote-nolease-old", remote("gone"), time.Minute),
 		pod("remote-nolease-young", remote("new"), 5*time.Second),
 		lease("ancient", time.Hour),
@@ -65,7 +66,7 @@ func TestKubeReapDecisions(t *testing.T) {
 	otherDir := deadLocal
 	otherDir.State = sandbox.StateKey(t.TempDir())
 	other := &Kube{cs: cs, m: m, ns: ns, log: slog.New(slog.DiscardHandler), owner: otherDir}
-	for by, pods := range map[*Kube][]string{other: {"local-dead-kept-elsewhere", "local-dead-kept-ancient"}, k: {"local-dead-kept-here"}} {
+	for by, pods := range map[*Kube][]string{other: {"local-dead-kept-elsewhere", "local-dead-kept-ancient", "remote-stale-kept"}, k: {"local-dead-kept-here"}} {
 		for _, p := range pods {
 			if err := by.MarkKept(context.Background(), p); err != nil {
 				t.Fatal(err)
@@ -82,7 +83,7 @@ func TestKubeReapDecisions(t *testing.T) {
 		left = append(left, p.Name)
 	}
 	slices.Sort(left)
-	want := []string{"local-dead-kept-elsewhere", "own", "remote-live", "remote-nolease-young"}
+	want := []string{"local-dead-kept-elsewhere", "own", "remote-live", "remote-nolease-young", "remote-stale-kept"}
 	if !slices.Equal(left, want) || n != 7 {
 		t.Fatalf("left %v (removed %d), want %v (removed 7)", left, n, want)
 	}
