@@ -237,12 +237,15 @@ func TestDurableRunAfterKill(t *testing.T) {
 			const n = 25
 			_, wrap := ownHost(t)
 			a := startHosted(t, wrap, env, "--manifest", m)
+			// The session's box starts first: a start that takes a minute
+			// (a loaded cluster) would otherwise pass while the one-off
+			// run counts down, which must still run at the kill.
+			sid := a.open(t, "python")
 			first := a.callMeta(t, "run_code", map[string]any{"language": "python", "code": countdown(n), "timeout_seconds": 300}, within2)
 			if first.Status != contract.StatusRunning {
 				a.kill()
 				t.Fatalf("status %s, want running: %+v", first.Status, first.Error)
 			}
-			sid := a.open(t, "python")
 			cell := a.callMeta(t, "run_code", map[string]any{"language": "python", "code": "x = 41\n" + countdown(n+15), "session_id": sid, "timeout_seconds": 300}, within2)
 			if cell.Status != contract.StatusRunning {
 				a.kill()
