@@ -651,7 +651,9 @@ func engineServer(t *testing.T, host, manifest string) *server {
 	t.Cleanup(func() {
 		s.close()
 		pid := strconv.Itoa(s.cmd.Process.Pid)
-		deadline := time.Now().Add(10 * time.Second)
+		// Generous: with two busy loops beside the suite, a gVisor box's
+		// removal once took past 10 s; a box never removed still fails.
+		deadline := time.Now().Add(60 * time.Second)
 		for left := engineBoxes(t, host, pid); len(left) > 0; left = engineBoxes(t, host, pid) {
 			if time.Now().After(deadline) {
 				t.Errorf("boxes left behind: %v", left)

@@ -178,6 +178,8 @@ func (r *BoxRunner) judge(ctx context.Context, b Box, o outcome, sent time.Time)
 		}
 		if o.report.Signal == sigSYS {
 			q.Comm = o.program
+		} else {
+			q.Comm = shellKilledComm(o.report.Stderr)
 		}
 	}
 	if !q.State && !q.Syscall {
@@ -247,6 +249,47 @@ func kernelComm(argv []string) string {
 	}
 	name := path.Base(argv[0])
 	return name[:min(len(name), 15)]
+}
+
+// shellKilledComm is the kernel's name of the command a shell reports
+// killed by the seccomp filter, from the shell's last "Bad system call"
+// line ("main.sh: line 2:    12 Bad system call         unshare -U true"),
+// or "" when the line names no single command (a pipeline, a subshell).
+// Without it, a kill of another box of the same uid at the same moment
+// could be taken for this one's when the kernel dropped this one's record
+// (it rate-limits them).
+func shellKilledComm(stderr []byte) string {
+	const mark = "Bad system call"
+	s := string(stderr)
+	i := strings.LastIndex(s, mark)
+	if i < 0 {
+		return ""
+	}
+	line, _, _ := strings.Cut(s[i+len(mark):], "\n")
+	line = strings.TrimPrefix(strings.TrimSpace(line), "(core dumped)")
+	if strings.ContainsAny(line, "|&;()") {
+		return ""
+	}
+	for _, word := range strings.Fields(line) {
+		if name, _, ok := strings.Cut(word, "="); ok && isShellName(name) {
+			continue // an assignment before the command
+		}
+		if strings.ContainsAny(word, "\"'\\$`{}*?[") {
+			return ""
+		}
+		return kernelComm([]string{word})
+	}
+	return ""
+}
+
+// isShellName says whether s is a shell variable's name.
+func isShellName(s string) bool {
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // seccompDeath says whether the program, or a command a shell script ran,

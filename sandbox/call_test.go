@@ -145,3 +145,27 @@ func TestCallBothWays(t *testing.T) {
 		})
 	}
 }
+
+// A shell names the command the seccomp filter killed; its kernel name
+// narrows the kernel log's records to that command's, so another box's
+// kill of the same moment is not taken for it.
+func TestShellKilledComm(t *testing.T) {
+	for stderr, want := range map[string]string{
+		"/workspace/main.sh: line 2:    12 Bad system call         unshare -U true\n":                    "unshare",
+		"main.sh: line 2: 12 Bad system call (core dumped) /usr/bin/unshare -r true\n":                   "unshare",
+		"main.sh: line 3: 9 Bad system call         LANG=C FOO_1=x strace -f ls\n":                       "strace",
+		"main.sh: line 2: 12 Bad system call         a-very-long-command-name --flag\n":                  "a-very-long-com",
+		"main.sh: line 2: 12 Bad system call         sh -c \"kill -SYS \\$\\$\"\n":                       "sh",
+		"first\nmain.sh: line 2: 3 Bad system call   ls\nmain.sh: line 4: 5 Bad system call   unshare\n": "unshare",
+		"main.sh: line 2: 12 Bad system call         cat x | unshare -U true\n":                          "",
+		"main.sh: line 2: 12 Bad system call         ( unshare -U true )\n":                              "",
+		"main.sh: line 2: 12 Bad system call         $CMD -U\n":                                          "",
+		"main.sh: line 2: 12 Bad system call         \"un share\" -U\n":                                  "",
+		"main.sh: line 2: 12 Bad system call\n":                                                          "",
+		"no such line\n":                                                                                 "",
+	} {
+		if got := shellKilledComm([]byte(stderr)); got != want {
+			t.Errorf("shellKilledComm(%q) = %q, want %q", stderr, got, want)
+		}
+	}
+}
