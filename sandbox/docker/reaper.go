@@ -19,8 +19,9 @@ import (
 // owner process no longer runs, but for a box kept by another state
 // directory's store (sandbox.KeptElsewhere); from other hosts sharing the
 // engine, and such kept boxes, those older than any run could last; and
-// this server's own that it failed to remove while the engine was away. It returns how many it removed. A box
-// keep holds stays, whoever owned it (a store keeps its run's record).
+// this server's own that it failed to remove while the engine was away.
+// It returns how many it removed. A box keep holds stays, whoever owned it
+// (a store keeps its run's record).
 func (d *Docker) Reap(ctx context.Context, keep func(string) bool) (int, error) {
 	removed := d.retryRemovals(ctx)
 	defer d.reapFolderVolumes(ctx)
@@ -31,8 +32,8 @@ func (d *Docker) Reap(ctx context.Context, keep func(string) bool) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	// A one-off box keeps its report for a restarted server past its run
-	// (initproto.DefaultKeep).
+	// A one-off box keeps its report for a restarted server past its
+	// run (initproto.DefaultKeep).
 	maxAge := d.m.Limits.MaxTimeout() + d.m.Pool.Idle() + sandbox.BackstopGrace + 2*apiTimeout + initproto.DefaultKeep
 	for _, c := range list.Items {
 		if keep != nil && keep(c.ID) {
