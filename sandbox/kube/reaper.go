@@ -72,12 +72,11 @@ func (k *Kube) Reap(ctx context.Context, keep func(string) bool) (int, error) {
 			_, tracked := k.live[p.Name]
 			k.mu.Unlock()
 			reap = !tracked && age > startTimeout+apiTimeout
-		case alive:
-		case known && !sandbox.KeptElsewhere(labels[sandbox.LabelKept], k.owner):
-			reap = true
 		case known:
-			// Its dead owner's state directory keeps its run: a server
-			// restarted there adopts it, until its age.
+			// A dead owner's pod that another state directory keeps
+			// waits for a server restarted there to adopt it, until its
+			// age.
+			reap = !alive && !sandbox.KeptElsewhere(labels[sandbox.LabelKept], k.owner)
 		default:
 			// Another host: a fresh Lease means a live instance. A pod
 			// younger than the Lease period may belong to an instance
