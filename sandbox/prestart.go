@@ -21,29 +21,78 @@ import (
 //
 // The job never waits for the preload: a box taken while it still imports
 // (a call soon after a refill, a slow host) starts the code at once, and
-// the modules not yet begun are skipped. Code that imports a module the
-// thread is importing waits for that import (the interpreter's module
-// lock), which never costs more than importing it cold.
+// the modules not yet begun are skipped, and the thread yields the
+// interpreter to the code between the modules of the one under way
+// (_RbxYield). Code that imports a module the thread is importing waits for
+// that import (the interpreter's module lock), which never costs more
+// than importing it cold. A preload that ended before the job came is
+// frozen out of the collector's way (gc.freeze): the code's collections
+// walk its own objects only. What the code can see of this is time, a
+// finder on sys.meta_path while a preload is under way, and
+// gc.get_freeze_count().
 const pythonLoader = `import _thread
 # threading before the preload thread starts: imported first by that
 # thread (pandas imports it), threading would take it for the main
 # thread, and the shutdown in _exit would wait for its imports to end.
 import threading
 _go = []
+_main_id = _thread.get_ident()
+_pre_id = []
+class _RbxYield:
+    # First on sys.meta_path while the preload runs. Once the code runs,
+    # the preload thread sleeps a moment before each module it begins:
+    # the two share one interpreter lock, which would otherwise go to
+    # them in turns, and the code is what the caller waits for: up to
+    # 100 ms a module, in steps of 5 ms. It goes on at once when another
+    # thread is inside an import, which may be waiting for a module the
+    # preload thread holds; and it sleeps without the import lock, which
+    # the interpreter holds around this call.
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if not _go or _thread.get_ident() not in _pre_id:
+            return None
+        _imp.release_lock()
+        try:
+            for _ in range(20):
+                for t, f in sys._current_frames().items():
+                    if t not in _pre_id and f.f_code.co_filename.startswith("<frozen importlib"):
+                        return None
+                time.sleep(0.005)
+        finally:
+            _imp.acquire_lock()
+        return None
 def _preload(mods):
     # A bare thread: threading never lists it, so the code sees the
     # threads a cold run has.
-    for m in mods:
-        if _go:
-            return
+    _pre_id.append(_thread.get_ident())
+    try:
+        for m in mods:
+            if _go:
+                return
+            try:
+                __import__(m)
+            except BaseException:
+                pass
+        # All loaded before the code came: what the preload made is moved
+        # out of the collector's way (the code's collections, and the one
+        # in _exit, walk the code's own objects only). Never once the code
+        # runs, whose objects must stay collectable.
+        with _go_lock:
+            if not _go:
+                gc.freeze()
+    finally:
         try:
-            __import__(m)
+            sys.meta_path.remove(_RbxYield)
         except BaseException:
             pass
+import time, _imp, gc
+_go_lock = _thread.allocate_lock()
+sys.meta_path.insert(0, _RbxYield)
 _thread.start_new_thread(_preload, (` + preloadList + `,))
 with os.fdopen(4, "r") as _ctl:
     _path = _ctl.readline().strip()
-_go.append(True)
+with _go_lock:
+    _go.append(True)
 if not _path:
     # Never a silent success: no path means runbox-init could not hand
     # over the job.
