@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -16,17 +17,27 @@ import (
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
+// exitGrace is how long Remove waits for a box that had its channel to
+// exit of itself.
+const exitGrace = 2 * time.Second
+
 // box is a started container whose runbox-init waits on the attached
 // stdin for the server.
 type box struct {
 	d        *Docker
 	id       string
 	att      client.ContainerAttachResult
-	wait     client.ContainerWaitResult
 	stopWait context.CancelFunc
-	started  time.Time
+	// exited is closed when the engine's wait for the box's end answers
+	// (or fails: waitErr, set before).
+	exited  chan struct{}
+	waitErr error
+	started time.Time
 	// lowWeight: a pooled box started at pooledCPUShares, until Claim.
 	lowWeight bool
+	// exchanged: the box was given its channel, whose end lets
+	// runbox-init exit of itself.
+	exchanged atomic.Bool
 }
 
 // Start creates, attaches and starts a box. Attaching before the start
@@ -103,14 +114,28 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 	if b.att, err = d.cli.ContainerAttach(actx, b.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true}); err != nil {
 		return fail(err)
 	}
-	waitCtx, stopWait := context.WithCancel(context.Background())
-	b.stopWait = stopWait
-	b.wait = d.cli.ContainerWait(waitCtx, b.id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	b.watch(container.WaitConditionNextExit)
 	if _, err := d.cli.ContainerStart(actx, b.id, client.ContainerStartOptions{}); err != nil {
 		return fail(err)
 	}
 	b.started = time.Now()
 	return b, nil
+}
+
+// watch registers the engine's wait for the box's end, under condition,
+// and closes b.exited when it answers.
+func (b *box) watch(condition container.WaitCondition) {
+	ctx, stop := context.WithCancel(context.Background())
+	b.stopWait = stop
+	b.exited = make(chan struct{})
+	w := b.d.cli.ContainerWait(ctx, b.id, client.ContainerWaitOptions{Condition: condition})
+	go func() {
+		select {
+		case <-w.Result:
+		case b.waitErr = <-w.Error:
+		}
+		close(b.exited)
+	}()
 }
 
 func (b *box) ID() string         { return b.id }
@@ -120,6 +145,7 @@ func (b *box) Started() time.Time { return b.started }
 // stdout demultiplexed from its stderr (runbox-init's diagnostics), and
 // its stdin.
 func (b *box) Exchange(context.Context) (sandbox.Conn, error) {
+	b.exchanged.Store(true)
 	pr, pw := io.Pipe()
 	c := &conn{att: b.att, r: pr, diag: &sandbox.Capped{Max: 16 << 10}}
 	go func() {
@@ -161,9 +187,10 @@ func (b *box) Verdict(ctx context.Context, q sandbox.VerdictQuery) sandbox.Verdi
 		return v
 	}
 	select {
-	case <-b.wait.Result:
-	case err := <-b.wait.Error:
-		b.d.log.Debug("wait", "box", b.id, "err", err)
+	case <-b.exited:
+		if b.waitErr != nil {
+			b.d.log.Debug("wait", "box", b.id, "err", b.waitErr)
+		}
 	case <-time.After(killTimeout):
 		b.d.kill(b.id)
 	}
@@ -218,19 +245,26 @@ func (d *Docker) oomEvent(ctx context.Context, id string, since time.Time) bool 
 // take a job).
 func (b *box) Alive() bool {
 	select {
-	case <-b.wait.Result:
-		return false
-	case <-b.wait.Error:
+	case <-b.exited:
 		return false
 	default:
 		return true
 	}
 }
 
-// Remove releases the box's connections and deletes it.
+// Remove releases the box's connections and deletes it. A box that had
+// its channel is given a moment to exit of itself first (its runbox-init
+// does once the server ends the channel): removing a running box costs
+// the engine a kill.
 func (b *box) Remove() {
 	if b.att.Conn != nil {
 		b.att.Close()
+	}
+	if b.exchanged.Load() && b.exited != nil {
+		select {
+		case <-b.exited:
+		case <-time.After(exitGrace):
+		}
 	}
 	if b.stopWait != nil {
 		b.stopWait()

@@ -61,8 +61,6 @@ func (d *Docker) Attach(ctx context.Context, id string) (sandbox.Box, error) {
 			return nil, engineError(err)
 		}
 	}
-	waitCtx, stopWait := context.WithCancel(context.Background())
-	b.stopWait = stopWait
-	b.wait = d.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	b.watch(container.WaitConditionNotRunning)
 	return b, nil
 }
