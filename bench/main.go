@@ -290,6 +290,19 @@ func measure(prog, name string, c, n int, pace time.Duration, f func() error) ro
 	close(jobs)
 	var busy time.Duration
 	var wg sync.WaitGroup
+	// Concurrent rows are bound by the host's CPU: what a run costs it
+	// says more than runs/s, and where it goes (the engine's daemons,
+	// runbox; the rest is the shims, runc, the box and the kernel).
+	cpu0, wall0, procs0 := hostBusy(), time.Now(), procCPU()
+	if c > 1 {
+		defer func() {
+			d, procs := hostBusy()-cpu0, procCPU()
+			fmt.Fprintf(os.Stderr, "bench: %s, %s: host CPU %.1f ms a run (%.2f cores busy); dockerd %.1f, containerd %.1f, runbox %.1f\n",
+				prog, name, float64(d)*10/float64(n), float64(d)/100/time.Since(wall0).Seconds(),
+				float64(procs["dockerd"]-procs0["dockerd"])*10/float64(n), float64(procs["containerd"]-procs0["containerd"])*10/float64(n),
+				float64(procs["runbox"]-procs0["runbox"])*10/float64(n))
+		}()
+	}
 	for w := 0; w < c; w++ {
 		wg.Add(1)
 		go func() {
@@ -530,4 +543,52 @@ func engineVersion() string {
 		return "engine unknown"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// hostBusy is the host's busy CPU time in jiffies (USER_HZ, 1/100 s on
+// Linux), from /proc/stat.
+func hostBusy() int64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	var busy int64
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy
+}
+
+// procCPU is the CPU time in jiffies of the long-lived processes a run
+// goes through, by name.
+func procCPU() map[string]int64 {
+	out := map[string]int64{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if i < 0 || j < 0 {
+			continue
+		}
+		comm := s[i+1 : j]
+		switch comm {
+		case "dockerd", "containerd", "runbox":
+		default:
+			continue
+		}
+		f := strings.Fields(s[j+2:])
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		out[comm] += ut + st
+	}
+	return out
 }
