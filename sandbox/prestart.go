@@ -36,7 +36,6 @@ const pythonLoader = `import _thread
 # thread, and the shutdown in _exit would wait for its imports to end.
 import threading
 _go = []
-_main_id = _thread.get_ident()
 _pre_id = []
 class _RbxYield:
     # First on sys.meta_path while the preload runs. Once the code runs,
