@@ -45,6 +45,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/runbox-mcp/runbox/internal/procstat"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -293,8 +294,8 @@ func measure(prog, name string, c, n int, pace time.Duration, f func() error) ro
 	// Concurrent rows are bound by the host's CPU: what a run costs it
 	// says more than runs/s, and where it goes (the engine's daemons,
 	// runbox; the rest is the shims, runc, the box and the kernel).
-	cpu0, wall0, procs0 := hostBusy(), time.Now(), procCPU()
 	if c > 1 {
+		cpu0, wall0, procs0 := hostBusy(), time.Now(), procCPU()
 		defer func() {
 			d, procs := hostBusy()-cpu0, procCPU()
 			fmt.Fprintf(os.Stderr, "bench: %s, %s: host CPU %.1f ms a run (%.2f cores busy); dockerd %.1f, containerd %.1f, runbox %.1f\n",
@@ -570,25 +571,18 @@ func procCPU() map[string]int64 {
 	out := map[string]int64{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		s := string(b)
-		i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if i < 0 || j < 0 {
-			continue
+		st, ok := procstat.Read(pid)
+		switch {
+		case !ok:
+		case st.Comm == "dockerd", st.Comm == "containerd", st.Comm == "runbox":
+			ut, _ := strconv.ParseInt(st.Field(14), 10, 64)
+			sys, _ := strconv.ParseInt(st.Field(15), 10, 64)
+			out[st.Comm] += ut + sys
 		}
-		comm := s[i+1 : j]
-		switch comm {
-		case "dockerd", "containerd", "runbox":
-		default:
-			continue
-		}
-		f := strings.Fields(s[j+2:])
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		out[comm] += ut + st
 	}
 	return out
 }

@@ -150,8 +150,9 @@ func cpuMs(pid int) int64 {
 		return ms
 	}
 	var ticks int64
+	st, _ := procstat.Read(pid)
 	for _, f := range []int{14, 15, 16, 17} { // utime, stime, cutime, cstime
-		n, _ := strconv.ParseInt(procstat.Field(pid, f), 10, 64)
+		n, _ := strconv.ParseInt(st.Field(f), 10, 64)
 		ticks += n
 	}
 	return ms + ticks*1000/100 // USER_HZ is 100 on Linux

@@ -1,4 +1,4 @@
-// Package procstat reads fields of /proc/<pid>/stat, whose second field
+// Package procstat reads /proc/<pid>/stat, whose second field
 // (the command name) may itself hold spaces and parentheses. It is shared
 // by the server and runbox-init, and knows nothing else.
 package procstat

@@ -6,23 +6,41 @@ import (
 	"strings"
 )
 
-// Field returns field n of /proc/pid/stat, numbered as proc(5) numbers
-// them (n >= 3: state is 3, utime 14, stime 15, starttime 22), or "" when
-// the process or the field is unknown.
-func Field(pid, n int) string {
+// Stat is one read of /proc/pid/stat.
+type Stat struct {
+	// Comm is the command name, what stands between the first '(' and
+	// the last ')'.
+	Comm   string
+	fields []string // from state (field 3) on
+}
+
+// Read reads /proc/pid/stat once; ok is false when the process is unknown.
+func Read(pid int) (Stat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil || n < 3 {
-		return ""
+	if err != nil {
+		return Stat{}, false
 	}
 	// Fields resume after the command name's last ')'.
 	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
+	i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if i < 0 || j < i {
+		return Stat{}, false
+	}
+	return Stat{Comm: s[i+1 : j], fields: strings.Fields(s[j+1:])}, true
+}
+
+// Field returns field n, numbered as proc(5) numbers them (n >= 3: state
+// is 3, utime 14, stime 15, starttime 22), or "" when there is none.
+func (s Stat) Field(n int) string {
+	if n < 3 || n-3 >= len(s.fields) {
 		return ""
 	}
-	f := strings.Fields(s[i+1:])
-	if n-3 >= len(f) {
-		return ""
-	}
-	return f[n-3]
+	return s.fields[n-3]
+}
+
+// Field returns field n of /proc/pid/stat (Stat.Field), or "" when the
+// process or the field is unknown.
+func Field(pid, n int) string {
+	s, _ := Read(pid)
+	return s.Field(n)
 }

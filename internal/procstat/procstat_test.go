@@ -26,3 +26,16 @@ func TestField(t *testing.T) {
 		t.Errorf("no such process: %q", f)
 	}
 }
+
+func TestRead(t *testing.T) {
+	s, ok := Read(os.Getpid())
+	if !ok || s.Comm != "procstat.test" {
+		t.Errorf("comm %q, ok %v", s.Comm, ok)
+	}
+	if s.Field(4) != strconv.Itoa(os.Getppid()) || s.Field(2) != "" || s.Field(999) != "" {
+		t.Errorf("fields 4, 2, 999: %q %q %q", s.Field(4), s.Field(2), s.Field(999))
+	}
+	if s, ok := Read(1 << 30); ok || s.Comm != "" || s.Field(3) != "" {
+		t.Errorf("no such process: %+v %v", s, ok)
+	}
+}
