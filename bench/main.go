@@ -275,39 +275,97 @@ func report(rows []row, image, jsonPath string) error {
 // measure calls f once to warm up, then n times from c workers, pausing
 // pace after each call (not counted).
 func measure(prog, name string, c, n int, pace time.Duration, f func() error) row {
-	r := row{Program: prog, Name: name, Concurrency: c, N: n}
-	if err := f(); err != nil {
-		r.Failure = err.Error()
-		return r
+	return interleave(prog, c, n, 1, pace, scenario{name, f})[0]
+}
+
+// scenario is one way to run a program: a row's name and one call.
+type scenario struct {
+	name string
+	call func() error
+}
+
+// interleave measures the scenarios in turns: each makes n calls from c
+// workers, n/turns at a time, one scenario after the other, in the
+// opposite order on every other turn. The speed of this machine drifts by
+// ±15% over minutes; taken in turns, rows compared with each other are
+// measured through the same drift. Each scenario warms up with one call
+// first.
+func interleave(prog string, c, n, turns int, pace time.Duration, scs ...scenario) []row {
+	type tally struct {
+		ms    []float64
+		busy  time.Duration
+		cpu   int64 // the host's, in jiffies
+		wall  time.Duration
+		procs map[string]int64
+		err   error
+	}
+	ts := make([]tally, len(scs))
+	for i, sc := range scs {
+		ts[i].procs = map[string]int64{}
+		ts[i].err = sc.call()
 	}
 	time.Sleep(pace)
+	for turn := range turns {
+		k := n*(turn+1)/turns - n*turn/turns
+		for j := range scs {
+			i := j
+			if turn%2 == 1 {
+				i = len(scs) - 1 - j
+			}
+			t := &ts[i]
+			if t.err != nil {
+				continue
+			}
+			cpu0, wall0, procs0 := hostBusy(), time.Now(), procCPU()
+			ms, busy, err := batch(c, k, pace, scs[i].call)
+			t.cpu += hostBusy() - cpu0
+			t.wall += time.Since(wall0)
+			for name, v := range procCPU() {
+				t.procs[name] += v - procs0[name]
+			}
+			t.ms, t.busy, t.err = append(t.ms, ms...), t.busy+busy, err
+		}
+	}
+	rows := make([]row, len(scs))
+	for i, t := range ts {
+		r := row{Program: prog, Name: scs[i].name, Concurrency: c, N: n}
+		if t.err != nil {
+			r.Failure = t.err.Error()
+			rows[i] = r
+			continue
+		}
+		// Concurrent rows are bound by the host's CPU: what a run costs
+		// it says more than runs/s, and where it goes (the engine's
+		// daemons, runbox; the rest is the shims, runc, the box and the
+		// kernel).
+		if c > 1 {
+			fmt.Fprintf(os.Stderr, "bench: %s, %s: host CPU %.1f ms a run (%.2f cores busy); dockerd %.1f, containerd %.1f, runbox %.1f\n",
+				prog, scs[i].name, float64(t.cpu)*10/float64(n), float64(t.cpu)/100/t.wall.Seconds(),
+				float64(t.procs["dockerd"])*10/float64(n), float64(t.procs["containerd"])*10/float64(n), float64(t.procs["runbox"])*10/float64(n))
+		}
+		r = rowOf(r, t.ms)
+		// Throughput counts call time only, not the pacing.
+		r.RunsPerSec = float64(n) / (t.busy.Seconds() / float64(c))
+		rows[i] = r
+	}
+	return rows
+}
+
+// batch calls f n times from c workers, pausing pace after each call: the
+// calls' times in ms, their sum and the first error.
+func batch(c, n int, pace time.Duration, f func() error) ([]float64, time.Duration, error) {
 	var mu sync.Mutex
 	var ms []float64
 	var firstErr error
+	var busy time.Duration
 	jobs := make(chan struct{}, n)
-	for i := 0; i < n; i++ {
+	for range n {
 		jobs <- struct{}{}
 	}
 	close(jobs)
-	var busy time.Duration
 	var wg sync.WaitGroup
-	// Concurrent rows are bound by the host's CPU: what a run costs it
-	// says more than runs/s, and where it goes (the engine's daemons,
-	// runbox; the rest is the shims, runc, the box and the kernel).
-	if c > 1 {
-		cpu0, wall0, procs0 := hostBusy(), time.Now(), procCPU()
-		defer func() {
-			d, procs := hostBusy()-cpu0, procCPU()
-			fmt.Fprintf(os.Stderr, "bench: %s, %s: host CPU %.1f ms a run (%.2f cores busy); dockerd %.1f, containerd %.1f, runbox %.1f\n",
-				prog, name, float64(d)*10/float64(n), float64(d)/100/time.Since(wall0).Seconds(),
-				float64(procs["dockerd"]-procs0["dockerd"])*10/float64(n), float64(procs["containerd"]-procs0["containerd"])*10/float64(n),
-				float64(procs["runbox"]-procs0["runbox"])*10/float64(n))
-		}()
-	}
-	for w := 0; w < c; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range c {
+		wg.Go(func() {
 			for range jobs {
 				t := time.Now()
 				err := f()
@@ -321,17 +379,10 @@ func measure(prog, name string, c, n int, pace time.Duration, f func() error) ro
 				mu.Unlock()
 				time.Sleep(pace)
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	if firstErr != nil {
-		r.Failure = firstErr.Error()
-		return r
-	}
-	r = rowOf(r, ms)
-	// Throughput counts call time only, not the pacing.
-	r.RunsPerSec = float64(n) / (busy.Seconds() / float64(c))
-	return r
+	return ms, busy, firstErr
 }
 
 // rowOf fills r's percentiles from the calls' times in ms, and its runs
