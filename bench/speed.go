@@ -222,19 +222,18 @@ func (s speed) throughput() ([]row, []target, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	defer warm.Close()
+	time.Sleep(6 * time.Second)
+	print1 := programs[0]
+	rows := []row{measure(print1.name, "runbox warm (pooled box)", 8, 8*s.n, 0, func() error { return callRunbox(warm, print1) })}
+	// Its pool would refill (and preload) beside the rows after it.
+	warm.Close()
 	cold, err := startRunbox(s.bin, s.manifest("c8-cold", "concurrency: 8\n"))
 	if err != nil {
 		return nil, nil, err
 	}
 	defer cold.Close()
-	time.Sleep(6 * time.Second)
-	print1 := programs[0]
 	// Cold boxes and `docker run` leave nothing running once a call is
-	// answered, so they are measured in turns (interleave says why); the
-	// pool refills itself after its calls, which would weigh on the turn
-	// after it, so it goes first, alone.
-	rows := []row{measure(print1.name, "runbox warm (pooled box)", 8, 8*s.n, 0, func() error { return callRunbox(warm, print1) })}
+	// answered, so they are measured in turns (interleave says why).
 	rows = append(rows, interleave(print1.name, 8, 8*s.n, 4, 0,
 		scenario{"runbox cold (new box)", func() error { return callRunbox(cold, print1) }},
 		scenario{"docker run --rm, runbox's hardening", func() error { return dockerCmd(print1, hardenedRun(s.image)...) }})...)
