@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -152,6 +153,12 @@ func (b *box) Exchange(context.Context) (sandbox.Conn, error) {
 		// Draining until the stream ends matters: a reader that stops
 		// makes the engine's kill and inspect of the box hang.
 		_, err := stdcopy.StdCopy(pw, c.diag, b.att.Reader)
+		if errors.Is(err, net.ErrClosed) {
+			// Our own close (conn.Close, Remove) ends the channel: its
+			// end, not a failure of the engine's, even when it comes
+			// before the engine's end of the stream was read.
+			err = nil
+		}
 		pw.CloseWithError(err)
 	}()
 	return c, nil
