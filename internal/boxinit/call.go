@@ -47,6 +47,11 @@ type runResult struct {
 	stderr      *capture
 }
 
+// newRunResult is a result whose captures hold the job's output cap.
+func newRunResult(job *initproto.Job) runResult {
+	return runResult{stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
+}
+
 // setStatus takes the exit code and signal from a process's wait status.
 func (r *runResult) setStatus(st syscall.WaitStatus) {
 	switch {

@@ -109,7 +109,7 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 			if self, err := os.Executable(); err == nil {
 				opts.Self = self
 				opts.Reaper = newReaper()
-				opts.Prestarted, _ = start(opts.Reaper, self, pre.Argv, pre.Env, pre.Dir, pre.CPUSeconds, pre.NProc, true)
+				opts.Prestarted, _ = start(opts.Reaper, self, pre.Argv, pre.Env, pre.Dir, pre.CPUSeconds, pre.NProc, true, nil, nil)
 			}
 		}
 	}
@@ -187,11 +187,11 @@ func runProcess(ctx context.Context, r *reaper, self string, job *initproto.Job,
 		check := run(ctx, r, self, job, job.Check, nil, min(checkTimeout, timeout), nil)
 		if check.startErr == "" && !check.timedOut && check.signal == 0 && check.exitCode != 0 {
 			return runResult{checkFailed: true, exitCode: check.exitCode,
-				stdout: newCapture(job.MaxOutputBytes), stderr: check.stderr}
+				stdout: newRunResult(job).stdout, stderr: check.stderr}
 		}
 	}
 	if pre != nil {
-		return pre.supervise(ctx, r, job, job.Stdin, timeout, live)
+		return pre.supervise(ctx, r, job, newRunResult(job), job.Stdin, timeout, live)
 	}
 	return run(ctx, r, self, job, job.Argv, job.Stdin, timeout, live)
 }
@@ -306,8 +306,9 @@ func (g *gate) open(w io.Writer) {
 }
 
 // start forks argv through the trampoline with the limits applied, and
-// starts draining its output into closed gates.
-func start(r *reaper, self string, argv, env []string, dir string, cpu, nproc int64, withCtl bool) (*process, error) {
+// starts draining its output: into stdout and stderr from its first byte,
+// or, when they are nil (a prestarted interpreter), into closed gates.
+func start(r *reaper, self string, argv, env []string, dir string, cpu, nproc int64, withCtl bool, stdout, stderr io.Writer) (*process, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("empty command")
 	}
@@ -317,6 +318,12 @@ func start(r *reaper, self string, argv, env []string, dir string, cpu, nproc in
 	}
 	files := []uintptr{pipes.stdinR.Fd(), pipes.stdoutW.Fd(), pipes.stderrW.Fd(), pipes.execW.Fd()}
 	p := &process{pipes: pipes}
+	if stdout != nil {
+		// Open before the fork: a program that prints and exits before
+		// we look again must not lose a byte.
+		p.stdout.open(stdout)
+		p.stderr.open(stderr)
+	}
 	var ctlR *os.File
 	if withCtl {
 		if ctlR, p.ctl, err = os.Pipe(); err != nil {
@@ -381,11 +388,11 @@ func (p *process) alive(r *reaper) bool {
 }
 
 // supervise feeds stdin, enforces the deadline, and returns once the
-// program and everything it started are gone; live, if set, shows its
-// captures to a peek.
-func (p *process) supervise(ctx context.Context, r *reaper, job *initproto.Job, stdin []byte, timeout time.Duration, live *liveOutput) runResult {
+// program and everything it started are gone; its output goes to res's
+// captures (already open for a program started for this job), which live,
+// if set, shows to a peek.
+func (p *process) supervise(ctx context.Context, r *reaper, job *initproto.Job, res runResult, stdin []byte, timeout time.Duration, live *liveOutput) runResult {
 	defer p.pipes.closeAll()
-	res := runResult{stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
 	live.set(res.stdout, res.stderr)
 	p.stdout.open(res.stdout)
 	p.stderr.open(res.stderr)
@@ -431,11 +438,13 @@ func (p *process) supervise(ctx context.Context, r *reaper, job *initproto.Job, 
 
 // run starts argv and supervises it.
 func run(ctx context.Context, r *reaper, self string, job *initproto.Job, argv []string, stdin []byte, timeout time.Duration, live *liveOutput) runResult {
-	p, err := start(r, self, argv, job.Env, job.Dir, job.CPUSeconds, job.NProc, false)
+	res := newRunResult(job)
+	p, err := start(r, self, argv, job.Env, job.Dir, job.CPUSeconds, job.NProc, false, res.stdout, res.stderr)
 	if err != nil {
-		return runResult{startErr: err.Error(), stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
+		res.startErr = err.Error()
+		return res
 	}
-	return p.supervise(ctx, r, job, stdin, timeout, live)
+	return p.supervise(ctx, r, job, res, stdin, timeout, live)
 }
 
 // killAll kills every process the program started. As PID 1, kill(-1)

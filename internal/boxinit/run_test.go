@@ -412,6 +412,29 @@ func TestPrewarmThreadsLeavesSpareThreads(t *testing.T) {
 	}
 }
 
+// TestStartedOutputIsNeverLost: a program started for its job that prints
+// and exits before runbox-init looks again (a loaded machine) must have
+// all of its output in the report. Here the program has ended, and its
+// pipes are drained, before supervise begins.
+func TestStartedOutputIsNeverLost(t *testing.T) {
+	job := bashJob(t, "unused")
+	r := newReaper()
+	defer r.stop()
+	res := newRunResult(job)
+	p, err := start(r, os.Args[0], []string{"bash", "-c", "echo out; echo err >&2"}, job.Env, job.Dir, 0, 0, false, res.stdout, res.stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-r.mainDone
+	p.readers.Wait()
+	res = p.supervise(context.Background(), r, job, res, nil, time.Minute, nil)
+	out, _, _ := res.stdout.bytes()
+	errs, _, _ := res.stderr.bytes()
+	if string(out) != "out\n" || string(errs) != "err\n" || res.exitCode != 0 {
+		t.Fatalf("stdout %q, stderr %q, exit %d; want \"out\\n\", \"err\\n\", 0", out, errs, res.exitCode)
+	}
+}
+
 // TestPrestartedOutputIsNeverLost: a prestarted interpreter that prints
 // at once when it is handed the code's path must have all of it in the
 // report (the capture must be open before the path is sent).
@@ -419,7 +442,7 @@ func TestPrestartedOutputIsNeverLost(t *testing.T) {
 	for i := range 100 {
 		job := bashJob(t, "unused")
 		r := newReaper()
-		pre, err := start(r, os.Args[0], []string{"bash", "-c", `read -r path <&4; echo "ran $path"`}, job.Env, job.Dir, 0, 0, true)
+		pre, err := start(r, os.Args[0], []string{"bash", "-c", `read -r path <&4; echo "ran $path"`}, job.Env, job.Dir, 0, 0, true, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

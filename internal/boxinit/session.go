@@ -129,14 +129,11 @@ func newSession(spec initproto.Session, opts Options) *session {
 		argv, err = driverArgv(spec)
 	}
 	if err == nil {
-		s.p, err = start(s.r, s.opts.Self, argv, spec.Env, spec.Dir, spec.CPUSeconds, spec.NProc, true)
+		s.p, err = start(s.r, s.opts.Self, argv, spec.Env, spec.Dir, spec.CPUSeconds, spec.NProc, true, s.out, s.errs)
 	}
 	if err != nil {
 		s.lost = "the interpreter could not be started: " + err.Error()
-		return s
 	}
-	s.p.stdout.open(s.out)
-	s.p.stderr.open(s.errs)
 	return s
 }
 
@@ -179,7 +176,7 @@ func (s *session) cell(_ context.Context, job *initproto.Job) runResult {
 	var nonce [16]byte
 	_, _ = rand.Read(nonce[:])
 	marker := "\x1erbx" + hex.EncodeToString(nonce[:]) + "\x1e"
-	res := runResult{stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
+	res := newRunResult(job)
 	outSeen := s.out.begin(res.stdout, []byte(marker), false)
 	errSeen := s.errs.begin(res.stderr, []byte(marker), true)
 	s.live.set(res.stdout, res.stderr)
