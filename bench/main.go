@@ -487,7 +487,7 @@ func callRunbox(c *client.Client, p program) error {
 	case p.files != nil && (len(sc.Artifacts) != 1 || sc.Artifacts[0].SizeBytes != len(oneMiB)):
 		return fmt.Errorf("round trip: %s", raw[:min(len(raw), 300)])
 	case p.check != nil && !p.check([]byte(sc.Stdout)):
-		return fmt.Errorf("unexpected stdout (%d bytes)", len(sc.Stdout))
+		return fmt.Errorf("unexpected stdout (%d bytes): %s", len(sc.Stdout), raw[:min(len(raw), 600)])
 	}
 	return nil
 }
