@@ -187,7 +187,7 @@ func runProcess(ctx context.Context, r *reaper, self string, job *initproto.Job,
 		check := run(ctx, r, self, job, job.Check, nil, min(checkTimeout, timeout), nil)
 		if check.startErr == "" && !check.timedOut && check.signal == 0 && check.exitCode != 0 {
 			return runResult{checkFailed: true, exitCode: check.exitCode,
-				stdout: newRunResult(job).stdout, stderr: check.stderr}
+				stdout: newCapture(job.MaxOutputBytes), stderr: check.stderr}
 		}
 	}
 	if pre != nil {
