@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/runbox-mcp/runbox/manifest"
 )
@@ -68,3 +70,22 @@ func maskedPaths(ncpu int) []string {
 
 // readonlyPaths is moby's list of kernel interfaces visible but not writable.
 var readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+
+// SeccompProfile is the seccomp profile of an isolation level, as JSON in
+// the engine's format: what a driver that is not an engine (sandbox/runc)
+// turns into its OCI form.
+func SeccompProfile(isolation string) string {
+	return strings.TrimPrefix(seccompOpts[isolation], "seccomp=")
+}
+
+// MaskedPaths and ReadonlyPaths are the kernel interfaces a box does not
+// see, and sees read-only, for a host of ncpu CPUs.
+func MaskedPaths(ncpu int) []string { return maskedPaths(ncpu) }
+
+func ReadonlyPaths() []string { return slices.Clone(readonlyPaths) }
+
+// TmpfsOptions are the mount options of a box's writable tmpfs: size and
+// inodes capped, owned by the manifest's user ("uid:gid").
+func TmpfsOptions(size, inodes int64, user, mode string) string {
+	return tmpfsOpts(size, inodes, user, mode)
+}
