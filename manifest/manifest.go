@@ -65,8 +65,8 @@ type Manifest struct {
 	Outputs string `json:"outputs" jsonschema_description:"A host folder where a run_code call with save_artifacts gets its artifacts saved, in a folder named for its run id (never overwriting, never outside it); empty: off."`
 	// Sessions configures long-lived boxes that keep state between calls.
 	Sessions Sessions `json:"sessions" jsonschema_description:"Sessions: a long-lived box per session whose interpreter keeps its state between run_code calls."`
-	// Backend is where boxes run: docker or kubernetes.
-	Backend string `json:"backend" jsonschema:"enum=docker,enum=kubernetes" jsonschema_description:"Where boxes run: docker (default: the local engine) or kubernetes (one pod per run)."`
+	// Backend is where boxes run: docker, oci or kubernetes.
+	Backend string `json:"backend" jsonschema:"enum=docker,enum=oci,enum=kubernetes" jsonschema_description:"Where boxes run: docker (default: the local engine), oci (runbox runs runc itself, with the same profile and the engine's image, no engine per box: Linux, root, isolation runc) or kubernetes (one pod per run)."`
 	// Kubernetes configures the kubernetes backend.
 	Kubernetes Kubernetes `json:"kubernetes" jsonschema_description:"The kubernetes backend: cluster, namespace and scheduling of the sandbox pods."`
 	// Servers are MCP servers whose tools code in a box can call
@@ -84,6 +84,7 @@ type Manifest struct {
 // Backends.
 const (
 	BackendDocker     = "docker"
+	BackendOCI        = "oci"
 	BackendKubernetes = "kubernetes"
 )
 
@@ -507,13 +508,17 @@ func (m *Manifest) Validate() error {
 	}
 	switch m.Backend {
 	case BackendDocker:
+	case BackendOCI:
+		if m.Isolation != IsolationRunc {
+			bad("isolation", m.Isolation, "runc with backend oci (gVisor runs through the docker backend)")
+		}
 	case BackendKubernetes:
 		m.Kubernetes.validate(bad)
 		if m.Isolation == IsolationGVisor && m.Kubernetes.RuntimeClass == "" {
 			bad("kubernetes.runtime_class", `""`, "the RuntimeClass that runs gVisor (e.g. gvisor) when isolation is gvisor")
 		}
 	default:
-		bad("backend", m.Backend, "docker or kubernetes")
+		bad("backend", m.Backend, "docker, oci or kubernetes")
 	}
 	m.validateServers(bad)
 	m.Packages.normalize()

@@ -16,8 +16,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
-	"github.com/runbox-mcp/runbox/sandbox/docker"
-	"github.com/runbox-mcp/runbox/sandbox/kube"
+	"github.com/runbox-mcp/runbox/sandbox/backend"
 
 	"github.com/lmittmann/tint"
 	"github.com/mark3labs/mcp-go/server"
@@ -224,10 +223,7 @@ func interception(m *manifest.Manifest) (*egress.Interception, error) {
 
 // newDriver connects to the platform the manifest's backend names.
 func newDriver(m *manifest.Manifest, owner sandbox.Owner, logger *slog.Logger) (sandbox.Driver, error) {
-	if m.Backend == manifest.BackendKubernetes {
-		return kube.New(kube.Options{Manifest: m, Logger: logger}, owner)
-	}
-	return docker.New(docker.Options{Manifest: m, Logger: logger}, owner)
+	return backend.New(m, owner, logger)
 }
 
 func runDoctor(ctx context.Context, cfg config, m *manifest.Manifest, source string, loadErr error, logger *slog.Logger, disc doctor.Discovery, derivedImages []derived.Image) (int, error) {

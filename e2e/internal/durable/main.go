@@ -19,8 +19,7 @@ import (
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
-	"github.com/runbox-mcp/runbox/sandbox/docker"
-	"github.com/runbox-mcp/runbox/sandbox/kube"
+	"github.com/runbox-mcp/runbox/sandbox/backend"
 )
 
 func main() {
@@ -51,12 +50,7 @@ func run(mode, mpath, record string, session bool, code string, owner sandbox.Ow
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	var d sandbox.Driver
-	if m.Backend == manifest.BackendKubernetes {
-		d, err = kube.New(kube.Options{Manifest: m, Logger: logger}, owner)
-	} else {
-		d, err = docker.New(docker.Options{Manifest: m, Logger: logger}, owner)
-	}
+	d, err := backend.New(m, owner, logger)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,14 @@
+// Package oci is the sandbox.Driver of the oci backend: the server runs
+// each box with runc itself, from a bundle it writes, with no engine
+// between (no dockerd, containerd or shim per box). The box's profile is
+// the Docker driver's, item for item (sandbox/docker profile.go: the same
+// seccomp profile, masked and read-only paths, tmpfs, limits, no
+// capabilities, no network interface); its root file system is the
+// engine's sandbox image, unpacked once per image ID and mounted
+// read-only; its channel is runbox-init's stdin and stdout, which runc
+// hands the box as they are (pipes the server holds).
+//
+// It needs Linux, root and runc; the image comes from the local Docker
+// engine. What it does not do (yet): gVisor, sessions that outlive their
+// server, and runs a restarted server adopts (docs/performance.md).
+package oci
