@@ -102,6 +102,7 @@ func backends() []backend {
 		{"docker", "runc", dockerServer},
 		{"gvisor", "gvisor", gvisorServer},
 		{"podman", "runc", podmanServer},
+		{"oci", "runc", ociServer},
 		{"kubernetes", "runc", func(t *testing.T, manifest string) *server {
 			// Requests equal limits and the test node has 2 CPUs to give:
 			// four one-off pods and the four session pods beside them

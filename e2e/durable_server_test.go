@@ -48,6 +48,7 @@ func durableBackends(t *testing.T) []durableBackend {
 	}
 	out = append(out, durableBackend{name: "podman", host: os.Getenv("RUNBOX_PODMAN_HOST")})
 	out = append(out, durableBackend{name: "kubernetes", kube: true})
+	out = append(out, durableBackend{name: "oci", manifest: "backend: oci\n"})
 	return out
 }
 
@@ -60,6 +61,8 @@ func (b *durableBackend) ready(t *testing.T) {
 		absent(t, "the Docker engine has no runsc runtime (`make setup` installs gVisor)")
 	case b.name == "podman" && b.host == "":
 		absent(t, "RUNBOX_PODMAN_HOST is not set (bash scripts/podman.sh prints it)")
+	case b.name == "oci":
+		ociReady(t)
 	case b.kube:
 		kubeSetup(t)
 		b.manifest = strings.TrimPrefix(readFile(t, kubeManifest(t, "")), "")

@@ -91,6 +91,10 @@ func TestRunOutlivesItsServer(t *testing.T) {
 			kubeSetup(t)
 			return kubeManifest(t, "pool:\n  size: 0\nsessions:\n  enabled: true\n"), nil
 		}},
+		{"oci", func(t *testing.T) (string, []string) {
+			ociReady(t)
+			return writeManifest(t, "backend: oci\n"+base), nil
+		}},
 	} {
 		t.Run(be.name, func(t *testing.T) {
 			for _, session := range []bool{false, true} {
@@ -220,6 +224,9 @@ func boxRunning(t *testing.T, backend string, env []string, id string) bool {
 		p, err := kubeCS.CoreV1().Pods(kubeNS).Get(ctx, id, metav1.GetOptions{})
 		return err == nil && p.Status.Phase == "Running"
 	}
+	if backend == "oci" {
+		return ociStatus(t, id) == "running"
+	}
 	out, _ := dockerCmd(env, "ps", "-q", "--no-trunc", "--filter", "id="+id).Output()
 	return strings.TrimSpace(string(out)) != ""
 }
@@ -232,6 +239,9 @@ func boxExists(t *testing.T, backend string, env []string, id string) bool {
 		p, err := kubeCS.CoreV1().Pods(kubeNS).Get(ctx, id, metav1.GetOptions{})
 		return err == nil && p.DeletionTimestamp == nil
 	}
+	if backend == "oci" {
+		return ociStatus(t, id) != ""
+	}
 	out, _ := dockerCmd(env, "ps", "-aq", "--no-trunc", "--filter", "id="+id).Output()
 	return strings.TrimSpace(string(out)) != ""
 }
@@ -243,6 +253,10 @@ func removeBox(t *testing.T, backend string, env []string, id string) {
 		defer cancel()
 		zero := int64(0)
 		_ = kubeCS.CoreV1().Pods(kubeNS).Delete(ctx, id, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		return
+	}
+	if backend == "oci" {
+		_ = exec.Command("runc", "--root", ociState, "delete", "--force", id).Run()
 		return
 	}
 	_ = dockerCmd(env, "rm", "-f", id).Run()
