@@ -232,17 +232,26 @@ func (s speed) throughput() ([]row, []target, error) {
 		return nil, nil, err
 	}
 	defer cold.Close()
+	// The oci backend: runc run by the server, no engine per box.
+	direct, err := startRunbox(s.bin, s.manifest("c8-oci", "backend: oci\nconcurrency: 8\n"))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer direct.Close()
 	// Cold boxes and `docker run` leave nothing running once a call is
 	// answered, so they are measured in turns (interleave says why).
 	rows = append(rows, interleave(print1.name, 8, 8*s.n, 4, 0,
 		scenario{"runbox cold (new box)", func() error { return callRunbox(cold, print1) }},
-		scenario{"docker run --rm, runbox's hardening", func() error { return dockerCmd(print1, hardenedRun(s.image)...) }})...)
+		scenario{"docker run --rm, runbox's hardening", func() error { return dockerCmd(print1, hardenedRun(s.image)...) }},
+		scenario{"runbox cold (new box), backend oci (runc, no engine)", func() error { return callRunbox(direct, print1) }})...)
 	base := rows[2].RunsPerSec
 	return rows, []target{
 		{what: "runs/s at concurrency 8, pool.size 4, against `docker run --rm`", ratio: ratio(rows[0].RunsPerSec, base), limit: 2, atLeast: true,
 			detail: fmt.Sprintf("%.1f against %.1f runs/s", rows[0].RunsPerSec, base)},
 		{what: "runs/s at concurrency 8, no pool, against `docker run --rm`", ratio: ratio(rows[1].RunsPerSec, base), limit: 2, atLeast: true,
 			detail: fmt.Sprintf("%.1f against %.1f runs/s", rows[1].RunsPerSec, base)},
+		{what: "runs/s at concurrency 8, backend oci, no pool, against `docker run --rm`", ratio: ratio(rows[3].RunsPerSec, base), limit: 2, atLeast: true,
+			detail: fmt.Sprintf("%.1f against %.1f runs/s", rows[3].RunsPerSec, base)},
 	}, nil
 }
 
