@@ -239,3 +239,21 @@ func TestOCIBoxesEndWithTheirServer(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// On the oci backend the same clients and refusals of the declared
+// network: the box has no interface but lo, and reaches the endpoints
+// over runbox's channel, as on the engines.
+func TestNetworkOCI(t *testing.T) {
+	ns := startNetServers(t)
+	s := ociServer(t, ns.manifest(""))
+	testNetworkClients(t, s, ns)
+	testNetworkRefusals(t, s, ns)
+}
+
+// Credentials are added at the egress for oci boxes too, and never enter
+// the box.
+func TestCredentialsOCI(t *testing.T) {
+	cs := startCredServers(t)
+	cs.env(t)
+	testCredentials(t, ociServer(t, imageLanguages(t)+cs.manifest("")), cs)
+}

@@ -106,10 +106,12 @@ func tmpfs(dest, opts string) specs.Mount {
 	return specs.Mount{Destination: dest, Type: "tmpfs", Source: "tmpfs", Options: append([]string{"noexec", "rprivate"}, strings.Split(opts, ",")...)}
 }
 
-// readOnlyBind is a declared folder: read-only, without the host's
-// submounts under it (the Docker driver's readOnlyBind).
+// readOnlyBind is a declared folder or a client's root as the Docker
+// driver's folder volumes give it (sandbox/docker folders.go): read-only,
+// nosuid, nodev, noexec, private, and without the host's submounts under
+// it. runc remounts the bind with all of these flags.
 func readOnlyBind(source, target string) specs.Mount {
-	return specs.Mount{Destination: target, Type: "bind", Source: source, Options: []string{"bind", "ro", "rprivate"}}
+	return specs.Mount{Destination: target, Type: "bind", Source: source, Options: []string{"bind", "ro", "nosuid", "nodev", "noexec", "rprivate"}}
 }
 
 // allowedDevices is the engine's device cgroup: nothing but the standard

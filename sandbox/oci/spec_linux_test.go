@@ -103,7 +103,7 @@ func TestBoxSpecHardening(t *testing.T) {
 }
 
 // TestBoxSpecFoldersAndWeight: declared folders and a client's roots are
-// read-only binds without the host's submounts; a pooled box starts at
+// read-only, nosuid, nodev, noexec binds without the host's submounts; a pooled box starts at
 // the pooled weight.
 func TestBoxSpecFoldersAndWeight(t *testing.T) {
 	s := testSpec(t, func(m *manifest.Manifest) {
@@ -117,8 +117,8 @@ func TestBoxSpecFoldersAndWeight(t *testing.T) {
 			continue
 		}
 		mt := s.Mounts[i]
-		if mt.Source != want[0] || !slices.Equal(mt.Options, []string{"bind", "ro", "rprivate"}) {
-			t.Errorf("%s: %+v, want a read-only, non-recursive bind of %s", want[1], mt, want[0])
+		if mt.Source != want[0] || !slices.Equal(mt.Options, []string{"bind", "ro", "nosuid", "nodev", "noexec", "rprivate"}) {
+			t.Errorf("%s: %+v, want a read-only, nosuid, nodev, noexec, non-recursive bind of %s", want[1], mt, want[0])
 		}
 	}
 	if sh := s.Linux.Resources.CPU.Shares; sh == nil || *sh != pooledCPUShares {
