@@ -257,3 +257,21 @@ func TestCredentialsOCI(t *testing.T) {
 	cs.env(t)
 	testCredentials(t, ociServer(t, imageLanguages(t)+cs.manifest("")), cs)
 }
+
+// TestDoctorOCI: with backend oci, the doctor starts boxes as the oci
+// backend does and runs the hardening self-test in them; a manifest that
+// asks gVisor of it fails with its fix.
+func TestDoctorOCI(t *testing.T) {
+	ociReady(t)
+	rep, code, out := doctor(t, nil, "--manifest", writeManifest(t, "backend: oci\n"))
+	if code != 0 || !rep.OK {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if st, detail, _ := rep.check("backend oci"); st != "ok" || !strings.Contains(detail, "ptrace killed") || !strings.Contains(detail, "root read-only") {
+		t.Errorf("backend oci: %s %s", st, detail)
+	}
+	rep, code, out = doctor(t, nil, "--manifest", writeManifest(t, "backend: oci\nisolation: gvisor\n"))
+	if st, _, fix := rep.check("manifest"); code != 1 || st != "fail" || fix == "" {
+		t.Errorf("gVisor on oci: exit %d\n%s", code, out)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/sandbox/docker"
+	"github.com/runbox-mcp/runbox/sandbox/oci"
 
 	"github.com/runbox-mcp/runbox/images"
 	"github.com/runbox-mcp/runbox/images/derived"
@@ -134,6 +135,24 @@ func dockerChecks(ctx context.Context, o Options, m *manifest.Manifest, rep *Rep
 	for _, level := range []string{manifest.IsolationRunc, manifest.IsolationGVisor} {
 		rep.add(dockerLevelCheck(ctx, o, m, eng, level))
 	}
+	if m.Backend == manifest.BackendOCI {
+		rep.add(ociCheck(ctx, o, m))
+	}
+}
+
+// ociCheck starts boxes as the oci backend does (runc run by runbox, the
+// engine's image unpacked) and runs the hardening self-test in them.
+func ociCheck(ctx context.Context, o Options, m *manifest.Manifest) Check {
+	c := level{Check: Check{Name: "backend oci"}, required: true}
+	pm := probeManifest(m, manifest.IsolationRunc)
+	d, err := oci.New(oci.Options{Manifest: pm, Logger: o.Logger}, sandbox.CurrentOwner())
+	if err != nil {
+		return c.failed(err.Error(), "Use backend: docker on this host.")
+	}
+	r := sandbox.New(d, sandbox.Options{Manifest: pm, Logger: o.Logger})
+	defer r.Close()
+	return selfTestCheck(ctx, c, pm, r, false, "Run runbox as root on Linux with runc on PATH (`make setup` installs the engine, which brings runc), then `runbox doctor` again.",
+		"Do not run boxes on the oci backend until fixed: check runc (`runc --version`) and report the failing fact.")
 }
 
 func orDefault(s, def string) string {
