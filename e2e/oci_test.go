@@ -275,3 +275,45 @@ func TestDoctorOCI(t *testing.T) {
 		t.Errorf("gVisor on oci: exit %d\n%s", code, out)
 	}
 }
+
+// TestOCIPool: the pool works on oci as on Docker: a pooled run answers
+// as a cold one, its box waited at the pooled CPU weight and was given a
+// cold box's once claimed, and one job per box.
+func TestOCIPool(t *testing.T) {
+	s := ociServer(t, "pool:\n  size: 1\n")
+	cold := ociServer(t, "")
+	pid := strconv.Itoa(s.cmd.Process.Pid)
+	shares := func() []string {
+		var out []string
+		for _, id := range ociBoxes(t, pid) {
+			b, err := os.ReadFile("/sys/fs/cgroup/cpu/runbox/" + id + "/cpu.shares")
+			if err != nil {
+				t.Skip("cgroup v1's cpu.shares is not here: ", err)
+			}
+			out = append(out, strings.TrimSpace(string(b)))
+		}
+		return out
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(ociBoxes(t, pid)) < 3 { // one per language
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool did not fill: %v", ociBoxes(t, pid))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if sh := shares(); slices.ContainsFunc(sh, func(v string) bool { return v != "2" }) {
+		t.Errorf("waiting pooled boxes have CPU shares %v, want 2", sh)
+	}
+	args := map[string]any{"language": "python", "code": "import sys, os\nprint(open(f'/sys/fs/cgroup/cpu/cpu.shares').read().strip(), sys.stdin.read()[::-1], sorted(os.listdir('/workspace')))", "stdin": "loop"}
+	warm, _ := s.call(t, args)
+	ref, _ := cold.call(t, args)
+	if !warm.Metrics.Pooled || ref.Metrics.Pooled || warm.Status != "ok" || ref.Status != "ok" {
+		t.Fatalf("pooled %+v, cold %+v", warm, ref)
+	}
+	if warm.Stdout != "1024 pool ['main.py']\n" {
+		t.Errorf("the pooled run saw %q: its box was not claimed at a cold box's weight, or had state", warm.Stdout)
+	}
+	if !strings.HasSuffix(ref.Stdout, " pool ['main.py']\n") {
+		t.Errorf("the cold run saw %q", ref.Stdout)
+	}
+}

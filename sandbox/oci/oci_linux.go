@@ -156,9 +156,15 @@ func (o *OCI) prepare(ctx context.Context) error {
 		return &sandbox.EngineError{Msg: "runc is not on PATH", Hint: "Install runc (Debian: apt-get install runc; `make setup` installs the engine, which brings it)."}
 	}
 	o.runc = runc
-	for _, d := range []string{o.dir, filepath.Join(o.dir, "boxes"), filepath.Join(o.images, "rootfs")} {
-		if err := os.MkdirAll(d, 0o711); err != nil {
+	// Root's alone: the unpacked images hold the image's set-uid files,
+	// which no user of the host may reach. runc needs no path to be open
+	// to the box's user: it mounts them as root.
+	for _, d := range []string{o.dir, filepath.Join(o.dir, "boxes"), o.images, filepath.Join(o.images, "rootfs")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
 			return &sandbox.EngineError{Msg: err.Error(), Hint: "Check that the server may write there."}
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return &sandbox.EngineError{Msg: err.Error(), Hint: "Check that the server owns " + d + "."}
 		}
 	}
 	bin, err := sandbox.ReadInitBinary(o.initSrc, runtime.GOARCH)
