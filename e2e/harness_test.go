@@ -90,6 +90,13 @@ func testMain(m *testing.M) int {
 		_ = exec.Command("docker", append([]string{"rm", "-f"}, leaked...)...).Run()
 		return 1
 	}
+	if leaked := waitNoOCIOrphans(10*time.Second, start); len(leaked) > 0 {
+		fmt.Printf("FAIL: oci boxes left behind in runc by the tests: %v\n", leaked)
+		for _, id := range leaked {
+			_ = exec.Command("runc", "--root", ociState, "delete", "--force", id).Run()
+		}
+		return 1
+	}
 	return code
 }
 

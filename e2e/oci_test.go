@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,6 +72,35 @@ func ociStatus(t *testing.T, id string) string {
 	}
 	_ = json.Unmarshal(out, &st)
 	return st.Status
+}
+
+// waitNoOCIOrphans is waitNoOrphans for the oci backend: the boxes in
+// runc's state, made since since by a server of this host that is gone.
+func waitNoOCIOrphans(d time.Duration, since time.Time) []string {
+	host, _ := os.Hostname()
+	deadline := time.Now().Add(d)
+	for {
+		var orphans []string
+		out, _ := exec.Command("runc", "--root", ociState, "list", "--format", "json").Output()
+		var states []struct {
+			ID          string            `json:"id"`
+			Created     time.Time         `json:"created"`
+			Annotations map[string]string `json:"annotations"`
+		}
+		_ = json.Unmarshal(out, &states)
+		for _, st := range states {
+			if st.Annotations[sandbox.LabelOwnerHost] != host || st.Created.Before(since.Add(-time.Second)) {
+				continue
+			}
+			if n, err := strconv.Atoi(st.Annotations[sandbox.LabelOwnerPID]); err != nil || syscall.Kill(n, 0) == syscall.ESRCH {
+				orphans = append(orphans, st.ID)
+			}
+		}
+		if len(orphans) == 0 || time.Now().After(deadline) {
+			return orphans
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // ociBoxes lists the boxes runc knows of the server with pid.

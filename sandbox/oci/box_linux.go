@@ -103,6 +103,9 @@ func (b *box) start(cmd *exec.Cmd) error {
 	}
 	b.cmd = cmd
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[3], files[5]
+	// A group of its own: a terminal's ^C to the server is not runc's
+	// (which would pass it on to the box).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err := cmd.Start()
 	// The box holds its ends now; ours would keep its channel open.
 	files[0].Close()
