@@ -93,6 +93,9 @@ func (b durableBackend) runBoxes(t *testing.T, id string) []string {
 		}
 		return out
 	}
+	if b.name == "oci" {
+		return ociRunBoxes(t, id)
+	}
 	args := []string{"ps", "-aq", "--filter", "label=" + sandbox.LabelRunID + "=" + id}
 	if b.host != "" {
 		args = append([]string{"-H", b.host}, args...)
@@ -403,6 +406,12 @@ func (b durableBackend) waitMarked(t *testing.T, id string) {
 		if b.kube {
 			for _, p := range kubePods(t) {
 				if p.Labels[sandbox.LabelRunID] == id && p.Annotations["runbox.io/"+sandbox.LabelKept] != "" {
+					return
+				}
+			}
+		} else if b.name == "oci" {
+			for _, box := range ociRunBoxes(t, id) {
+				if raw, err := os.ReadFile(filepath.Join(filepath.Dir(ociState), "boxes", box, "kept")); err == nil && len(raw) > 0 {
 					return
 				}
 			}

@@ -103,6 +103,24 @@ func waitNoOCIOrphans(d time.Duration, since time.Time) []string {
 	}
 }
 
+// ociRunBoxes lists the boxes runc knows of run id.
+func ociRunBoxes(t *testing.T, id string) []string {
+	t.Helper()
+	out, _ := exec.Command("runc", "--root", ociState, "list", "--format", "json").Output()
+	var states []struct {
+		ID          string            `json:"id"`
+		Annotations map[string]string `json:"annotations"`
+	}
+	_ = json.Unmarshal(out, &states)
+	var ids []string
+	for _, st := range states {
+		if st.Annotations[sandbox.LabelRunID] == id {
+			ids = append(ids, st.ID)
+		}
+	}
+	return ids
+}
+
 // ociBoxes lists the boxes runc knows of the server with pid.
 func ociBoxes(t *testing.T, pid string) []string {
 	t.Helper()

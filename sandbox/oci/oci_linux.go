@@ -457,7 +457,10 @@ func (o *OCI) Reap(ctx context.Context, keep func(string) bool) (int, error) {
 				if !expired && st.Status == "running" {
 					continue
 				}
-			} else if alive, known := sandbox.OwnerAlive(st.Annotations, o.owner); alive || (!known && time.Since(st.Created) <= maxAge) {
+			} else if alive, known := sandbox.OwnerAlive(st.Annotations, o.owner); alive ||
+				((!known || sandbox.KeptElsewhere(o.keptState(st.ID), o.owner)) && time.Since(st.Created) <= maxAge) {
+				// A box of another host, or one holding a run another state
+				// directory's store keeps, is judged by its age.
 				continue
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
@@ -12,7 +13,35 @@ import (
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
-var _ sandbox.SessionDriver = (*OCI)(nil)
+var (
+	_ sandbox.SessionDriver = (*OCI)(nil)
+	_ sandbox.Marker        = (*OCI)(nil)
+)
+
+// keptFile, in a box's bundle, names the state directory whose store keeps
+// the box's run (MarkKept): runc's annotations are fixed at creation.
+const keptFile = "kept"
+
+// MarkKept marks box id as holding a run this server's store keeps, for
+// the reapers of other state directories (Reap, sandbox.KeptElsewhere). An
+// owner without a state directory marks nothing; a box already gone needs
+// no mark.
+func (o *OCI) MarkKept(_ context.Context, id string) error {
+	if o.owner.State == "" {
+		return nil
+	}
+	err := os.WriteFile(filepath.Join(o.dir, "boxes", id, keptFile), []byte(o.owner.State), 0o600)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// keptState reads a box's mark ("" for none).
+func (o *OCI) keptState(id string) string {
+	b, _ := os.ReadFile(filepath.Join(o.dir, "boxes", id, keptFile))
+	return string(b)
+}
 
 // FindBoxes lists the running boxes that carry all of labels (an empty
 // value: the label with any value), from their annotations.
