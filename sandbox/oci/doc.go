@@ -8,7 +8,11 @@
 // read-only; its channel is runbox-init's stdin and stdout, which runc
 // hands the box as they are (pipes the server holds).
 //
+// Every box listens on runbox-init's relay, so a session's channel after
+// one broke, and a restarted server adopting a run or a session, reach it
+// again with runc exec (as on Podman); a box whose run a store keeps is
+// marked in its bundle for the reapers of other state directories.
+//
 // It needs Linux, root and runc; the image comes from the local Docker
-// engine. What it does not do (yet): gVisor, sessions that outlive their
-// server, and runs a restarted server adopts (docs/performance.md).
+// engine. gVisor stays on the Docker backend.
 package oci
