@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -74,6 +75,38 @@ func ociStatus(t *testing.T, id string) string {
 	return st.Status
 }
 
+// ociBox is a box as `runc list` shows it.
+type ociBox struct {
+	ID          string            `json:"id"`
+	Created     time.Time         `json:"created"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+// ociList lists the boxes in runc's state (none before runc made it).
+func ociList() ([]ociBox, error) {
+	out, err := exec.Command("runc", "--root", ociState, "list", "--format", "json").Output()
+	if err != nil {
+		if _, serr := os.Stat(ociState); os.IsNotExist(serr) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("runc list: %w", err)
+	}
+	var boxes []ociBox
+	_ = json.Unmarshal(out, &boxes)
+	return boxes, nil
+}
+
+// ociLabelled names the boxes of list whose annotation key is value.
+func ociLabelled(list []ociBox, key, value string) []string {
+	var ids []string
+	for _, b := range list {
+		if b.Annotations[key] == value {
+			ids = append(ids, b.ID)
+		}
+	}
+	return ids
+}
+
 // waitNoOCIOrphans is waitNoOrphans for the oci backend: the boxes in
 // runc's state, made since since by a server of this host that is gone.
 func waitNoOCIOrphans(d time.Duration, since time.Time) []string {
@@ -81,14 +114,8 @@ func waitNoOCIOrphans(d time.Duration, since time.Time) []string {
 	deadline := time.Now().Add(d)
 	for {
 		var orphans []string
-		out, _ := exec.Command("runc", "--root", ociState, "list", "--format", "json").Output()
-		var states []struct {
-			ID          string            `json:"id"`
-			Created     time.Time         `json:"created"`
-			Annotations map[string]string `json:"annotations"`
-		}
-		_ = json.Unmarshal(out, &states)
-		for _, st := range states {
+		list, _ := ociList()
+		for _, st := range list {
 			if st.Annotations[sandbox.LabelOwnerHost] != host || st.Created.Before(since.Add(-time.Second)) {
 				continue
 			}
@@ -106,43 +133,18 @@ func waitNoOCIOrphans(d time.Duration, since time.Time) []string {
 // ociRunBoxes lists the boxes runc knows of run id.
 func ociRunBoxes(t *testing.T, id string) []string {
 	t.Helper()
-	out, _ := exec.Command("runc", "--root", ociState, "list", "--format", "json").Output()
-	var states []struct {
-		ID          string            `json:"id"`
-		Annotations map[string]string `json:"annotations"`
-	}
-	_ = json.Unmarshal(out, &states)
-	var ids []string
-	for _, st := range states {
-		if st.Annotations[sandbox.LabelRunID] == id {
-			ids = append(ids, st.ID)
-		}
-	}
-	return ids
+	list, _ := ociList()
+	return ociLabelled(list, sandbox.LabelRunID, id)
 }
 
 // ociBoxes lists the boxes runc knows of the server with pid.
 func ociBoxes(t *testing.T, pid string) []string {
 	t.Helper()
-	out, err := exec.Command("runc", "--root", ociState, "list", "--format", "json").Output()
+	list, err := ociList()
 	if err != nil {
-		if _, serr := os.Stat(ociState); os.IsNotExist(serr) {
-			return nil
-		}
-		t.Fatalf("runc list: %v", err)
+		t.Fatal(err)
 	}
-	var states []struct {
-		ID          string            `json:"id"`
-		Annotations map[string]string `json:"annotations"`
-	}
-	_ = json.Unmarshal(out, &states)
-	var ids []string
-	for _, st := range states {
-		if st.Annotations[sandbox.LabelOwnerPID] == pid {
-			ids = append(ids, st.ID)
-		}
-	}
-	return ids
+	return ociLabelled(list, sandbox.LabelOwnerPID, pid)
 }
 
 // hardeningProbe prints what a program in a box can see of its own
