@@ -10,7 +10,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 ARCH    := $(shell $(GO) env GOARCH)
 
-.PHONY: all setup build demo test prefetch unit e2e vet fmt clean bench stress fuzz release k8s-up k8s-down clients
+.PHONY: all setup build demo test prefetch unit e2e e2e-prep vet fmt clean bench stress fuzz release k8s-up k8s-down clients
 
 all: build
 
@@ -28,21 +28,26 @@ build:
 demo: setup build
 	$(GO) run ./examples/demo --server $(BIN)/runbox
 
-## test: set everything up and run every test (unit with fuzz seeds, a short fuzz run, e2e with real Docker and real MCP clients)
-test: prefetch setup build vet unit fuzz release e2e
+## test: set everything up and run every test (unit with fuzz seeds, a short fuzz run, e2e with real Docker and real
+## MCP clients), stage by stage (scripts/test.sh); it ends with each stage's time and the slowest 20 tests
+test:
+	bash scripts/test.sh
 
 ## prefetch: start the two slow tool builds that only tests need (the test cluster's Kubernetes,
 ## ~12 min cold; goreleaser, ~8 min cold) in the background, beside the image build, which waits
-## on the network more than on the CPU. Each holds its build's lock, so `release` and `k8s-up`
-## wait for it and then find it cached; one that failed is run again there, in the foreground.
-## Logs: .cache/logs/.
+## on the network more than on the CPU. Both are cached per machine, keyed on their versions
+## (scripts/cache.sh: ~/.cache/runbox), so a fresh clone finds them built. Each holds its build's
+## lock, so `release` and `k8s-up` wait for it and then find it cached; one that failed is run
+## again there, in the foreground. Logs: .cache/logs/.
 prefetch:
 	@mkdir -p .cache/logs
 	@bash scripts/k8s/build.sh >.cache/logs/k8s-build.log 2>&1 </dev/null &
 	@bash scripts/release.sh install >.cache/logs/goreleaser-install.log 2>&1 </dev/null &
 
+## unit: every package's tests and fuzz seeds; each test's time goes to .cache/logs/unit-times.tsv
 unit:
-	$(GO) test -count=1 ./...
+	@mkdir -p .cache/logs
+	$(GO) test -count=1 -json ./... | $(GO) run ./scripts/testreport -times .cache/logs/unit-times.tsv
 
 ## fuzz: each fuzz target for FUZZ_TIME (its committed seeds also run in `make unit`). A count
 ## of executions, not a duration: Go 1.26's fuzzer can fail a duration-bounded run with
@@ -56,7 +61,7 @@ fuzz:
 	done
 
 ## release: check .goreleaser.yaml and build every archive into dist/ as a snapshot (goreleaser
-## v2.14.0, installed once through the Go module proxy into .cache/bin)
+## v2.14.0, installed once through the Go module proxy into the machine's cache)
 release:
 	bash scripts/release.sh check
 	bash scripts/release.sh snapshot </dev/null
@@ -64,13 +69,21 @@ release:
 ## e2e: the end-to-end suite against the real engine; its Podman subset runs against
 ## `podman system service` (scripts/podman.sh installs and starts it, idempotently) and
 ## its Kubernetes subset against the single-node test cluster (make k8s-up)
-e2e: e2e/ts/node_modules e2e/clients/node_modules k8s-up
+## (each test's time goes to .cache/logs/e2e-times.tsv)
+e2e: e2e-prep
+	@mkdir -p .cache/logs
 	RUNBOX_PODMAN_HOST=$$(bash scripts/podman.sh | sed 's/^DOCKER_HOST=//') \
 	RUNBOX_K8S_KUBECONFIG=$$(bash scripts/k8s/up.sh 2>/dev/null) \
-	  $(GO) test -count=1 -tags e2e -timeout 60m ./e2e/
+	  $(GO) test -count=1 -tags e2e -timeout $(E2E_TIMEOUT) -json ./e2e/ | $(GO) run ./scripts/testreport -times .cache/logs/e2e-times.tsv
+
+## e2e-prep: what e2e needs beside the engine: the npm packages of its clients and the test cluster
+e2e-prep: e2e/ts/node_modules e2e/clients/node_modules k8s-up
+
+## E2E_TIMEOUT: e2e's alarm (go test -timeout), which prints every goroutine and fails the run
+E2E_TIMEOUT ?= 70m
 
 ## k8s-up: start the single-node Kubernetes test cluster (root; binaries built once from the
-## Go module proxy into .cache/k8s) and import the runbox-init image into it
+## Go module proxy into the machine's cache) and import the runbox-init image into it
 k8s-up: build
 	bash scripts/k8s/up.sh
 	bash scripts/k8s/import-init.sh $(BIN)/runbox-init-linux-$(ARCH) >/dev/null

@@ -319,9 +319,13 @@ var truncated = outcome{kind: contract.KindOutputLimit, check: func(t *testing.T
 func limited(l contract.Limit) outcome { return outcome{kind: contract.KindResourceLimit, limit: l} }
 
 var (
-	oom    = outcome{kind: contract.KindOOM, limit: contract.LimitMemory}
-	pixel  = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-	long   = map[string]any{"timeout_seconds": 60}
+	oom   = outcome{kind: contract.KindOOM, limit: contract.LimitMemory}
+	pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+	// long is the deadline of the cases that run until a limit stops them
+	// or take seconds of their own. It is sized for gVisor on a loaded
+	// 2-core machine, where oom/bash and disk/inodes took over a minute;
+	// a case that ends sooner ends sooner.
+	long   = map[string]any{"timeout_seconds": 180}
 	stdinH = map[string]any{"stdin": "hello stdin\n"}
 )
 

@@ -397,3 +397,16 @@ func endAtCleanup(t testing.TB, cmd *exec.Cmd, in io.Closer) {
 		}
 	})
 }
+
+// runboxCache is the machine's cache of slow builds, as scripts/cache.sh
+// names it: $RUNBOX_CACHE, else the user's cache directory's runbox.
+func runboxCache() string {
+	if d := os.Getenv("RUNBOX_CACHE"); d != "" {
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return filepath.Join(os.Getenv("HOME"), ".cache", "runbox")
+	}
+	return filepath.Join(d, "runbox")
+}

@@ -405,9 +405,9 @@ func TestKubeLatency(t *testing.T) {
 // enough for runs, reaping and the Lease.
 func TestKubeDeployRBAC(t *testing.T) {
 	kubeSetup(t)
-	kubectl := "../.cache/k8s/bin-v1.34.4/kubectl"
+	kubectl := filepath.Join(runboxCache(), "k8s", "bin-v1.34.4", "kubectl")
 	if _, err := os.Stat(kubectl); err != nil {
-		t.Skip("no kubectl in .cache/k8s (`make k8s-up` builds it)")
+		t.Skipf("no %s (`make k8s-up` builds it)", kubectl)
 	}
 	kc := os.Getenv("RUNBOX_K8S_KUBECONFIG")
 	for _, f := range []string{"namespace.yaml", "rbac.yaml", "networkpolicy.yaml"} {

@@ -9,9 +9,9 @@
 #
 # The image carries the label io.runbox.recipe=<hash of images/build.sh and
 # images/sandbox/**>; when the engine's image has the current hash, nothing is
-# done. The rootfs tarball is kept in .cache/images keyed on the hash, so an
+# done. The rootfs tarball is kept in the machine's cache (~/.cache/runbox/images) keyed on the hash, so an
 # engine whose data was wiped gets a re-import, not a new debootstrap; the
-# downloaded .debs are kept in .cache/images/debs for the next recipe change.
+# downloaded .debs are kept there too (debs/) for the next recipe change.
 #
 # Environment: RUNBOX_IMAGE (default runbox/sandbox:bookworm),
 # RUNBOX_DEBIAN_MIRROR (default: the machine's own Debian mirror, else
@@ -21,7 +21,9 @@ cd "$(dirname "$0")/.."
 export LC_ALL=C
 
 IMAGE=${RUNBOX_IMAGE:-runbox/sandbox:bookworm}
-CACHE=.cache/images
+# The machine's cache, as scripts/cache.sh names it (this script is also run
+# from a copy of the recipe outside any checkout, by `runbox setup`).
+CACHE=${RUNBOX_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/runbox}/images
 RECIPE=images/sandbox
 log() { echo "images: $*" >&2; }
 
@@ -60,7 +62,7 @@ teardown() {
   rm -rf --one-file-system "$dir"
 }
 for stale in "$CACHE"/rootfs.*; do
-  [[ -d $stale ]] && teardown "$PWD/$stale"
+  [[ -d $stale ]] && teardown "$stale"
 done
 
 tarball="$CACHE/sandbox-$recipe_hash.tar"
@@ -68,9 +70,9 @@ versions="$CACHE/versions-$recipe_hash.txt"
 
 if [[ ! -s $tarball ]]; then
   [[ $(id -u) == 0 ]] || { log "building the image needs root (debootstrap, chroot)"; exit 1; }
-  rootfs=$(mktemp -d "$PWD/$CACHE/rootfs.XXXXXX")
+  rootfs=$(mktemp -d "$CACHE/rootfs.XXXXXX")
   trap 'teardown "$rootfs"' EXIT
-  RUNBOX_DEBS="$PWD/$CACHE/debs" RUNBOX_LOGS="$PWD/$CACHE" bash "$RECIPE/rootfs.sh" "$rootfs" "$versions"
+  RUNBOX_DEBS="$CACHE/debs" RUNBOX_LOGS="$CACHE" bash "$RECIPE/rootfs.sh" "$rootfs" "$versions"
   tar --numeric-owner -C "$rootfs" -cf "$tarball.tmp" .
   mv "$tarball.tmp" "$tarball"
   teardown "$rootfs"; trap - EXIT

@@ -171,12 +171,15 @@ func (r *BoxRunner) result(ctx context.Context, job contract.Job, o outcome, lim
 // tell, the deadline, the box's loss, a forbidden call's name.
 func (r *BoxRunner) judge(ctx context.Context, b Box, o outcome, sent time.Time) outcome {
 	q := VerdictQuery{State: needsVerdict(o), Sent: sent}
-	if o.report != nil && seccompDeath(o.report) {
+	if o.report != nil && (seccompDeath(o.report) || o.report.Signal == sigSEGV) {
+		// A SIGSEGV is asked about too: on a kernel without the 32-bit
+		// ABI an int 0x80 faults rather than reaching the filter, and the
+		// kernel log says so.
 		q.Syscall = true
 		if ms := o.report.EndedUnixMs; ms > 0 {
 			q.Ended = time.UnixMilli(ms)
 		}
-		if o.report.Signal == sigSYS {
+		if o.report.Signal == sigSYS || o.report.Signal == sigSEGV {
 			q.Comm = o.program
 		} else {
 			q.Comm = shellKilledComm(o.report.Stderr)

@@ -84,7 +84,9 @@ func classifyKind(job contract.Job, lim manifest.Limits, o outcome) *contract.Er
 	if sig := rep.Signal; sig == sigXCPU || (sig == sigKILL && lim.CPUSeconds > 0 && rep.CPUMs >= lim.CPUSeconds*1000) {
 		return ptr(contract.CPUTime(lim.CPUSeconds))
 	}
-	if seccompDeath(rep) {
+	if seccompDeath(rep) || (rep.Signal == sigSEGV && o.syscall != "") {
+		// A SIGSEGV has a name only when the kernel log tied it to an
+		// int 0x80 on a kernel without the 32-bit ABI.
 		return ptr(contract.Forbidden(o.syscall))
 	}
 	if rep.ExitCode != 0 {

@@ -46,6 +46,7 @@ func TestClassify(t *testing.T) {
 		{"a shell's child killed by seccomp", contract.Job{Language: sh, Timeout: time.Second}, outcome{report: &initproto.Report{ExitCode: 159, Stderr: []byte("/workspace/main.sh: line 2:    12 Bad system call         unshare -r true\n")}}, contract.KindForbiddenSyscall, "", ""},
 		{"exit 159 alone is not seccomp", contract.Job{Language: sh, Timeout: time.Second}, outcome{report: &initproto.Report{ExitCode: 159}}, contract.KindRuntime, "", ""},
 		{"signal", job, outcome{report: &initproto.Report{ExitCode: 139, Signal: int(syscall.SIGSEGV)}}, contract.KindRuntime, "", "SIGSEGV"},
+		{"int 0x80 without the 32-bit ABI", job, outcome{report: &initproto.Report{ExitCode: 139, Signal: int(syscall.SIGSEGV)}, syscall: "int 0x80 (the 32-bit ABI, which this host's kernel has turned off)"}, contract.KindForbiddenSyscall, "", "turned off"},
 		{"plain exit", job, outcome{report: &initproto.Report{ExitCode: 3, Stderr: []byte("first\nlast words\n")}}, contract.KindRuntime, "", "exited with status 3: last words"},
 		{"output cut on success", job, outcome{report: &initproto.Report{StdoutTruncated: true, StdoutBytes: 1 << 22}}, contract.KindOutputLimit, "", "4194304 bytes"},
 		{"runtime beats output cut", job, outcome{report: &initproto.Report{ExitCode: 1, StdoutTruncated: true, Stderr: []byte(tb)}}, contract.KindRuntime, "", ""},

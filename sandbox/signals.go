@@ -7,6 +7,7 @@ import "strconv"
 // SIGSYS is 12, Windows has none), so they are not taken from syscall.
 const (
 	sigKILL = 9
+	sigSEGV = 11
 	sigXCPU = 24
 	sigXFSZ = 25
 	sigSYS  = 31

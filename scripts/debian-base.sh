@@ -3,14 +3,15 @@
 # machines with no registry (ours): a debootstrap --variant=minbase bookworm
 # tree, imported as IMAGE (default runbox-test/debian:bookworm). The e2e test
 # of the engine-side build (`runbox setup --method engine --base IMAGE`)
-# starts from it. The tarball is cached in .cache/images/debian-base (git-ignored);
+# starts from it. The tarball is cached in the machine's cache (scripts/cache.sh);
 # idempotent: an IMAGE already present is left as it is. Needs root and
 # debootstrap (scripts/setup.sh installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LC_ALL=C
 IMAGE=${1:-runbox-test/debian:bookworm}
-CACHE=.cache/images/debian-base
+. scripts/cache.sh
+CACHE=$RUNBOX_CACHE/images/debian-base
 log() { echo "debian-base: $*" >&2; }
 
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then
@@ -25,7 +26,7 @@ if [[ ! -s $tarball ]]; then
   [[ $(id -u) == 0 ]] || { log "needs root (debootstrap)"; exit 1; }
   mirror=${RUNBOX_DEBIAN_MIRROR:-$(grep -hoE '^(URIs:|deb) +[a-z]+://[^ ]+/debian/?( |$)' \
     /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | head -1 || true)}
-  rootfs=$(mktemp -d "$PWD/$CACHE/rootfs.XXXXXX")
+  rootfs=$(mktemp -d "$CACHE/rootfs.XXXXXX")
   trap 'rm -rf --one-file-system "$rootfs"' EXIT
   log "debootstrap --variant=minbase bookworm from ${mirror:-the default mirror}"
   start=$(date +%s)

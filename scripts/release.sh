@@ -9,7 +9,7 @@
 #                                      platform from dist/'s archives, validated with @anthropic-ai/mcpb
 #
 # goreleaser is installed with `go install` (through the Go module proxy only)
-# into .cache/bin of the repo, and only when it is missing or of another
+# into the machine's cache (scripts/cache.sh: ~/.cache/runbox/bin), and only when it is missing or of another
 # version. The snapshot needs no git tag, no GitHub token and no network beyond
 # the Go module proxy; it works on a dirty tree (--snapshot skips validation)
 # and non-interactively (CI=true). Nothing is published, signed or dockerized.
@@ -23,7 +23,8 @@ export PATH="/usr/local/go/bin:$PATH"
 export CI="${CI:-true}"
 command -v go >/dev/null || { echo "release.sh: go not found" >&2; exit 1; }
 
-GOBIN_DIR="$ROOT/.cache/bin"
+. "$ROOT/scripts/cache.sh"
+GOBIN_DIR="$RUNBOX_CACHE/bin"
 GORELEASER="$GOBIN_DIR/goreleaser"
 DIST="$ROOT/dist"
 
@@ -59,7 +60,7 @@ ensure_goreleaser() {
 	if [[ $have == "$GORELEASER_VERSION" ]]; then
 		return 0
 	fi
-	echo "release.sh: installing goreleaser $GORELEASER_VERSION into .cache/bin (had: ${have:-none}); this compiles it and takes a few minutes" >&2
+	echo "release.sh: installing goreleaser $GORELEASER_VERSION into $GOBIN_DIR (had: ${have:-none}); this compiles it and takes a few minutes" >&2
 	mkdir -p "$GOBIN_DIR"
 	# GOFLAGS from the caller (e.g. -mod=vendor) must not leak into this install.
 	GOBIN="$GOBIN_DIR" GOFLAGS= go install "github.com/goreleaser/goreleaser/v2@$GORELEASER_VERSION"

@@ -16,8 +16,7 @@ import (
 
 // HostBuild runs images/build.sh on this machine (debootstrap, then
 // `docker import`; Linux, as root, with debootstrap installed). It uses the
-// checkout at dir when that holds this binary's recipe, so the checkout's
-// .cache/images is reused; otherwise it writes the embedded recipe to the
+// checkout at dir when that holds this binary's recipe; otherwise it writes the embedded recipe to the
 // user's cache directory (runbox/recipe) and builds there. The script's
 // output goes to out.
 func HostBuild(dir string, out io.Writer) func(ctx context.Context, image string) error {
@@ -57,7 +56,8 @@ func recipeDir(dir string) (string, error) {
 	}
 	root := filepath.Join(cache, "runbox", "recipe")
 	// build.sh hashes every file under images/sandbox: none of an older
-	// recipe may stay. Its .cache (the .debs, the rootfs tarball) stays.
+	// recipe may stay. The script keeps its .debs and rootfs tarball in
+	// the user's cache, whichever copy runs.
 	if err := os.RemoveAll(filepath.Join(root, "images")); err != nil {
 		return "", err
 	}

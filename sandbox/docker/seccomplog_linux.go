@@ -37,9 +37,21 @@ type seccompKill struct {
 	compat  bool // the 32-bit ABI (int 0x80)
 	syscall int
 	comm    string
+	// abiOff: not a seccomp record but the kernel's note of an int 0x80
+	// that faulted because the kernel runs without the 32-bit ABI (its
+	// gate is absent: a general protection fault with error code 0x402,
+	// which is (0x80 << 3) | 2). The program dies of SIGSEGV before any
+	// filter sees the call. The note names no uid: comm and time match.
+	abiOff bool
 }
 
 const seccompLogKeep = 64
+
+// int80Fault is the kernel's note of a user process's general protection
+// fault at an int 0x80 with no gate: "traps: python3[123] general
+// protection fault ip:… sp:… error:402 in …", after the kmsg header
+// "PRI,SEQ,USEC,FLAGS;" whose USEC is the monotonic clock's.
+var int80Fault = regexp.MustCompile(`^\d+,\d+,(\d+),[^;]*;traps: (.+)\[\d+\] general protection fault ip:[0-9a-f]+ sp:[0-9a-f]+ error:402\b`)
 
 var auditSeccomp = regexp.MustCompile(`type=1326 audit\((\d+)\.(\d+):\d+\):.* uid=(\d+) .*comm="([^"]*)".* sig=31 .*syscall=(\d+) compat=(\d)`)
 
@@ -73,6 +85,8 @@ func followSeccompLog(ctx context.Context) *seccompLog {
 			}
 			if k, ok := parseSeccompKill(buf[:n]); ok {
 				l.add(k)
+			} else if k, ok := parseInt80Fault(buf[:n], time.Now(), monotonicNow()); ok {
+				l.add(k)
 			} else if cg, ok := parseOOMKill(buf[:n]); ok {
 				l.addOOM(cg)
 			}
@@ -91,6 +105,26 @@ func parseSeccompKill(rec []byte) (seccompKill, bool) {
 	uid, _ := strconv.Atoi(string(m[3]))
 	nr, _ := strconv.Atoi(string(m[5]))
 	return seccompKill{at: time.Unix(sec, ms*int64(time.Millisecond)), uid: uid, comm: string(m[4]), syscall: nr, compat: string(m[6]) == "1"}, true
+}
+
+// parseInt80Fault reads an int 0x80 fault note; now and mono are the wall
+// and monotonic clocks at reading, which date the note's monotonic stamp.
+func parseInt80Fault(rec []byte, now time.Time, mono time.Duration) (seccompKill, bool) {
+	m := int80Fault.FindSubmatch(rec)
+	if m == nil {
+		return seccompKill{}, false
+	}
+	us, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	at := now.Add(time.Duration(us)*time.Microsecond - mono)
+	return seccompKill{at: at, uid: -1, comm: string(m[2]), abiOff: true}, true
+}
+
+func monotonicNow() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 // oomKill is the kernel's record of an OOM kill in a memory cgroup:
@@ -205,7 +239,10 @@ const (
 // none yet.
 func (l *seccompLog) match(since, until time.Time, uid int, comm string) (name string, found bool) {
 	for _, k := range l.kills {
-		if k.uid != uid || k.at.Before(since) || k.at.After(until) || (comm != "" && k.comm != comm) {
+		if k.abiOff && (comm == "" || k.comm != comm) {
+			continue // a fault note names no uid: its comm must match
+		}
+		if (k.uid != uid && !k.abiOff) || k.at.Before(since) || k.at.After(until) || (comm != "" && k.comm != comm) {
 			continue
 		}
 		n := syscallName(k)
@@ -217,7 +254,14 @@ func (l *seccompLog) match(since, until time.Time, uid int, comm string) (name s
 	return name, found
 }
 
+// int80WithoutABI names an int 0x80 on a kernel that runs without the
+// 32-bit ABI: no filter killed it, the kernel has no such call.
+const int80WithoutABI = "int 0x80 (the 32-bit ABI, which this host's kernel has turned off)"
+
 func syscallName(k seccompKill) string {
+	if k.abiOff {
+		return int80WithoutABI
+	}
 	if k.compat {
 		return "int 0x80 (the 32-bit ABI) system call " + strconv.Itoa(k.syscall)
 	}

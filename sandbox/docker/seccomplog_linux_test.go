@@ -87,6 +87,41 @@ func TestSeccompLogFind(t *testing.T) {
 	}
 }
 
+// The kernel's note of an int 0x80 on a kernel booted without the 32-bit
+// ABI (its gate is absent: error code (0x80 << 3) | 2), and of an ordinary
+// general protection fault.
+const (
+	kmsgInt80Fault = `6,512,215494583,-;traps: python3[19876] general protection fault ip:7fe509440005 sp:7ffd2c1b9e38 error:402 in libffi.so.8.1.2[7fe50943c000+7000]`
+	kmsgOtherGP    = `6,513,215494600,-;traps: python3[19877] general protection fault ip:7fe509440005 sp:7ffd2c1b9e38 error:0 in libc.so.6[7fe50943c000+7000]`
+)
+
+func TestInt80FaultWithoutABI(t *testing.T) {
+	// Read 5 ms after it was written: the note's monotonic stamp is 215.494583 s.
+	now, mono := time.Unix(1795454295, 0), 215499583*time.Microsecond
+	k, ok := parseInt80Fault([]byte(kmsgInt80Fault), now, mono)
+	if !ok || k.comm != "python3" || !k.abiOff || !k.at.Equal(now.Add(-5*time.Millisecond)) {
+		t.Fatalf("fault note: %+v %v", k, ok)
+	}
+	for _, rec := range []string{kmsgOtherGP, kmsgInt80, kmsgOther} {
+		if _, ok := parseInt80Fault([]byte(rec), now, mono); ok {
+			t.Errorf("parsed as an int 0x80 fault: %s", rec)
+		}
+	}
+	l := &seccompLog{fresh: make(chan struct{})}
+	l.add(k)
+	since, ended := now.Add(-time.Second), now
+	if got := l.find(since, ended, 1000, "python3", 10*time.Millisecond); got != int80WithoutABI {
+		t.Errorf("python3's fault: %q", got)
+	}
+	// The note names no uid: without the program's name it is no one's.
+	if got := l.find(since, ended, 1000, "", 10*time.Millisecond); got != "" {
+		t.Errorf("a fault matched without a comm: %q", got)
+	}
+	if got := l.find(since, ended, 1000, "node", 10*time.Millisecond); got != "" {
+		t.Errorf("another program's fault: %q", got)
+	}
+}
+
 // OOM-kill records as this machine's kernel wrote them: a runc box's
 // python3, a gVisor box's sandbox process (exe), a Podman box.
 const (

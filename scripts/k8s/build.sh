@@ -4,7 +4,8 @@
 # static pause program plus its image archive.
 #
 # Output (cached, keyed on the version; a second run only checks and exits):
-#   .cache/k8s/bin-v1.34.4/{kube-apiserver,kube-controller-manager,
+#   $RUNBOX_CACHE/k8s/bin-v1.34.4/ (scripts/cache.sh: ~/.cache/runbox)
+#   {kube-apiserver,kube-controller-manager,
 #                           kube-scheduler,kubelet,kubectl,pause,pause-image.tar}
 #
 # k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces every k8s.io/X
@@ -16,7 +17,8 @@ set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.34.4}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-CACHE="$ROOT/.cache/k8s"
+. "$ROOT/scripts/cache.sh"
+CACHE="$RUNBOX_CACHE/k8s"
 BIN="$CACHE/bin-$K8S_VERSION"
 WORK="$CACHE/build-$K8S_VERSION"
 COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)

@@ -22,7 +22,7 @@
 #      /usr/libexec/kubernetes/kubelet-plugins/volume/exec; /var/log/pods),
 #      when no other kubelet runs, and /run/netns when it is left empty.
 #
-# Kept for a fast next start: the built binaries (.cache/k8s), keys and
+# Kept for a fast next start: the built binaries (~/.cache/runbox/k8s, scripts/cache.sh), keys and
 # certificates, and containerd's image store (the imported images).
 # `down.sh --purge` removes those too (except the binaries).
 #

@@ -4,7 +4,7 @@
 #
 # Debian's runsc (2022) does not work for pods on this host, so runsc and its
 # containerd shim are built from gvisor.dev/gvisor on the Go module proxy
-# (cached in .cache/k8s/gvisor-<version>/), with two local patches that only
+# (cached in ~/.cache/runbox/k8s/gvisor-<version>/), with two local patches that only
 # this host's containerd 1.6 and limited root need:
 #   - the shim sets its OOM score to 0, not -999 (root here lacks
 #     CAP_SYS_RESOURCE and cannot lower oom_score_adj);

@@ -9,7 +9,8 @@
 
 K8S_VERSION="${K8S_VERSION:-v1.34.4}"
 K8S_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-K8S_CACHE="$K8S_ROOT/.cache/k8s"
+. "$K8S_ROOT/scripts/cache.sh"
+K8S_CACHE="$RUNBOX_CACHE/k8s"
 K8S_BIN="$K8S_CACHE/bin-$K8S_VERSION"
 KUBECONFIG_OUT="${RUNBOX_K8S_KUBECONFIG:-$K8S_CACHE/kubeconfig}"
 

@@ -3,7 +3,7 @@
 # machine, with no container registry. Idempotent: when everything already
 # runs it only checks, in a few seconds.
 #
-#   - the binaries: scripts/k8s/build.sh (cached in .cache/k8s/bin-v1.34.4);
+#   - the binaries: scripts/k8s/build.sh (cached in ~/.cache/runbox/k8s/bin-v1.34.4);
 #   - Debian packages where missing: etcd-server, containernetworking-plugins,
 #     containerd, runc, iptables, iproute2, openssl, curl;
 #   - a separate containerd (root $STATE/containerd, state and socket under
