@@ -9,7 +9,7 @@ import (
 
 // Reference renders the manifest's fields as a markdown table: path, type,
 // default and description, from the schema and the defaults, so the
-// README's configuration reference cannot drift from the code.
+// configuration reference (docs/configuration.md) cannot drift from the code.
 func Reference() string {
 	var schema map[string]any
 	_ = json.Unmarshal(Schema(), &schema)
@@ -38,12 +38,18 @@ func Reference() string {
 			}
 			typ := typeOf(p)
 			if typ == "object" {
+				if _, ok := p["properties"]; !ok {
+					// A map (env, headers, hosts, node_selector): one row, its
+					// keys are the user's.
+					rows = append(rows, fmt.Sprintf("| `%s` | map of %s | %s | %s |", path, valueType(p), renderDefault(d), describe(p)))
+					continue
+				}
 				walk(path+".", p, d)
 				continue
 			}
 			if typ == "array" {
 				if items, ok := p["items"].(map[string]any); ok && typeOf(items) == "object" {
-					rows = append(rows, fmt.Sprintf("| `%s` | list | built-in list | %s |", path, describe(p)))
+					rows = append(rows, fmt.Sprintf("| `%s` | list | %s | %s |", path, renderList(d), describe(p)))
 					walk(path+"[].", items, nil)
 					continue
 				}
@@ -63,6 +69,23 @@ func typeOf(p map[string]any) string {
 		return "size"
 	}
 	return "any"
+}
+
+// valueType is the type of a map's values.
+func valueType(p map[string]any) string {
+	if v, ok := p["additionalProperties"].(map[string]any); ok {
+		return typeOf(v)
+	}
+	return "any"
+}
+
+// renderList says whether a list of objects has a built-in value (the
+// languages) or none; the built-in entries are too long for a cell.
+func renderList(d any) string {
+	if l, ok := d.([]any); ok && len(l) > 0 {
+		return "built-in list"
+	}
+	return "—"
 }
 
 func describe(p map[string]any) string {
@@ -88,6 +111,10 @@ func renderDefault(d any) string {
 		return "`" + v + "`"
 	case float64:
 		return fmt.Sprintf("`%g`", v)
+	case map[string]any:
+		if len(v) == 0 {
+			return "—"
+		}
 	}
 	b, _ := json.Marshal(d)
 	return "`" + string(b) + "`"

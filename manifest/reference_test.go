@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -9,32 +10,64 @@ import (
 const (
 	refBegin = "<!-- manifest-reference:begin (generated: UPDATE_DOCS=true go test ./manifest) -->\n"
 	refEnd   = "<!-- manifest-reference:end -->"
+	refPath  = "../docs/configuration.md"
 )
 
-// TestReadmeReferenceIsCurrent keeps the README's configuration reference
-// generated from the schema; UPDATE_DOCS=true rewrites it.
-func TestReadmeReferenceIsCurrent(t *testing.T) {
-	const path = "../README.md"
-	b, err := os.ReadFile(path)
+// TestConfigurationReferenceIsCurrent keeps docs/configuration.md's table of
+// every setting generated from the schema and the defaults;
+// UPDATE_DOCS=true rewrites it.
+func TestConfigurationReferenceIsCurrent(t *testing.T) {
+	b, err := os.ReadFile(refPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(b)
-	start := strings.Index(readme, refBegin)
-	end := strings.Index(readme, refEnd)
+	doc := string(b)
+	start := strings.Index(doc, refBegin)
+	end := strings.Index(doc, refEnd)
 	if start < 0 || end < start {
-		t.Fatalf("README.md lacks the markers %q ... %q", refBegin, refEnd)
+		t.Fatalf("%s lacks the markers %q ... %q", refPath, refBegin, refEnd)
 	}
-	want := readme[:start+len(refBegin)] + Reference() + readme[end:]
+	want := doc[:start+len(refBegin)] + Reference() + doc[end:]
 	if os.Getenv("UPDATE_DOCS") == "true" {
-		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+		if err := os.WriteFile(refPath, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	if want != readme {
-		t.Fatal("README.md's manifest reference drifted from the code: run UPDATE_DOCS=true go test ./manifest")
+	if want != doc {
+		t.Fatalf("%s drifted from the manifest's schema: run UPDATE_DOCS=true go test ./manifest", refPath)
 	}
+}
+
+// TestReferenceNamesEverySetting: every leaf of the schema (a map counting
+// as one) has its row, so a new field cannot be left out of the reference.
+func TestReferenceNamesEverySetting(t *testing.T) {
+	ref := Reference()
+	var schema map[string]any
+	if err := json.Unmarshal(Schema(), &schema); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(prefix string, node map[string]any)
+	walk = func(prefix string, node map[string]any) {
+		props, _ := node["properties"].(map[string]any)
+		for n, v := range props {
+			p := v.(map[string]any)
+			path := prefix + n
+			if _, ok := p["properties"]; ok {
+				walk(path+".", p)
+				continue
+			}
+			if !strings.Contains(ref, "| `"+path+"` |") {
+				t.Errorf("the reference has no row for %s", path)
+			}
+			if items, ok := p["items"].(map[string]any); ok {
+				if _, ok := items["properties"]; ok {
+					walk(path+"[].", items)
+				}
+			}
+		}
+	}
+	walk("", schema)
 }
 
 func TestSchemaDescribesEveryField(t *testing.T) {
