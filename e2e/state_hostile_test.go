@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -124,4 +126,57 @@ func removeForeignBox(backend, id string) {
 		return
 	}
 	_ = exec.Command("docker", "rm", "-f", id).Run()
+}
+
+// TestRunStoreFIFONeverHangs: FIFOs named as records (the record of the
+// run id asked for, and another), a link to an endless device and a link
+// out of the store are skipped: run_wait answers at once that the run is
+// unknown, and a run that goes to the background is kept and collected
+// as ever.
+func TestRunStoreFIFONeverHangs(t *testing.T) {
+	state := t.TempDir()
+	runs := filepath.Join(state, "runbox", "runs")
+	if err := os.MkdirAll(filepath.Join(runs, "locks"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"run-r_fifo.json", "zz.json"} {
+		if err := syscall.Mkfifo(filepath.Join(runs, name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outside := filepath.Join(t.TempDir(), "elsewhere.json")
+	// A finished record of the local user, but through a link.
+	if err := os.WriteFile(outside, []byte(`{"kind":"run","id":"r_link","finished":true,"updated":"2099-01-01T00:00:00Z",`+
+		`"data":{"run_id":"r_link","owner":"local","ended":"2099-01-01T00:00:00Z"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"run-r_zero.json": "/dev/zero", "run-r_link.json": outside, "locks/run-r_fifo.lock": "/dev/zero"} {
+		if err := os.Symlink(target, filepath.Join(runs, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startServer(t, []string{"XDG_STATE_HOME=" + state}, "--manifest",
+		writeManifest(t, "audit:\n  enabled: false\nlimits:\n  answer_within_seconds: 30\n"))
+	t.Cleanup(s.close)
+	for _, id := range []string{"r_fifo", "r_zero", "r_link"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		req := newCall(map[string]any{"run_id": id, "wait_seconds": 0})
+		req.Params.Name = "run_wait"
+		res, err := s.c.CallTool(ctx, req)
+		cancel()
+		if err != nil {
+			t.Fatalf("run_wait of %s did not answer: %v\n%s", id, err, s.stderr)
+		}
+		if r, _ := decodeResult(res); r.Error == nil || r.Error.Kind != contract.KindInvalidRequest {
+			t.Fatalf("run_wait of %s: %+v", id, r.Error)
+		}
+	}
+	r := s.callMeta(t, "run_code", map[string]any{"language": "python", "code": countdown(4)}, within2)
+	if r.Status != contract.StatusRunning {
+		t.Fatalf("status %s %+v", r.Status, r.Error)
+	}
+	waitRecord(t, runs, "run", r.RunID)
+	if res, _ := s.waitResult(t, r.RunID); res.Status != contract.StatusOK || res.Stdout != countdownOut(4) {
+		t.Fatalf("the background run: %s %+v %q", res.Status, res.Error, res.Stdout)
+	}
 }
