@@ -20,11 +20,7 @@ import (
 // another declared token its id is session_not_found, and it is not
 // listed.
 func TestSessionsBoundToTokens(t *testing.T) {
-	alice, bob := "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
-	t.Setenv("RBX_E2E_ALICE", alice)
-	t.Setenv("RBX_E2E_BOB", bob)
-	m := writeManifest(t, "audit:\n  enabled: false\nhttp:\n  tokens:\n    - {name: alice, env: RBX_E2E_ALICE}\n    - {name: bob, env: RBX_E2E_BOB}\n")
-	s := startNetServer(t, "http", "--manifest", m)
+	s, alice, bob := twoTokenServer(t, "")
 	ca, cb := tokenClient(t, s, alice), tokenClient(t, s, bob)
 
 	open := toolOn(t, ca, "session_open", map[string]any{"language": "python"})
@@ -54,11 +50,7 @@ func TestSessionsBoundToTokens(t *testing.T) {
 // stdout and files answer exactly as a run id that never was (no
 // oracle of what exists), as run_wait does; its owner reads them.
 func TestRunResourcesBoundToTokens(t *testing.T) {
-	alice, bob := "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
-	t.Setenv("RBX_E2E_ALICE", alice)
-	t.Setenv("RBX_E2E_BOB", bob)
-	m := writeManifest(t, "audit:\n  enabled: false\nlimits:\n  answer_output_chars: 1000\nhttp:\n  tokens:\n    - {name: alice, env: RBX_E2E_ALICE}\n    - {name: bob, env: RBX_E2E_BOB}\n")
-	s := startNetServer(t, "http", "--manifest", m)
+	s, alice, bob := twoTokenServer(t, "limits:\n  answer_output_chars: 1000\n")
 	ca, cb := tokenClient(t, s, alice), tokenClient(t, s, bob)
 
 	r := callOn(t, ca, map[string]any{"language": "python", "code": "open('secret.txt', 'w').write('alice files')\nfor i in range(2000): print('alice output', i)"})
@@ -95,6 +87,17 @@ func TestRunResourcesBoundToTokens(t *testing.T) {
 	if w := toolOn(t, cb, "run_wait", map[string]any{"run_id": r.RunID}); w.Error == nil || w.Error.Kind != contract.KindInvalidRequest {
 		t.Errorf("bob's run_wait of alice's run: %+v", w)
 	}
+}
+
+// twoTokenServer starts an HTTP server (audit off, the manifest's extra
+// lines) that knows two named tokens, alice's and bob's, and returns them.
+func twoTokenServer(t *testing.T, extra string) (s *netServer, alice, bob string) {
+	t.Helper()
+	alice, bob = "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
+	t.Setenv("RBX_E2E_ALICE", alice)
+	t.Setenv("RBX_E2E_BOB", bob)
+	m := writeManifest(t, "audit:\n  enabled: false\n"+extra+"http:\n  tokens:\n    - {name: alice, env: RBX_E2E_ALICE}\n    - {name: bob, env: RBX_E2E_BOB}\n")
+	return startNetServer(t, "http", "--manifest", m), alice, bob
 }
 
 func tokenClient(t *testing.T, s *netServer, token string) *client.Client {

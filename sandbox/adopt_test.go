@@ -57,11 +57,7 @@ func (d *durableDriver) FindBoxes(_ context.Context, labels map[string]string) (
 	defer d.mu.Unlock()
 	var out []FoundBox
 	for _, b := range d.boxes {
-		match := !b.isEnded()
-		for k, v := range labels {
-			match = match && b.labels[k] == v
-		}
-		if match {
+		if !b.isEnded() && hasLabels(b.labels, labels) {
 			out = append(out, FoundBox{ID: b.id, Labels: b.labels})
 		}
 	}
