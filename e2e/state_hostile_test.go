@@ -84,7 +84,8 @@ func TestTamperedRecordAdoptsOnlyItsRunsBox(t *testing.T) {
 			if res.Error == nil || res.Error.Kind != contract.KindSandbox || !strings.Contains(res.Error.Message, "lost") {
 				t.Errorf("run_wait of the tampered record: %s %+v", res.Status, res.Error)
 			}
-			time.Sleep(time.Second)
+			// A stopped server has finished every removal it began.
+			s.close()
 			if !boxRunning(t, tc.backend, nil, box) {
 				t.Fatalf("the box the record named was killed or removed\n%s", s.stderr)
 			}
