@@ -117,7 +117,7 @@ func (c *rawClient) get(id string) rawAnswer {
 // id that never was) and cannot cancel it; a cancelled task's box is
 // gone at once.
 func TestTasksOverHTTP(t *testing.T) {
-	s, alice, bob := twoTokenServer(t, "")
+	s, alice, bob := aliceAndBob(t)
 	ca := &rawClient{t: t, url: s.url("http"), token: alice}
 	cb := &rawClient{t: t, url: s.url("http"), token: bob}
 	ofServer := "label=" + sandbox.LabelOwnerPID + "=" + strconv.Itoa(s.cmd.Process.Pid)
