@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/statefile"
 
 	"github.com/runbox-mcp/runbox/manifest"
 )
@@ -170,7 +171,9 @@ func (l *Log) open() error {
 	if err := os.MkdirAll(filepath.Dir(l.path), 0o700); err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}
-	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	// The log is a state file: a FIFO there must not block the server
+	// (rotation opens it under l.mu), nor a link send its lines elsewhere.
+	f, err := statefile.Open(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}
@@ -249,7 +252,7 @@ func Read(path string, keep int) ([]Entry, error) {
 		if i > 0 {
 			p = path + "." + strconv.Itoa(i)
 		}
-		f, err := os.Open(p)
+		f, err := statefile.Open(p, os.O_RDONLY, 0)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

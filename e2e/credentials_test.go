@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -37,8 +38,11 @@ import (
 type credServers struct {
 	api, other   *httptest.Server
 	aport, oport int
-	testCA       string
-	token        string
+	// eport is a broken server's: it answers every request with a
+	// malformed header line quoting the credential headers it was sent.
+	eport  int
+	testCA string
+	token  string
 
 	mu sync.Mutex
 	// otherSaw is every Authorization value other was sent.
@@ -125,6 +129,21 @@ func startCredServers(t *testing.T) *credServers {
 	}
 	cs.api, cs.aport = start(api)
 	cs.other, cs.oport = start(other)
+	_, cs.eport = start(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		buf.WriteString("HTTP/1.1 200 OK\r\n")
+		for _, h := range []string{"Authorization", "X-Api-Key"} {
+			if v := r.Header.Get(h); v != "" {
+				fmt.Fprintf(buf, "Echo %s %s\r\n", h, v)
+			}
+		}
+		buf.WriteString("\r\n")
+		buf.Flush()
+	}))
 	return cs
 }
 
@@ -317,6 +336,62 @@ func TestCredentials(t *testing.T) {
 		t.Fatalf("audit log (%v): has the request records %v, has the token %v", err, strings.Contains(string(b), `"path":"/whoami"`), strings.Contains(string(b), cs.token))
 	}
 	cs.noLeak(t, s)
+}
+
+// credCustomKey is a secret of no known pattern, sent in a header of
+// the manifest's choosing: the audit's pattern redaction cannot know it.
+const credCustomKey = "rbxCustomKeyValue0123456789"
+
+// TestCredentialsMalformedEcho: a server (broken or hostile) answers with
+// a malformed header line that quotes the credential header it was sent,
+// the default Authorization and a custom X-Api-Key alike. The connection's
+// record says why it failed, quoting the server's bytes, and neither
+// secret is in the result, the audit log or the server's debug log.
+func TestCredentialsMalformedEcho(t *testing.T) {
+	cs := startCredServers(t)
+	cs.env(t)
+	t.Setenv("RUNBOX_E2E_CUSTOM_KEY", credCustomKey)
+	logPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	m := fmt.Sprintf(`audit:
+  enabled: true
+  path: %s
+network:
+  allow:
+    - host: api.test
+      ports: [%d]
+      addresses: [127.0.0.1]
+      credential: {env: RUNBOX_E2E_API_TOKEN}
+    - host: other.test
+      ports: [%d]
+      addresses: [127.0.0.1]
+      credential: {env: RUNBOX_E2E_CUSTOM_KEY, header: X-Api-Key, format: "{secret}"}
+  hosts:
+    api.test: 127.0.0.1
+    other.test: 127.0.0.1
+`, logPath, cs.eport, cs.eport)
+	s := startServer(t, nil, "--manifest", writeManifest(t, m+imageLanguages(t)))
+	t.Cleanup(s.close)
+	r := netCall(t, s, "bash", fmt.Sprintf("curl -sS https://api.test:%d/a; curl -sS https://other.test:%d/b; true", cs.eport, cs.eport), nil, 60)
+	if len(r.Network) != 2 {
+		t.Fatalf("network %+v (%s %+v)", r.Network, r.Status, r.Error)
+	}
+	for _, c := range r.Network {
+		if !c.Allowed || !strings.Contains(c.Reason, "malformed") || !strings.Contains(c.Reason, "[redacted]") {
+			t.Errorf("record %+v: want the malformed line, its secret redacted", c)
+		}
+	}
+	raw, _ := json.Marshal(r)
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{cs.token, credCustomKey} {
+		for what, text := range map[string]string{"the result": string(raw), "the audit log": string(b), "the server's log": s.stderr.String()} {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s holds the secret %.8s…", what, secret)
+			}
+		}
+	}
 }
 
 func TestCredentialsGVisor(t *testing.T) {

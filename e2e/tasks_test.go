@@ -117,11 +117,7 @@ func (c *rawClient) get(id string) rawAnswer {
 // id that never was) and cannot cancel it; a cancelled task's box is
 // gone at once.
 func TestTasksOverHTTP(t *testing.T) {
-	alice, bob := "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
-	t.Setenv("RBX_E2E_ALICE", alice)
-	t.Setenv("RBX_E2E_BOB", bob)
-	m := writeManifest(t, "audit:\n  enabled: false\nhttp:\n  tokens:\n    - {name: alice, env: RBX_E2E_ALICE}\n    - {name: bob, env: RBX_E2E_BOB}\n")
-	s := startNetServer(t, "http", "--manifest", m)
+	s, alice, bob := aliceAndBob(t)
 	ca := &rawClient{t: t, url: s.url("http"), token: alice}
 	cb := &rawClient{t: t, url: s.url("http"), token: bob}
 	ofServer := "label=" + sandbox.LabelOwnerPID + "=" + strconv.Itoa(s.cmd.Process.Pid)

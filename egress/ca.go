@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runbox-mcp/runbox/internal/statefile"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -100,12 +101,15 @@ func (ca *CA) PEM() []byte { return ca.pem }
 // Certificate is the CA's certificate.
 func (ca *CA) Certificate() *x509.Certificate { return ca.cert }
 
+// maxCAFile bounds the read of the CA's certificate or key.
+const maxCAFile = 64 << 10
+
 func loadCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {
-	certPEM, err := os.ReadFile(filepath.Join(dir, caCertFile))
+	certPEM, err := statefile.Read(filepath.Join(dir, caCertFile), maxCAFile)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	keyPEM, err := os.ReadFile(filepath.Join(dir, caKeyFile))
+	keyPEM, err := statefile.Read(filepath.Join(dir, caKeyFile), maxCAFile)
 	if err != nil {
 		return nil, nil, nil, err
 	}

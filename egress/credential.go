@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/runbox-mcp/runbox/manifest"
@@ -16,11 +17,12 @@ import (
 // memory only: never in a box, a record, a log or an error.
 type Credentials map[int]credential
 
-// credential is one entry's header and its whole value. Its String hides
-// the value, so a stray log line cannot print it.
+// credential is one entry's header, its whole value and the secret in
+// it. Its String hides the value, so a stray log line cannot print it.
 type credential struct {
 	header string
 	value  string
+	secret string
 }
 
 func (c credential) String() string   { return c.header + ": [redacted]" }
@@ -51,9 +53,33 @@ func LoadCredentials(n manifest.Network, lookupEnv func(string) (string, bool)) 
 			errs = append(errs, fmt.Errorf("network.allow[%d].credential.%s: %w", i, field, err))
 			continue
 		}
-		out[i] = credential{header: c.HeaderName(), value: strings.Replace(c.FormatOrDefault(), manifest.SecretMark, secret, 1)}
+		out[i] = credential{header: c.HeaderName(), value: strings.Replace(c.FormatOrDefault(), manifest.SecretMark, secret, 1), secret: secret}
 	}
 	return out, errors.Join(errs...)
+}
+
+// redactedSecret stands for a secret scrubbed from text.
+const redactedSecret = "[redacted]"
+
+// scrub replaces every secret of c in s, by value: whatever the pattern
+// of the secret, and whoever put it there (an upstream that echoes the
+// header it was sent, in a malformed line or a certificate's names, or a
+// box that got it so). The Go-quoted spelling of a secret is replaced
+// too, for text that quotes it. Everything runbox keeps or says of a
+// connection goes through it.
+func (c Credentials) scrub(s string) string {
+	for _, cr := range c {
+		for _, v := range []string{cr.value, cr.secret} {
+			if v == "" {
+				continue
+			}
+			s = strings.ReplaceAll(s, v, redactedSecret)
+			if q := strconv.Quote(v); q[1:len(q)-1] != v {
+				s = strings.ReplaceAll(s, q[1:len(q)-1], redactedSecret)
+			}
+		}
+	}
+	return s
 }
 
 // CredentialStatus is what runbox doctor says of one entry's credential:

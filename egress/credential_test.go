@@ -74,3 +74,32 @@ func TestLoadCredentials(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 }
+
+// TestScrubByValue: a secret is replaced wherever it is, by value, its
+// whole header value and the secret alone, in any pattern, and in its
+// Go-quoted spelling.
+func TestScrubByValue(t *testing.T) {
+	n := network(
+		manifest.Endpoint{Host: "a.example", Credential: &manifest.Credential{Env: "A"}},
+		manifest.Endpoint{Host: "b.example", Credential: &manifest.Credential{Env: "B", Header: "X-Api-Key", Format: "{secret}"}},
+	)
+	creds, err := LoadCredentials(n, env(map[string]string{"A": "plain-token-1", "B": `we"ird\key`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]string{
+		"malformed MIME header line: Echo Authorization Bearer plain-token-1": "malformed MIME header line: Echo Authorization [redacted]",
+		"the secret alone: plain-token-1;":                                    "the secret alone: [redacted];",
+		"valid for plain-token-1.example, not api.test":                       "valid for [redacted].example, not api.test",
+		`X-Api-Key we"ird\key twice we"ird\key`:                               "X-Api-Key [redacted] twice [redacted]",
+		`quoted: "we\"ird\\key"`:                                              `quoted: "[redacted]"`,
+		"nothing secret here":                                                 "nothing secret here",
+	} {
+		if got := creds.scrub(in); got != want {
+			t.Errorf("scrub(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := Credentials(nil).scrub("x"); got != "x" {
+		t.Errorf("no credentials: %q", got)
+	}
+}

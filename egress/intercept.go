@@ -36,6 +36,14 @@ func (ic *Interception) CAPEM() []byte {
 	return ic.CA.PEM()
 }
 
+// scrub replaces every credential's secret in s (Credentials.scrub).
+func (ic *Interception) scrub(s string) string {
+	if ic == nil {
+		return s
+	}
+	return ic.Credentials.scrub(s)
+}
+
 // credential is the matched entry's credential when the proxy adds one.
 func (ic *Interception) credential(m Match) (credential, bool) {
 	if ic == nil || ic.CA == nil {
@@ -65,7 +73,9 @@ func (p *Proxy) intercept(ctx context.Context, cred credential, host string, por
 	upTLS := tls.Client(&wireConn{Conn: up, w: toUp}, &tls.Config{ServerName: name, RootCAs: p.icpt.Roots,
 		NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
 	if err := upTLS.HandshakeContext(hs); err != nil {
-		why := fmt.Sprintf("TLS to %s:%d failed: %v", name, port, err)
+		// The server's certificate is its own to name: one that names
+		// a secret sent on an earlier connection must not carry it on.
+		why := p.icpt.scrub(fmt.Sprintf("TLS to %s:%d failed: %v", name, port, err))
 		set(func(r *contract.Connection) { r.Reason = why })
 		refuse(box, http.StatusBadGateway, "runbox: "+why)
 		return
@@ -151,7 +161,10 @@ func (p *Proxy) exchange(cred credential, host string, boxTLS, upTLS net.Conn, s
 			resp, err = http.ReadResponse(ur, req)
 		}
 		if err != nil {
-			set(func(r *contract.Connection) { r.Reason = "the server's response: " + err.Error() })
+			// A malformed response may quote the header it was sent:
+			// scrubbed of the secret first, then quoted.
+			why := fmt.Sprintf("the server's response could not be read: %q", p.icpt.scrub(err.Error()))
+			set(func(r *contract.Connection) { r.Reason = why })
 			return
 		}
 		if rec {

@@ -41,7 +41,13 @@ type credSetup struct {
 // newCredSetup: api (HTTPS) carries a credential; other (HTTPS) does not.
 func newCredSetup(t *testing.T) *credSetup {
 	t.Helper()
-	s := &credSetup{api: httptest.NewTLSServer(headersEcho()), other: httptest.NewTLSServer(headersEcho())}
+	return newCredSetupWith(t, headersEcho())
+}
+
+// newCredSetupWith is newCredSetup with api served by h.
+func newCredSetupWith(t *testing.T, h http.Handler) *credSetup {
+	t.Helper()
+	s := &credSetup{api: httptest.NewTLSServer(h), other: httptest.NewTLSServer(headersEcho())}
 	t.Cleanup(s.api.Close)
 	t.Cleanup(s.other.Close)
 	n := network(
@@ -196,4 +202,36 @@ func mustReq(t *testing.T, method, u string) *http.Request {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestInterceptMalformedEchoIsScrubbed: a server that answers with a
+// malformed header line quoting the header it was sent (a broken or
+// hostile server) gets its bytes into the connection's record, quoted,
+// but never the secret.
+func TestInterceptMalformedEchoIsScrubbed(t *testing.T) {
+	s := newCredSetupWith(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nEcho Authorization %s\r\n\r\n", r.Header.Get("Authorization"))
+		buf.Flush()
+	}))
+	req, _ := http.NewRequest("GET", s.api.URL+"/echo", nil)
+	if resp, err := s.client(false).Do(req); err == nil {
+		resp.Body.Close()
+	}
+	var reason string
+	for _, r := range s.p.Records() {
+		if strings.HasPrefix(r.Rule, "network.allow[0]") {
+			reason = r.Reason
+		}
+	}
+	if strings.Contains(fmt.Sprintf("%+v", s.p.Records()), "s3cret-value") {
+		t.Fatalf("the secret is in the records: %+v", s.p.Records())
+	}
+	if !strings.Contains(reason, "malformed") || !strings.Contains(reason, `Echo Authorization [redacted]`) {
+		t.Fatalf("reason %q", reason)
+	}
 }

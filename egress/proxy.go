@@ -73,18 +73,37 @@ func New(o Options) *Proxy {
 
 // Records returns the run's connections in the order they were asked for;
 // the refusals past twice max_connections, not listed one by one, end it
-// as one record that counts them.
+// as one record that counts them. No record holds a credential's secret,
+// whatever the box or a server sent (Credentials.scrub).
 func (p *Proxy) Records() []contract.Connection {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]contract.Connection, len(p.recs), len(p.recs)+1)
 	for i, r := range p.recs {
-		out[i] = *r
+		out[i] = p.scrubbed(*r)
 	}
 	if p.over > 0 {
 		out = append(out, contract.Connection{Reason: fmt.Sprintf("%s: %d more refused, not listed one by one", p.overCap(), p.over)})
 	}
 	return out
+}
+
+// scrubbed is c without a credential's secret in any of its texts.
+func (p *Proxy) scrubbed(c contract.Connection) contract.Connection {
+	if p.icpt == nil {
+		return c
+	}
+	sc := p.icpt.scrub
+	c.Host, c.Method, c.Address, c.Rule, c.Reason, c.Cut = sc(c.Host), sc(c.Method), sc(c.Address), sc(c.Rule), sc(c.Reason), sc(c.Cut)
+	if c.Requests != nil {
+		reqs := make([]contract.HTTPRequest, len(c.Requests))
+		for i, r := range c.Requests {
+			r.Method, r.Path = sc(r.Method), sc(r.Path)
+			reqs[i] = r
+		}
+		c.Requests = reqs
+	}
+	return c
 }
 
 // Overflow counts the connections refused past max_connections that the

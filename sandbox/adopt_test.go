@@ -42,7 +42,7 @@ func (d *durableDriver) Start(_ context.Context, spec BoxSpec) (Box, error) {
 	r, w := io.Pipe()
 	d.mu.Lock()
 	d.n++
-	b := &durableBox{d: d, id: "dbox" + strconv.Itoa(d.n), stdinR: r, stdinW: w, ended: make(chan struct{})}
+	b := &durableBox{d: d, id: "dbox" + strconv.Itoa(d.n), labels: spec.Labels, stdinR: r, stdinW: w, ended: make(chan struct{})}
 	if d.boxes == nil {
 		d.boxes = map[string]*durableBox{}
 	}
@@ -52,8 +52,16 @@ func (d *durableDriver) Start(_ context.Context, spec BoxSpec) (Box, error) {
 	return b.attach(), nil
 }
 
-func (d *durableDriver) FindBoxes(context.Context, map[string]string) ([]FoundBox, error) {
-	return nil, nil
+func (d *durableDriver) FindBoxes(_ context.Context, labels map[string]string) ([]FoundBox, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []FoundBox
+	for _, b := range d.boxes {
+		if !b.isEnded() && hasLabels(b.labels, labels) {
+			out = append(out, FoundBox{ID: b.id, Labels: b.labels})
+		}
+	}
+	return out, nil
 }
 
 func (d *durableDriver) Attach(_ context.Context, id string) (Box, error) {
@@ -89,6 +97,7 @@ func (d *durableDriver) box(id string) *durableBox {
 type durableBox struct {
 	d      *durableDriver
 	id     string
+	labels map[string]string
 	stdinR *io.PipeReader
 	stdinW *io.PipeWriter
 	ended  chan struct{}
@@ -466,7 +475,7 @@ func TestAdoptCell(t *testing.T) {
 func TestAdoptUnheld(t *testing.T) {
 	m := testManifest(t, nil)
 	d := &durableDriver{}
-	b, err := d.Start(context.Background(), BoxSpec{})
+	b, err := d.Start(context.Background(), BoxSpec{Labels: CurrentOwner().Labels(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,5 +485,45 @@ func TestAdoptUnheld(t *testing.T) {
 	res := adoptRunner(t, d, m).Adopt(context.Background(), rec)
 	if res.Error == nil || !strings.Contains(res.Error.Message, "result is lost") || time.Since(t0) > 10*time.Second {
 		t.Fatalf("adopted after %s: %+v %+v", time.Since(t0), res, res.Error)
+	}
+}
+
+// TestAdoptOnlyRunboxsBoxes: a record (read from the state directory, so
+// possibly tampered with) naming a box that is not runbox's (no labels, or
+// not managed), a session's box or another run's box is not adopted: the
+// result is lost, and the box is neither attached to, killed nor removed.
+func TestAdoptOnlyRunboxsBoxes(t *testing.T) {
+	m := testManifest(t, nil)
+	d := &durableDriver{}
+	owner := CurrentOwner()
+	start := func(labels map[string]string) *durableBox {
+		b, err := d.Start(context.Background(), BoxSpec{Labels: labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.box(b.ID())
+	}
+	r := adoptRunner(t, d, m)
+	job := testJob(t, m, 30*time.Second)
+	for name, b := range map[string]*durableBox{
+		"unlabelled":    start(nil),
+		"not managed":   start(map[string]string{LabelRunID: "r_tampered", LabelManaged: "false"}),
+		"a session's":   start(owner.Labels(map[string]string{LabelSession: "k"})),
+		"another run's": start(owner.Labels(map[string]string{LabelRunID: "r_other"})),
+	} {
+		b.mu.Lock()
+		attached := b.cur
+		b.mu.Unlock()
+		rec := Detached{RunID: "r_tampered", BoxID: b.id, Isolation: d.Isolation(), Job: job, Sent: time.Now()}
+		res := r.Adopt(context.Background(), rec)
+		if res.Error == nil || res.Error.Kind != contract.KindSandbox || !strings.Contains(res.Error.Message, "result is lost") {
+			t.Errorf("%s box: %+v %+v", name, res, res.Error)
+		}
+		b.mu.Lock()
+		touched := b.cur != attached || b.removed
+		b.mu.Unlock()
+		if touched || b.isEnded() {
+			t.Errorf("%s box was attached to, killed or removed", name)
+		}
 	}
 }

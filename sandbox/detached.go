@@ -85,6 +85,16 @@ func (r *BoxRunner) Adopt(ctx context.Context, d Detached) contract.Result {
 	if !ok {
 		return lost("this backend cannot find a box again")
 	}
+	found, err := sd.FindBoxes(ctx, map[string]string{LabelManaged: "true"})
+	if err != nil {
+		if ctx.Err() != nil {
+			return cancelled()
+		}
+		return lost("its box could not be looked for (" + AsEngineError(err).Msg + ")")
+	}
+	if why := adoptable(found, d); why != "" {
+		return lost(why)
+	}
 	b, err := sd.Attach(ctx, d.BoxID)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -122,6 +132,30 @@ func (r *BoxRunner) Adopt(ctx context.Context, d Detached) contract.Result {
 	res.Isolation = r.d.Isolation()
 	res.Metrics.StartupMs, res.Metrics.Pooled = d.StartupMs, d.Pooled
 	return res
+}
+
+// adoptable says why d's one-off box may not be adopted, "" when it may.
+// A record comes from the state directory and is believed no more than
+// any file there: the box it names must be one of this deployment's
+// running boxes (labelled as the reaper requires: [LabelManaged]), a
+// one-off box (no session's) and not another run's, or the adoption
+// would attach to, kill and remove a container that is not the run's.
+func adoptable(found []FoundBox, d Detached) string {
+	for _, b := range found {
+		if b.ID != d.BoxID {
+			continue
+		}
+		switch {
+		case b.Labels[LabelManaged] != "true":
+			return "its record names a box that is not runbox's"
+		case b.Labels[LabelSession] != "":
+			return "its record names a session's box"
+		case b.Labels[LabelRunID] != "" && b.Labels[LabelRunID] != d.RunID:
+			return "its record names the box of another run"
+		}
+		return ""
+	}
+	return "its box is gone (no running box of runbox's has its id)"
 }
 
 // adoptCell takes over the session whose cell d is, and collects the cell

@@ -70,15 +70,22 @@ func (d *fakeSessionDriver) FindBoxes(_ context.Context, labels map[string]strin
 	defer d.smu.Unlock()
 	var out []FoundBox
 	for _, b := range d.sboxs {
-		match := !b.isDead()
-		for k, v := range labels {
-			match = match && b.labels[k] == v
-		}
-		if match {
+		if !b.isDead() && hasLabels(b.labels, labels) {
 			out = append(out, FoundBox{ID: b.id, Labels: b.labels})
 		}
 	}
 	return out, nil
+}
+
+// hasLabels says whether have carries every label of want, as a
+// SessionDriver's FindBoxes matches them.
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *fakeSessionDriver) Attach(_ context.Context, id string) (Box, error) {

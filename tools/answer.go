@@ -86,13 +86,14 @@ func withSizeHint(m *manifest.Manifest, t mcp.Tool) mcp.Tool {
 }
 
 // answer renders a result for the calling client's model: cut to the
-// budget (the whole streams kept in the store for their resources), the
-// structured content and a text summary with every fact, an image block
-// per image artifact under the cap, and a link per artifact.
+// budget (the whole streams kept in the store for their resources, the
+// caller's: PrincipalOf(ctx)), the structured content and a text summary
+// with every fact, an image block per image artifact under the cap, and a
+// link per artifact.
 func answer(ctx context.Context, m *manifest.Manifest, store *ArtifactStore, res contract.Result) *mcp.CallToolResult {
 	shown := contract.ForModel(res, m.Limits.AnswerChars)
 	if store != nil {
-		store.Put(res, shown)
+		store.Put(PrincipalOf(ctx), res, shown)
 	}
 	out := ToCallToolResult(m, shown)
 	if contentOnly(ctx) {

@@ -35,11 +35,11 @@ func TestAnswerKeepsTheWholeStreams(t *testing.T) {
 	if !strings.Contains(text, "HEAD") || !strings.Contains(text, "TAIL") || !strings.Contains(text, res.StdoutCut.URI) {
 		t.Fatalf("summary: %s", text[:200])
 	}
-	got, err := store.Stream("r_a", contract.StreamStdout)
+	got, err := store.Stream(LocalPrincipal, "r_a", contract.StreamStdout)
 	if err != nil || got != whole {
 		t.Fatalf("the store has %d bytes, %v", len(got), err)
 	}
-	if _, err := store.Stream("r_a", contract.StreamStderr); err == nil {
+	if _, err := store.Stream(LocalPrincipal, "r_a", contract.StreamStderr); err == nil {
 		t.Fatal("an uncut stream is stored")
 	}
 }

@@ -353,7 +353,9 @@ func (d Deps) adopt(ctx context.Context, hd *handle) {
 			h.record(&e)
 		}
 	}
-	h.finish(hd, answer(ctx, d.Manifest, d.Store, res))
+	// The resources of the answer are the run's owner's, whoever's call
+	// adopted it.
+	h.finish(hd, answer(WithPrincipal(ctx, hd.Owner), d.Manifest, d.Store, res))
 }
 
 // remotePoll is how often a run another server runs is read again.

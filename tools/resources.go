@@ -33,7 +33,7 @@ func ManifestResource(current func() *manifest.Manifest) server.ServerResource {
 	}}
 }
 
-// ArtifactTemplate serves the files of recent runs.
+// ArtifactTemplate serves the files of the caller's recent runs.
 func ArtifactTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerResourceTemplate {
 	tmpl := mcp.NewResourceTemplate(contract.ArtifactURITemplate, "run artifact",
 		mcp.WithTemplateDescription(fmt.Sprintf("A file a run created or changed in /workspace, readable for %s after the run.", m.Artifacts.TTL())))
@@ -43,7 +43,7 @@ func ArtifactTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerR
 		if !ok {
 			return nil, fmt.Errorf("%w: %s is not runbox://runs/{run_id}/files/{path}", server.ErrResourceNotFound, uri)
 		}
-		a, err := store.Get(runID, path)
+		a, err := store.Get(PrincipalOf(ctx), runID, path)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s", server.ErrResourceNotFound, err)
 		}
@@ -54,8 +54,8 @@ func ArtifactTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerR
 	}}
 }
 
-// StreamTemplate serves the stdout and stderr of recent runs whose answer
-// showed only part of them.
+// StreamTemplate serves the stdout and stderr of the caller's recent runs
+// whose answer showed only part of them.
 func StreamTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerResourceTemplate {
 	tmpl := mcp.NewResourceTemplate(contract.StreamURITemplate, "run output",
 		mcp.WithTemplateDescription(fmt.Sprintf("All that runbox kept of a run's stdout or stderr (up to the first and last %s) when its answer showed only part of it; readable for %s after the run.",
@@ -67,7 +67,7 @@ func StreamTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerRes
 		if !ok {
 			return nil, fmt.Errorf("%w: %s is not runbox://runs/{run_id}/stdout or /stderr", server.ErrResourceNotFound, uri)
 		}
-		text, err := store.Stream(runID, stream)
+		text, err := store.Stream(PrincipalOf(ctx), runID, stream)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s", server.ErrResourceNotFound, err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/audit"
+	"github.com/runbox-mcp/runbox/internal/statefile"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -127,13 +128,18 @@ func (s *SavedStore) versions(name string) []int {
 	return vs
 }
 
+// maxSavedFile bounds the read of one saved version: far past what Save
+// accepts (code, description and schema are bounded), short of an
+// endless file left in the state directory.
+const maxSavedFile = 64 << 20
+
 func (s *SavedStore) current(name string) (SavedTool, error) {
 	vs := s.versions(name)
 	if len(vs) == 0 {
 		return SavedTool{}, os.ErrNotExist
 	}
 	var t SavedTool
-	b, err := os.ReadFile(filepath.Join(s.dir, name, strconv.Itoa(vs[len(vs)-1])+".json"))
+	b, err := statefile.Read(filepath.Join(s.dir, name, strconv.Itoa(vs[len(vs)-1])+".json"), maxSavedFile)
 	if err == nil {
 		err = json.Unmarshal(b, &t)
 	}

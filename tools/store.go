@@ -10,6 +10,8 @@ import (
 
 // ArtifactStore keeps the artifacts of recent runs readable as resources,
 // for a time to live and within a byte cap (the oldest runs go first).
+// A run's resources belong to its caller ([PrincipalOf]): to another, a
+// run that is kept, gone or never was reads the same, as unknown.
 type ArtifactStore struct {
 	mu       sync.Mutex
 	ttl      time.Duration
@@ -20,11 +22,17 @@ type ArtifactStore struct {
 	order []string // runs by age, oldest first
 	bytes int64
 	// gone remembers why a run's files are no longer here, so that a
-	// read says "expired" rather than "unknown run".
-	gone map[string]string
+	// read by its owner says "expired" rather than "unknown run".
+	gone map[string]tombstone
+}
+
+// tombstone is why a run's files are gone, told to its owner only.
+type tombstone struct {
+	owner, why string
 }
 
 type storedRun struct {
+	owner   string
 	expires time.Time
 	files   map[string]contract.Artifact
 	// streams are stdout and stderr as runbox kept them, when the answer
@@ -38,13 +46,13 @@ const maxTombstones = 10000
 
 // NewArtifactStore returns a store with a TTL and a byte cap.
 func NewArtifactStore(ttl time.Duration, maxBytes int64) *ArtifactStore {
-	return &ArtifactStore{ttl: ttl, maxBytes: maxBytes, now: time.Now, runs: map[string]*storedRun{}, gone: map[string]string{}}
+	return &ArtifactStore{ttl: ttl, maxBytes: maxBytes, now: time.Now, runs: map[string]*storedRun{}, gone: map[string]tombstone{}}
 }
 
-// Put keeps a result's artifacts whose content is known, and the streams
-// that the answer shown (res rendered ForModel) cut.
-func (s *ArtifactStore) Put(res, shown contract.Result) {
-	run := &storedRun{files: map[string]contract.Artifact{}, streams: map[string]string{}}
+// Put keeps, for owner, a result's artifacts whose content is known, and
+// the streams that the answer shown (res rendered ForModel) cut.
+func (s *ArtifactStore) Put(owner string, res, shown contract.Result) {
+	run := &storedRun{owner: owner, files: map[string]contract.Artifact{}, streams: map[string]string{}}
 	for _, a := range res.Artifacts {
 		if a.Data != nil {
 			run.files[a.Path] = a
@@ -66,7 +74,7 @@ func (s *ArtifactStore) Put(res, shown contract.Result) {
 	defer s.mu.Unlock()
 	s.expire()
 	if run.bytes > s.maxBytes || s.ttl <= 0 {
-		s.bury(res.RunID, fmt.Sprintf("its artifacts and output (%d bytes) were not kept: the store holds %d bytes for %s", run.bytes, s.maxBytes, s.ttl))
+		s.bury(res.RunID, owner, fmt.Sprintf("its artifacts and output (%d bytes) were not kept: the store holds %d bytes for %s", run.bytes, s.maxBytes, s.ttl))
 		return
 	}
 	run.expires = s.now().Add(s.ttl)
@@ -78,11 +86,12 @@ func (s *ArtifactStore) Put(res, shown contract.Result) {
 	}
 }
 
-// Get returns one artifact, or an error that says why it is not there.
-func (s *ArtifactStore) Get(runID, path string) (contract.Artifact, error) {
+// Get returns one artifact of owner's run, or an error that says why it
+// is not there.
+func (s *ArtifactStore) Get(owner, runID, path string) (contract.Artifact, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	run, err := s.run(runID, "made no artifacts")
+	run, err := s.run(owner, runID, "made no artifacts")
 	if err != nil {
 		return contract.Artifact{}, err
 	}
@@ -93,12 +102,12 @@ func (s *ArtifactStore) Get(runID, path string) (contract.Artifact, error) {
 	return a, nil
 }
 
-// Stream returns a stream of a run that its answer cut, or an error that
-// says why it is not there.
-func (s *ArtifactStore) Stream(runID, stream string) (string, error) {
+// Stream returns a stream of owner's run that its answer cut, or an error
+// that says why it is not there.
+func (s *ArtifactStore) Stream(owner, runID, stream string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	run, err := s.run(runID, "its answer showed all of its output")
+	run, err := s.run(owner, runID, "its answer showed all of its output")
 	if err != nil {
 		return "", err
 	}
@@ -109,17 +118,17 @@ func (s *ArtifactStore) Stream(runID, stream string) (string, error) {
 	return text, nil
 }
 
-// run finds a stored run, or says why it is not there: gone (expired,
-// evicted, too large), or never stored, for the reason unstored gives.
-// The caller holds s.mu.
-func (s *ArtifactStore) run(runID, unstored string) (*storedRun, error) {
+// run finds owner's stored run, or says why it is not there: gone
+// (expired, evicted, too large), or never stored, for the reason unstored
+// gives. Another owner's run, kept or gone, reads as never stored. The
+// caller holds s.mu.
+func (s *ArtifactStore) run(owner, runID, unstored string) (*storedRun, error) {
 	s.expire()
-	run, ok := s.runs[runID]
-	if ok {
+	if run, ok := s.runs[runID]; ok && run.owner == owner {
 		return run, nil
 	}
-	if why, ok := s.gone[runID]; ok {
-		return nil, fmt.Errorf("run %s: %s", runID, why)
+	if t, ok := s.gone[runID]; ok && t.owner == owner {
+		return nil, fmt.Errorf("run %s: %s", runID, t.why)
 	}
 	return nil, fmt.Errorf("run %s is unknown to this server, or %s", runID, unstored)
 }
@@ -136,17 +145,19 @@ func (s *ArtifactStore) expire() {
 }
 
 func (s *ArtifactStore) drop(id, why string) {
+	owner := ""
 	if run, ok := s.runs[id]; ok {
 		s.bytes -= run.bytes
+		owner = run.owner
 		delete(s.runs, id)
 	}
 	s.order = s.order[1:]
-	s.bury(id, why)
+	s.bury(id, owner, why)
 }
 
-func (s *ArtifactStore) bury(id, why string) {
+func (s *ArtifactStore) bury(id, owner, why string) {
 	if len(s.gone) >= maxTombstones {
 		clear(s.gone)
 	}
-	s.gone[id] = why
+	s.gone[id] = tombstone{owner: owner, why: why}
 }

@@ -3,6 +3,8 @@ package runstore
 import (
 	"os"
 	"path/filepath"
+
+	"github.com/runbox-mcp/runbox/internal/statefile"
 )
 
 // Hold takes kind's record id for this process: the server that runs (or
@@ -22,8 +24,14 @@ func (s *Store) tryHold(kind, id string) (func(), bool) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return func() {}, false
 	}
+	// The lock directory and its files are untrusted as the records are:
+	// a link is not followed (nothing is created or locked elsewhere),
+	// and a FIFO or device is refused without blocking.
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return func() {}, false
+	}
 	path := filepath.Join(dir, kind+"-"+id+".lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := statefile.Open(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return func() {}, false
 	}

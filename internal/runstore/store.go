@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/runbox-mcp/runbox/internal/statefile"
 )
 
 // Entry is one record: its kind and id name its file, Finished and
@@ -212,8 +214,8 @@ func (s *Store) files() (map[string]int64, error) {
 			continue
 		}
 		info, err := de.Info()
-		if err != nil {
-			continue // removed meanwhile
+		if err != nil || info.Size() > s.opts.MaxBytes {
+			continue // removed meanwhile, or too large to be a record
 		}
 		out[n] = info.Size()
 	}
@@ -221,10 +223,16 @@ func (s *Store) files() (map[string]int64, error) {
 }
 
 // read reads one record file; a file that is not a record is logged and
-// skipped (it is never a reason to fail).
+// skipped (it is never a reason to fail). The directory is untrusted
+// input: only a regular file is read (a FIFO, a device or a link is
+// skipped, and never blocks the caller, who may hold s.mu), and no more
+// than the store's byte bound, which no record it wrote passes.
 func (s *Store) read(file string) (Entry, bool) {
-	b, err := os.ReadFile(filepath.Join(s.dir, file))
+	b, err := statefile.Read(filepath.Join(s.dir, file), s.opts.MaxBytes)
 	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			s.opts.Logger.Warn("run store: a file that is not a record is ignored", "file", filepath.Join(s.dir, file), "err", err)
+		}
 		return Entry{}, false
 	}
 	var e Entry

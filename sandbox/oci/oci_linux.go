@@ -425,6 +425,16 @@ func newID() string {
 	return idPrefix + hex.EncodeToString(b)
 }
 
+// isBoxID says whether id has the form newID gives.
+func isBoxID(id string) bool {
+	rest, ok := strings.CutPrefix(id, idPrefix)
+	if !ok || len(rest) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(rest)
+	return err == nil
+}
+
 // Reap removes the boxes whose server is gone (judged as the Docker
 // driver judges them, from the labels in each box's annotations), the
 // bundles runc no longer knows, and this server's boxes whose removal

@@ -89,6 +89,11 @@ func (o *OCI) Attach(ctx context.Context, id string) (sandbox.Box, error) {
 	if err := o.Ready(ctx); err != nil {
 		return nil, err
 	}
+	if !isBoxID(id) {
+		// An id read from a record names a bundle path and a runc
+		// container: only this backend's own form may.
+		return nil, &sandbox.EngineError{Msg: fmt.Sprintf("%q is not a box of the oci backend", id), Hint: "The record is not runbox's; open a new session."}
+	}
 	b, err := o.viaRelay(id)
 	if errors.Is(err, errRelayBusy) {
 		select {
