@@ -145,6 +145,14 @@ type HTTP struct {
 	// server: a session belongs to the token that opened it.
 	Tokens         []Token  `json:"tokens,omitempty" jsonschema_description:"Named bearer tokens (one per person or agent); each one's value comes from an environment variable. A session opened with one token is not found with another. With tokens, --auth-token is one more, named default."`
 	AllowedOrigins []string `json:"allowed_origins" jsonschema_description:"Browser origins (scheme://host[:port], no path) allowed to use the MCP paths besides the listener's own (and its localhost equivalents), e.g. the https:// origin of a reverse proxy in front of runbox. A request with any other Origin header gets 403; requests without one (non-browser clients) are unaffected."`
+	// MaxRequestBytes bounds a request's body: the server holds a body
+	// whole while it serves it, so this is the memory one request costs.
+	MaxRequestBytes ByteSize `json:"max_request_bytes" jsonschema_description:"Largest request body on the MCP paths; a larger one is refused with 413 before it is read. A call carries its code and files (base64 files take 4/3 of their size), so keep it above limits.max_code_bytes plus 4/3 of limits.max_input_bytes."`
+	// MaxConnectionsPerAddress and MaxUnauthenticatedConnections bound
+	// what clients can hold open: behind a reverse proxy every client has
+	// the proxy's address.
+	MaxConnectionsPerAddress      int `json:"max_connections_per_address" jsonschema_description:"Most connections open at once from one client address; past it a new one is closed at once. Behind a reverse proxy every client has the proxy's address: raise it there."`
+	MaxUnauthenticatedConnections int `json:"max_unauthenticated_connections" jsonschema_description:"Most connections open at once on which no request has yet shown a valid token (with tokens set); past it a new one is closed at once."`
 }
 
 // Cache configures the result cache.
@@ -352,7 +360,7 @@ func Default() *Manifest {
 		Cache:       Cache{Enabled: false, TTLSeconds: 600, MaxBytes: 64 * MiB},
 		Audit:       Audit{Enabled: true, MaxBytes: 64 * MiB, Keep: 3},
 		Metrics:     Metrics{Enabled: true},
-		HTTP:        HTTP{AllowedOrigins: []string{}},
+		HTTP:        HTTP{AllowedOrigins: []string{}, MaxRequestBytes: 64 * MiB, MaxConnectionsPerAddress: 64, MaxUnauthenticatedConnections: 256},
 		Backend:     BackendDocker,
 		Kubernetes:  Kubernetes{Namespace: "runbox-sandbox"},
 		Servers:     []Server{},
@@ -495,6 +503,9 @@ func (m *Manifest) Validate() error {
 	m.validateMounts(bad)
 	m.Roots.validate(bad)
 	m.HTTP.validateTokens(bad)
+	rangeB("http.max_request_bytes", m.HTTP.MaxRequestBytes, 64*KiB, 4*GiB)
+	rangeI("http.max_connections_per_address", int64(m.HTTP.MaxConnectionsPerAddress), 1, 100000)
+	rangeI("http.max_unauthenticated_connections", int64(m.HTTP.MaxUnauthenticatedConnections), 1, 100000)
 	rangeI("audit.keep", int64(m.Audit.Keep), 0, 1000)
 	if m.Metrics.Listen != "" {
 		if _, _, err := net.SplitHostPort(m.Metrics.Listen); err != nil {

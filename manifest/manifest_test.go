@@ -43,6 +43,9 @@ func TestValidateNamesFieldValueAndRange(t *testing.T) {
 		{"origin wildcard", func(m *Manifest) { m.HTTP.AllowedOrigins = []string{"*"} }, "http.allowed_origins[0] = *"},
 		{"folder named roots", func(m *Manifest) { m.Mounts = []Mount{{Name: "roots", Path: "/srv/data"}} }, "mounts[0].name = roots: a name other than roots"},
 		{"origin bad port", func(m *Manifest) { m.HTTP.AllowedOrigins = []string{"http://localhost:99999"} }, "http.allowed_origins[0]"},
+		{"request body too small", func(m *Manifest) { m.HTTP.MaxRequestBytes = 1024 }, "http.max_request_bytes"},
+		{"no connection per address", func(m *Manifest) { m.HTTP.MaxConnectionsPerAddress = 0 }, "http.max_connections_per_address"},
+		{"no unauthenticated connection", func(m *Manifest) { m.HTTP.MaxUnauthenticatedConnections = 0 }, "http.max_unauthenticated_connections"},
 	}
 	for _, tc := range cases {
 		m := Default()

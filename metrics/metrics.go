@@ -33,6 +33,8 @@ type Metrics struct {
 	// how they ended; longRuns is the long runs held now.
 	background *prometheus.CounterVec
 	longRuns   prometheus.Gauge
+	// refused counts what the HTTP listener refused, by reason.
+	refused *prometheus.CounterVec
 }
 
 // New registers every metric; src may be nil (no runner gauges).
@@ -82,6 +84,11 @@ func New(version, isolation string, src Source) *Metrics {
 		Help: "Long runs held now: background runs still going and calls made as MCP tasks (capped by limits.max_background_runs).",
 	})
 	reg.MustRegister(m.background, m.longRuns)
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "runbox_http_refused_total",
+		Help: "Connections and requests the HTTP listener refused, by reason: unauthorized (no valid token), body_too_large (past http.max_request_bytes), body_unread (the body did not come in time or broke off), connections_per_address, unauthenticated_connections (the caps on open connections).",
+	}, []string{"reason"})
+	reg.MustRegister(m.refused)
 	reg.MustRegister(m.runs, m.latency, m.queue, m.conns, m.bytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "runbox_build_info", Help: "Always 1; labels say the version and isolation level.",
@@ -139,6 +146,13 @@ func (m *Metrics) BackgroundEnded(ending string) {
 func (m *Metrics) LongRunsHeld(n int) {
 	if m != nil {
 		m.longRuns.Set(float64(n))
+	}
+}
+
+// HTTPRefused counts a connection or request the HTTP listener refused.
+func (m *Metrics) HTTPRefused(reason string) {
+	if m != nil {
+		m.refused.WithLabelValues(reason).Inc()
 	}
 }
 
