@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -109,7 +108,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 			}
 		}
 		logger.Info("starting", "version", version, "transport", cfg.transport, "backend", m.Backend, "isolation", m.Isolation, "languages", m.LanguageNames())
-		s, promHandler, stop, err := serving(ctx, cfg, m, runner, runs, derivedImages, logger)
+		s, mx, stop, err := serving(ctx, cfg, m, runner, runs, derivedImages, logger)
 		if err != nil {
 			return 1, err
 		}
@@ -117,8 +116,14 @@ func run(ctx context.Context, cfg config) (int, error) {
 		if cfg.transport == mcpserver.TransportStdio {
 			return 0, mcpserver.ServeStdio(ctx, s, m, os.Stdin, os.Stdout, logger)
 		}
-		return 0, mcpserver.ServeHTTP(ctx, s, mcpserver.HTTPConfig{Transport: cfg.transport, Addr: cfg.listen, Token: cfg.authToken, Tokens: tokens,
-			AllowedOrigins: m.HTTP.AllowedOrigins, Logger: logger, Metrics: promHandler, MetricsAddr: m.Metrics.Listen})
+		hc := mcpserver.HTTPConfig{Transport: cfg.transport, Addr: cfg.listen, Token: cfg.authToken, Tokens: tokens,
+			AllowedOrigins: m.HTTP.AllowedOrigins, Logger: logger, MetricsAddr: m.Metrics.Listen, Refused: mx.HTTPRefused,
+			MaxRequestBytes: int64(m.HTTP.MaxRequestBytes), MaxConnectionsPerAddress: m.HTTP.MaxConnectionsPerAddress,
+			MaxUnauthenticatedConnections: m.HTTP.MaxUnauthenticatedConnections}
+		if mx != nil {
+			hc.Metrics = mx.Handler()
+		}
+		return 0, mcpserver.ServeHTTP(ctx, s, hc)
 	case "sessions":
 		return listSessions(ctx, cfg, runner)
 	case "run":
@@ -133,8 +138,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 // the images probed beside serving, the cache, the audit log, the upstream
 // servers, metrics, and the MCP server, told the images' descriptions as
 // they come. m is read-only: every description is a copy (describe). stop
-// closes what it opened.
-func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sandbox.BoxRunner, runs *runstore.Store, derivedImages []derived.Image, logger *slog.Logger) (s *server.MCPServer, prom http.Handler, stop func(), err error) {
+// closes what it opened. mx is nil when metrics are off.
+func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sandbox.BoxRunner, runs *runstore.Store, derivedImages []derived.Image, logger *slog.Logger) (s *server.MCPServer, mx *metrics.Metrics, stop func(), err error) {
 	auditLog, err := audit.Open(m.Audit)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w (set audit.path to a writable file, or audit.enabled: false)", err)
@@ -152,12 +157,11 @@ func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sand
 	opts.Upstream = startUpstream(ctx, m, logger)
 	if m.Metrics.Enabled && cfg.transport != mcpserver.TransportStdio {
 		opts.Metrics = metrics.New(version, m.Isolation, runner)
-		prom = opts.Metrics.Handler()
 	}
 	// The agent is told what the images had when last probed, at once;
 	// the probes beside serving confirm or correct it.
 	s = mcpserver.New(describeFromCache(m), r, opts)
-	return s, prom, func() {
+	return s, opts.Metrics, func() {
 		opts.Upstream.Close()
 		auditLog.Close()
 	}, nil

@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -129,18 +128,11 @@ func (g paramsGuard) sse(s *server.SSEServer, next http.Handler) http.Handler {
 	})
 }
 
-// peek reads a small POST body for the guard and puts it back.
+// peek reads a small POST body, as the listener holds it (bodyLimit).
 func (g paramsGuard) peek(r *http.Request) []byte {
-	if r.Method != http.MethodPost || r.Body == nil {
+	body, ok := heldBytes(r)
+	if r.Method != http.MethodPost || !ok || len(body) > maxGuardedBody {
 		return nil
 	}
-	head, err := io.ReadAll(io.LimitReader(r.Body, maxGuardedBody+1))
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
-	if err != nil || len(head) > maxGuardedBody {
-		return nil
-	}
-	return g.refusal(r.Context(), head)
+	return g.refusal(r.Context(), body)
 }

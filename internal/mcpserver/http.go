@@ -2,16 +2,16 @@ package mcpserver
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/runbox-mcp/runbox/manifest"
 )
 
 // Transports.
@@ -50,6 +50,30 @@ type HTTPConfig struct {
 	// on the MCP listener behind the token.
 	Metrics     http.Handler
 	MetricsAddr string
+	// Refused counts a connection or request the listener refused, by
+	// reason; nil counts none.
+	Refused func(reason string)
+	// MaxRequestBytes bounds a request's body (0: the manifest's
+	// default); MaxConnectionsPerAddress and MaxUnauthenticatedConnections
+	// bound the connections held open (0: the manifest's defaults).
+	MaxRequestBytes               int64
+	MaxConnectionsPerAddress      int
+	MaxUnauthenticatedConnections int
+}
+
+// withDefaults fills the bounds left zero with the manifest's defaults.
+func (cfg HTTPConfig) withDefaults() HTTPConfig {
+	d := manifest.Default().HTTP
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = int64(d.MaxRequestBytes)
+	}
+	if cfg.MaxConnectionsPerAddress <= 0 {
+		cfg.MaxConnectionsPerAddress = d.MaxConnectionsPerAddress
+	}
+	if cfg.MaxUnauthenticatedConnections <= 0 {
+		cfg.MaxUnauthenticatedConnections = d.MaxUnauthenticatedConnections
+	}
+	return cfg
 }
 
 // PathMetrics serves Prometheus metrics.
@@ -71,22 +95,26 @@ func CheckListen(addr, token string) error {
 }
 
 // Handler returns the HTTP handler of a transport. Every MCP path checks
-// the Origin header first, then the bearer token; /healthz checks neither.
+// the Origin header first, then the bearer token, then bounds the body;
+// /healthz checks neither.
 func Handler(s *server.MCPServer, cfg HTTPConfig) (http.Handler, func(context.Context) error) {
-	return handler(s, cfg, cfg.Addr)
+	cfg = cfg.withDefaults()
+	return handler(s, cfg, cfg.Addr, newRefusals(cfg.Refused, cfg.Logger))
 }
 
 // handler is Handler for a listener bound to bound (host:port), whose
 // origin is also the listener's own: the port of a :0 listener, the
-// address a host name resolved to.
-func handler(s *server.MCPServer, cfg HTTPConfig, bound string) (http.Handler, func(context.Context) error) {
+// address a host name resolved to. f counts and logs what it refuses.
+func handler(s *server.MCPServer, cfg HTTPConfig, bound string, f *refusals) (http.Handler, func(context.Context) error) {
 	origins := newOriginPolicy([]string{cfg.Addr, bound}, cfg.AllowedOrigins, cfg.Logger)
 	tokens := cfg.tokenSet()
-	guard := func(h http.Handler) http.Handler { return origins.guard(bearerNamed(tokens, h)) }
+	guard := func(h http.Handler) http.Handler {
+		return origins.guard(bearerNamed(tokens, f, bodyLimit(cfg.MaxRequestBytes, f, h)))
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(PathHealth, func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	if cfg.Metrics != nil && cfg.MetricsAddr == "" {
-		mux.Handle(PathMetrics, bearerNamed(tokens, cfg.Metrics))
+		mux.Handle(PathMetrics, bearerNamed(tokens, f, cfg.Metrics))
 	}
 	var shutdown func(context.Context) error
 	switch cfg.Transport {
@@ -103,7 +131,7 @@ func handler(s *server.MCPServer, cfg HTTPConfig, bound string) (http.Handler, f
 		mux.Handle(PathMessage, guard(messages))
 	default:
 		h := server.NewStreamableHTTPServer(s, server.WithEndpointPath(PathMCP), server.WithHTTPContextFunc(principalFromRequest))
-		var mcpPath http.Handler = paramsGuard{s}.http(h)
+		var mcpPath http.Handler = paramsGuard{s}.http(streamable{h})
 		shutdown = h.Shutdown
 		if l := taskLayerOf(s); l != nil {
 			mcpPath = l.http(mcpPath)
@@ -111,7 +139,7 @@ func handler(s *server.MCPServer, cfg HTTPConfig, bound string) (http.Handler, f
 		}
 		mux.Handle(PathMCP, guard(mcpPath))
 	}
-	return mux, shutdown
+	return guardStalls(mux), shutdown
 }
 
 // ServeHTTP serves the transport until ctx ends, then shuts down.
@@ -126,12 +154,22 @@ func ServeHTTP(ctx context.Context, s *server.MCPServer, cfg HTTPConfig) error {
 	if err := CheckOrigins(cfg.AllowedOrigins); err != nil {
 		return err
 	}
+	cfg = cfg.withDefaults()
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err
 	}
-	h, shutdownMCP := handler(s, cfg, ln.Addr().String())
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	f := newRefusals(cfg.Refused, cfg.Logger)
+	h, shutdownMCP := handler(s, cfg, ln.Addr().String(), f)
+	unauthenticated := cfg.MaxUnauthenticatedConnections
+	if cfg.tokenSet() == nil {
+		unauthenticated = 0 // no token to show: no connection is unauthenticated
+	}
+	ln = newConnCaps(ln, cfg.MaxConnectionsPerAddress, unauthenticated, f)
+	// No ReadTimeout or WriteTimeout: a body is given time by its size
+	// (bodyLimit), and each write its own deadline (guardStalls), so that
+	// a long answer or stream is never cut.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, IdleTimeout: idleTimeout, ConnContext: withConn}
 	path := PathMCP
 	if cfg.Transport == TransportSSE {
 		path = PathSSE
@@ -148,7 +186,7 @@ func ServeHTTP(ctx context.Context, s *server.MCPServer, cfg HTTPConfig) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle(PathMetrics, cfg.Metrics)
-		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: headerTimeout, ReadTimeout: headerTimeout, WriteTimeout: headerTimeout, IdleTimeout: idleTimeout}
 		cfg.Logger.Info("serving metrics", "url", "http://"+mln.Addr().String()+PathMetrics)
 		go func() { errc <- msrv.Serve(mln) }()
 	}
@@ -168,21 +206,4 @@ func ServeHTTP(ctx context.Context, s *server.MCPServer, cfg HTTPConfig) error {
 		return err
 	}
 	return nil
-}
-
-// bearer answers 401 unless the request carries the token.
-func bearer(token string, next http.Handler) http.Handler {
-	if token == "" {
-		return next
-	}
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="runbox"`)
-			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func TestBearer(t *testing.T) {
-	h := bearer("s3cret", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	h := bearerNamed(HTTPConfig{Token: "s3cret"}.tokenSet(), newRefusals(nil, nil), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	for auth, want := range map[string]int{"": 401, "Bearer wrong": 401, "s3cret": 401, "Bearer s3cret": 204, "Bearer s3cret2": 401} {
 		r := httptest.NewRequest("POST", "/mcp", strings.NewReader("{}"))
 		if auth != "" {

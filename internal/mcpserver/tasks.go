@@ -186,12 +186,24 @@ func (l *taskLayer) eligible(name string) bool {
 // classify reads a client's message: a task-augmented call (its params),
 // a tasks/* request of the extension, or anything else (ok false).
 func (l *taskLayer) classify(msg []byte) (req rpcMessage, p requestMeta, ok bool) {
-	if json.Unmarshal(msg, &req) != nil || len(req.ID) == 0 || req.ID[0] == 'n' {
+	// A call's params are read in place: its arguments, which may be
+	// most of a large body, are not copied.
+	var call struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params *requestMeta    `json:"params"`
+	}
+	call.Params = &p
+	if json.Unmarshal(msg, &call) != nil || len(call.ID) == 0 || call.ID[0] == 'n' {
+		return req, p, false
+	}
+	req.JSONRPC, req.ID, req.Method = mcp.JSONRPC_VERSION, call.ID, call.Method
+	if req.Method != string(mcp.MethodToolsCall) && json.Unmarshal(msg, &req) != nil {
 		return req, p, false
 	}
 	switch req.Method {
 	case string(mcp.MethodToolsCall):
-		if json.Unmarshal(req.Params, &p) != nil || !p.declares() || !l.eligible(p.Name) {
+		if !p.declares() || !l.eligible(p.Name) {
 			return req, p, false
 		}
 	case methodTasksGet, methodTasksCancel, methodTasksUpdate:

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 
@@ -57,8 +56,7 @@ func (l *taskLayer) sse(srv *server.SSEServer, next http.Handler) http.Handler {
 		orig := r.Clone(r.Context())
 		post := func(b []byte) error {
 			ir := orig.Clone(orig.Context())
-			ir.Body = io.NopCloser(bytes.NewReader(b))
-			ir.ContentLength = int64(len(b))
+			holdBody(ir, b)
 			rec := &postedAnswer{header: http.Header{}}
 			next.ServeHTTP(rec, ir)
 			if rec.status >= 300 {

@@ -117,20 +117,10 @@ func (f taskFilter) Write(p []byte) (int, error) {
 	return f.w.Write(p)
 }
 
-// maxTaskBody bounds the request body the layer reads on HTTP; a larger
-// call goes on to mcp-go unread by the layer, and is answered as a plain
-// call.
-const maxTaskBody = 32 << 20
-
-// readTaskBody reads r's body for the layer, at most maxTaskBody, and puts
-// it back for whoever serves r next; false when it is larger or broken.
+// readTaskBody returns r's body for the layer: as the listener holds it
+// (bodyLimit), read once for every layer.
 func readTaskBody(r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskBody+1))
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-	return body, err == nil && len(body) <= maxTaskBody
+	return heldBytes(r)
 }
 
 // http puts the layer in front of the streamable HTTP endpoint: the
@@ -167,8 +157,7 @@ func (l *taskLayer) http(next http.Handler) http.Handler {
 			ctx, cancel := context.WithCancel(orig.Context())
 			unhook := context.AfterFunc(l.base, cancel)
 			ir := orig.Clone(ctx)
-			ir.Body = io.NopCloser(bytes.NewReader(inner))
-			ir.ContentLength = int64(len(inner))
+			holdBody(ir, inner)
 			go func() {
 				defer cancel()
 				defer unhook()

@@ -29,9 +29,11 @@ func (cfg HTTPConfig) tokenSet() map[string]string {
 }
 
 // bearerNamed answers 401 unless the request carries one of the tokens,
-// and marks the request with that token's name: the caller's principal.
-// Every token is compared, in constant time, whichever matches.
-func bearerNamed(tokens map[string]string, next http.Handler) http.Handler {
+// and marks the request with that token's name: the caller's principal,
+// and its connection authenticated. Every token is compared, in constant
+// time, whichever matches. A refused request's body is never read (f
+// closes its connection).
+func bearerNamed(tokens map[string]string, f *refusals, next http.Handler) http.Handler {
 	if tokens == nil {
 		return next
 	}
@@ -45,9 +47,10 @@ func bearerNamed(tokens map[string]string, next http.Handler) http.Handler {
 		}
 		if who == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="runbox"`)
-			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+			f.refuse(w, r, http.StatusUnauthorized, refusedUnauthorized, "missing or wrong bearer token")
 			return
 		}
+		authenticated(r.Context())
 		next.ServeHTTP(w, r.WithContext(tools.WithPrincipal(r.Context(), who)))
 	})
 }

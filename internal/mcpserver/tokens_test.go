@@ -11,7 +11,7 @@ import (
 func TestNamedTokensMarkThePrincipal(t *testing.T) {
 	cfg := HTTPConfig{Token: "single-token-0123456789", Tokens: map[string]string{"alice": "alice-token-0123456789", "bob": "bob-token-0123456789"}}
 	var who string
-	h := bearerNamed(cfg.tokenSet(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := bearerNamed(cfg.tokenSet(), newRefusals(nil, nil), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who = tools.PrincipalOf(r.Context())
 	}))
 	for token, want := range map[string]string{"alice-token-0123456789": "alice", "bob-token-0123456789": "bob", "single-token-0123456789": "default"} {
