@@ -137,7 +137,7 @@ func handler(s *server.MCPServer, cfg HTTPConfig, bound string, f *refusals) (ht
 			mcpPath = l.http(mcpPath)
 			shutdown = func(ctx context.Context) error { l.stop(); return h.Shutdown(ctx) }
 		}
-		mux.Handle(PathMCP, guard(mcpPath))
+		mux.Handle(PathMCP, guard(newCallerCancels().http(mcpPath)))
 	}
 	return guardStalls(mux), shutdown
 }
