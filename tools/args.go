@@ -5,7 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"path"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,9 +63,7 @@ func DecodeArgs(raw []byte) (RunCodeArgs, *contract.ErrorInfo) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return args, invalid("arguments are missing: language and code are required")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&args); err != nil {
+	if err := unmarshalStrict(raw, &args); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
 			return args, invalid("argument %s must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
@@ -199,4 +201,75 @@ func checkPath(p string) (string, error) {
 		return "", errors.New("names a directory, not a file")
 	}
 	return clean, nil
+}
+
+// unmarshalStrict is json.Unmarshal refusing unknown fields, as a Decoder
+// with DisallowUnknownFields does, without the copy of raw a Decoder reads
+// it into: a call's arguments may be most of a large request.
+func unmarshalStrict(raw []byte, v any) error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		return err
+	}
+	return unknownFields(raw, reflect.TypeOf(v))
+}
+
+// span is a JSON value as a slice of the input, not a copy.
+type span []byte
+
+func (s *span) UnmarshalJSON(b []byte) error {
+	*s = b
+	return nil
+}
+
+// unknownFields returns the error of the first field (by name) of an
+// object in raw that t, the type raw was decoded into, does not have.
+func unknownFields(raw []byte, t reflect.Type) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var obj map[string]span
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil // null: nothing to check
+		}
+		for _, key := range slices.Sorted(maps.Keys(obj)) {
+			f, ok := jsonField(t, key)
+			if !ok {
+				return fmt.Errorf("json: unknown field %q", key)
+			}
+			if err := unknownFields(obj[key], f.Type); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		var items []span
+		if json.Unmarshal(raw, &items) != nil {
+			return nil
+		}
+		for _, item := range items {
+			if err := unknownFields(item, t.Elem()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// jsonField is t's field that encoding/json decodes key into.
+func jsonField(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if strings.EqualFold(name, key) {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }

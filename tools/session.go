@@ -98,6 +98,11 @@ func sessionAnswer(res SessionResult) *mcp.CallToolResult {
 
 // arguments are a call's arguments as JSON; nil when they cannot be.
 func arguments(req mcp.CallToolRequest) []byte {
+	// The arguments as the client sent them, when mcp-go kept them: a
+	// large call is not copied again.
+	if raw, ok := req.GetRawArguments().(json.RawMessage); ok {
+		return raw
+	}
 	raw, err := json.Marshal(req.GetRawArguments())
 	if err != nil {
 		return nil
