@@ -130,18 +130,22 @@ func loadOn(t *testing.T, n, pid int, clients []*client.Client) {
 // loadRSSSlackKiB is how far above idle "back to idle" may be.
 const loadRSSSlackKiB = 16 * 1024
 
-func rssKiB(t *testing.T, pid int) int {
+func rssKiB(t *testing.T, pid int) int { return procStatusKiB(t, pid, "VmRSS") }
+
+// procStatusKiB reads a field in kB of a process's /proc status (VmRSS,
+// VmHWM).
+func procStatusKiB(t *testing.T, pid int, field string) int {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kib, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 			return kib
 		}
 	}
-	t.Fatal("no VmRSS")
+	t.Fatal("no " + field)
 	return 0
 }
