@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -104,4 +105,31 @@ func TestConnCaps(t *testing.T) {
 	_ = b.Close()
 	dial()
 	<-accepted
+}
+
+// A task's call as handed to mcp-go is the client's, byte for byte in
+// its arguments, with the layer's id and progress token.
+func TestInnerCallKeepsTheArguments(t *testing.T) {
+	args := `{"language":"python","code":"` + strings.Repeat("x", 1<<20) + `\n","files":[{"path":"a","content":"\u00e9"}]}`
+	msg := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run_code","arguments":` + args + `,"_meta":{"k":1}}}`
+	out, err := innerCall([]byte(msg), "T1", json.RawMessage(`[1]`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		ID     string `json:"id"`
+		Method string `json:"method"`
+		Params struct {
+			Arguments      json.RawMessage `json:"arguments"`
+			InputResponses json.RawMessage `json:"inputResponses"`
+			Meta           map[string]any  `json:"_meta"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != taskIDPrefix+"T1" || got.Method != "tools/call" || string(got.Params.Arguments) != args ||
+		string(got.Params.InputResponses) != "[1]" || got.Params.Meta["progressToken"] != taskIDPrefix+"T1" || got.Params.Meta["k"] != 1.0 {
+		t.Fatalf("%.300s", out)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -235,14 +237,18 @@ func (l *taskLayer) classify(msg []byte) (req rpcMessage, p requestMeta, ok bool
 // layer's own; everything else is the client's request as sent. The
 // call made again after tasks/update also carries the client's answers
 // and the call's request state (a multi round-trip request's retry).
+// The call's arguments, most of a large call, are copied once, into the
+// new message.
 func innerCall(msg []byte, taskID string, inputResponses, requestState json.RawMessage) ([]byte, error) {
-	var m map[string]json.RawMessage
+	var m, params map[string]inPlace
 	if err := json.Unmarshal(msg, &m); err != nil {
 		return nil, err
 	}
-	var params map[string]json.RawMessage
 	if err := json.Unmarshal(m["params"], &params); err != nil {
 		return nil, err
+	}
+	if params == nil {
+		params = map[string]inPlace{}
 	}
 	meta := map[string]json.RawMessage{}
 	if raw, ok := params["_meta"]; ok && len(raw) > 0 && raw[0] == '{' {
@@ -254,14 +260,50 @@ func innerCall(msg []byte, taskID string, inputResponses, requestState json.RawM
 	meta["progressToken"] = inner
 	params["_meta"], _ = json.Marshal(meta)
 	if len(inputResponses) > 0 {
-		params["inputResponses"] = inputResponses
+		params["inputResponses"] = inPlace(inputResponses)
 	}
 	if len(requestState) > 0 {
-		params["requestState"] = requestState
+		params["requestState"] = inPlace(requestState)
 	}
-	m["params"], _ = json.Marshal(params)
 	m["id"] = inner
-	return json.Marshal(m)
+	delete(m, "params")
+	var b bytes.Buffer
+	b.Grow(len(msg) + len(params["_meta"]) + len(inputResponses) + len(requestState) + 64)
+	writeObject(&b, m, "params", params)
+	return b.Bytes(), nil
+}
+
+// inPlace is a JSON value as a slice of the message it was read from,
+// not a copy.
+type inPlace []byte
+
+func (v *inPlace) UnmarshalJSON(b []byte) error {
+	*v = b
+	return nil
+}
+
+// writeObject writes fields, and the object nested under nestedKey, as
+// one JSON object with sorted keys.
+func writeObject(b *bytes.Buffer, fields map[string]inPlace, nestedKey string, nested map[string]inPlace) {
+	keys := slices.Sorted(maps.Keys(fields))
+	if nested != nil {
+		keys = append(keys, nestedKey)
+	}
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		name, _ := json.Marshal(k)
+		b.Write(name)
+		b.WriteByte(':')
+		if nested != nil && i == len(keys)-1 {
+			writeObject(b, nested, "", nil)
+			continue
+		}
+		b.Write(fields[k])
+	}
+	b.WriteByte('}')
 }
 
 // taskOfInner returns the task id of an inner call's id or progress
