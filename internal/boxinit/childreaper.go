@@ -11,8 +11,10 @@ import (
 	"time"
 )
 
-// reaper waits for every child, as PID 1 must, and picks out the main one.
-type reaper struct {
+// childReaper waits for every child process, as PID 1 must, so that none
+// is left a zombie, and picks out the main one. (The servers' reapers of
+// boxes whose server is gone are another thing, in the drivers.)
+type childReaper struct {
 	sigs     chan os.Signal
 	quit     chan struct{}
 	mu       sync.Mutex
@@ -24,20 +26,20 @@ type reaper struct {
 	noChildren chan struct{}
 }
 
-func newReaper() *reaper {
-	r := &reaper{sigs: make(chan os.Signal, 8), quit: make(chan struct{}), pending: map[int]syscall.WaitStatus{}}
+func newChildReaper() *childReaper {
+	r := &childReaper{sigs: make(chan os.Signal, 8), quit: make(chan struct{}), pending: map[int]syscall.WaitStatus{}}
 	signal.Notify(r.sigs, syscall.SIGCHLD)
 	go r.loop()
 	return r
 }
 
-func (r *reaper) stop() {
+func (r *childReaper) stop() {
 	signal.Stop(r.sigs)
 	close(r.quit)
 }
 
-// expect arms the reaper for a new main process.
-func (r *reaper) expect() {
+// expect arms the child reaper for a new main process.
+func (r *childReaper) expect() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.mainPid = 0
@@ -45,7 +47,7 @@ func (r *reaper) expect() {
 	r.noChildren = make(chan struct{})
 }
 
-func (r *reaper) setMain(pid int) {
+func (r *childReaper) setMain(pid int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.mainPid = pid
@@ -60,7 +62,7 @@ func (r *reaper) setMain(pid int) {
 	}
 }
 
-func (r *reaper) loop() {
+func (r *childReaper) loop() {
 	for {
 		select {
 		case <-r.quit:
@@ -71,7 +73,7 @@ func (r *reaper) loop() {
 	}
 }
 
-func (r *reaper) reapAll() {
+func (r *childReaper) reapAll() {
 	for {
 		var st syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &st, syscall.WNOHANG, nil)
@@ -103,7 +105,7 @@ func (r *reaper) reapAll() {
 }
 
 // waitNoChildren waits until every child has been reaped, or d passes.
-func (r *reaper) waitNoChildren(d time.Duration) {
+func (r *childReaper) waitNoChildren(d time.Duration) {
 	deadline := time.After(d)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()

@@ -58,7 +58,7 @@ func (g *gate) open(w io.Writer) {
 // start forks argv through the trampoline with the limits applied, and
 // starts draining its output: into stdout and stderr from its first byte,
 // or, when they are nil (a prestarted interpreter), into closed gates.
-func start(r *reaper, self string, argv, env []string, dir string, cpu, nproc int64, withCtl bool, stdout, stderr io.Writer) (*process, error) {
+func start(r *childReaper, self string, argv, env []string, dir string, cpu, nproc int64, withCtl bool, stdout, stderr io.Writer) (*process, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("empty command")
 	}
@@ -133,7 +133,7 @@ func (p *process) startError() string {
 }
 
 // alive says whether the process has not exited yet.
-func (p *process) alive(r *reaper) bool {
+func (p *process) alive(r *childReaper) bool {
 	return !isClosed(r.mainDone)
 }
 
@@ -141,7 +141,7 @@ func (p *process) alive(r *reaper) bool {
 // program and everything it started are gone; its output goes to res's
 // captures (already open for a program started for this job), which live,
 // if set, shows to a peek.
-func (p *process) supervise(ctx context.Context, r *reaper, job *initproto.Job, res runResult, stdin []byte, timeout time.Duration, live *liveOutput) runResult {
+func (p *process) supervise(ctx context.Context, r *childReaper, job *initproto.Job, res runResult, stdin []byte, timeout time.Duration, live *liveOutput) runResult {
 	defer p.pipes.closeAll()
 	live.set(res.stdout, res.stderr)
 	p.stdout.open(res.stdout)
@@ -187,7 +187,7 @@ func (p *process) supervise(ctx context.Context, r *reaper, job *initproto.Job, 
 }
 
 // run starts argv and supervises it.
-func run(ctx context.Context, r *reaper, self string, job *initproto.Job, argv []string, stdin []byte, timeout time.Duration, live *liveOutput) runResult {
+func run(ctx context.Context, r *childReaper, self string, job *initproto.Job, argv []string, stdin []byte, timeout time.Duration, live *liveOutput) runResult {
 	res := newRunResult(job)
 	p, err := start(r, self, argv, job.Env, job.Dir, job.CPUSeconds, job.NProc, false, res.stdout, res.stderr)
 	if err != nil {

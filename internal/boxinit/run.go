@@ -39,8 +39,9 @@ type Options struct {
 	// Scratch lists writable mounts to check for exhaustion; default
 	// the job's Dir and /tmp.
 	Scratch []string
-	// Reaper, when set, is the reaper already waiting for Prestarted.
-	Reaper *reaper
+	// ChildReaper, when set, is the child reaper already waiting for
+	// Prestarted.
+	ChildReaper *childReaper
 	// Prestarted is an interpreter started before the job arrived, waiting
 	// for the code's path; nil runs the job's own command.
 	Prestarted *process
@@ -106,8 +107,8 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 			}
 			if self, err := os.Executable(); err == nil {
 				opts.Self = self
-				opts.Reaper = newReaper()
-				opts.Prestarted, _ = start(opts.Reaper, self, pre.Argv, pre.Env, pre.Dir, pre.CPUSeconds, pre.NProc, true, nil, nil)
+				opts.ChildReaper = newChildReaper()
+				opts.Prestarted, _ = start(opts.ChildReaper, self, pre.Argv, pre.Env, pre.Dir, pre.CPUSeconds, pre.NProc, true, nil, nil)
 			}
 		}
 	}
@@ -152,9 +153,9 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 	// PID 1 (tests on the host).
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
-	r := opts.Reaper
+	r := opts.ChildReaper
 	if r == nil {
-		r = newReaper()
+		r = newChildReaper()
 	}
 	defer r.stop()
 	pre := opts.Prestarted
@@ -179,7 +180,7 @@ func Run(ctx context.Context, job *initproto.Job, opts Options) (*initproto.Repo
 // runProcess runs a one-off job's program: the syntax check first, if the
 // job has one, and then the program, started now or prestarted (pre),
 // whose output live shows to a peek.
-func runProcess(ctx context.Context, r *reaper, self string, job *initproto.Job, pre *process, live *liveOutput) runResult {
+func runProcess(ctx context.Context, r *childReaper, self string, job *initproto.Job, pre *process, live *liveOutput) runResult {
 	timeout := time.Duration(job.TimeoutMs) * time.Millisecond
 	if len(job.Check) > 0 {
 		check := run(ctx, r, self, job, job.Check, nil, min(checkTimeout, timeout), nil)
