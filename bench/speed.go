@@ -14,10 +14,11 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 )
 
-// The speed rows (issue 24): the machine's calibration, a pool against no
-// pool at three paces, throughput at concurrency 8 against `docker run`,
-// and gVisor's warm box against runc's, each with its baseline from the
-// same run, and a line per target with the ratio.
+// The speed rows, which measure the claims of speed: the machine's
+// calibration, a pool against no pool at three paces, throughput at
+// concurrency 8 against `docker run`, and gVisor's warm box against runc's,
+// each with its baseline from the same run, and a line per target with the
+// ratio.
 
 // paces are the think times between calls the pool rows are measured at:
 // none (a script's loop), a quick agent, a thinking one.
@@ -181,8 +182,9 @@ func find(rows []row, prog, name string, c int) row {
 	return row{}
 }
 
-// speed is the part of the bench issue 24 asked for; its rows go in the
-// table in order, its targets after it.
+// speed is the part of the bench that measures pooling, throughput and
+// gVisor's cost against baselines; its rows go in the table in order, its
+// targets after it.
 type speed struct {
 	bin, dir, image, ctr string
 	n                    int

@@ -39,10 +39,6 @@ const (
 	KindForbiddenNetwork Kind = "forbidden_network"
 )
 
-// Kinds lists every kind, in the order the contract names them.
-var Kinds = []Kind{KindSyntax, KindRuntime, KindTimeout, KindOOM, KindForbiddenSyscall,
-	KindResourceLimit, KindOutputLimit, KindInvalidRequest, KindSandbox, KindForbiddenNetwork, KindSessionLost, KindSessionNotFound}
-
 // Limit names the limit a timeout, resource_limit or oom hit.
 type Limit string
 
@@ -143,7 +139,7 @@ type Cut struct {
 
 // ErrorInfo is a typed failure an agent can act on.
 type ErrorInfo struct {
-	Kind    Kind   `json:"kind" jsonschema:"enum=syntax,enum=runtime,enum=timeout,enum=oom,enum=forbidden_syscall,enum=resource_limit,enum=output_limit,enum=invalid_request,enum=sandbox,enum=forbidden_network,enum=session_lost,enum=session_not_found"`
+	Kind    Kind   `json:"kind"`
 	Type    string `json:"type,omitempty" jsonschema:"description=The language's own name for the error, e.g. ZeroDivisionError."`
 	Message string `json:"message"`
 	Line    int    `json:"line,omitempty" jsonschema:"description=1-based line in the submitted code."`

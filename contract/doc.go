@@ -5,6 +5,6 @@
 // run (hints, messages, the text summary), so they can be reviewed together.
 //
 // It is pure data. It must not know how a run happens (that is sandbox), how
-// a box is started (sandbox/docker, sandbox/kube) or how MCP carries a result
-// (tools).
+// a box is started (the drivers: sandbox/docker, sandbox/kube, sandbox/oci)
+// or how MCP carries a result (tools).
 package contract

@@ -13,9 +13,10 @@ import (
 )
 
 // The contract table's second way: each case's program also runs as a cell
-// of a session, and must answer what the one-off run answers (issue 21).
-// Sessions are reused across cases, one language's cells after another's,
-// so the table costs a session per language and slot, not one per case.
+// of a session, and must answer what the one-off run answers: an agent must
+// not read a session's failure differently from a run's. Sessions are reused
+// across cases, one language's cells after another's, so the table costs a
+// session per language and slot, not one per case.
 
 // cells keeps a backend's open sessions between the table's cases.
 type cells struct {

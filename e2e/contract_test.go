@@ -553,9 +553,9 @@ os.symlink("/proc/self/environ", "env")
 			}},
 			want: outcome{stdout: "alpha\nbeta\n70\n", check: artifactsAre("data/a.txt")}},
 
-		// The JavaScript programs of issue 21, which answered otherwise in
-		// a session: an exception after an await, an exit, a JSON.parse
-		// error's line, a timer that never ends.
+		// JavaScript programs that once answered otherwise in a session
+		// than in a one-off run: an exception after an await, an exit, a
+		// JSON.parse error's line, a timer that never ends.
 		{name: "runtime/javascript-after-await", lang: "javascript",
 			code: "async function main() {\n  await null;\n  throw new TypeError('bad shape');\n}\nmain();\n",
 			want: runtimeError("TypeError", "bad shape", 3)},

@@ -19,12 +19,12 @@ import (
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
-// Long runs outlive the server (issue 22 item 3): a run answered running
-// (the client asks for its answer within 2 s through
-// io.runbox/answer_within_seconds), its server killed with kill -9
-// mid-run, a new server on the same state directory answers run_wait
-// running and then the run's full result. On every backend: Docker,
-// gVisor, and Podman and Kubernetes where this machine has them.
+// Long runs outlive the server, as an agent told "running" relies on: a run
+// answered running (the client asks for its answer within 2 s through
+// io.runbox/answer_within_seconds), its server killed with kill -9 mid-run,
+// a new server on the same state directory answers run_wait running and then
+// the run's full result. On every backend: Docker, gVisor, and Podman and
+// Kubernetes where this machine has them.
 
 // durableBackend is an engine a durable run is tried on.
 type durableBackend struct {

@@ -47,18 +47,18 @@ func buildDurable(t *testing.T) string {
 	return durableBin
 }
 
-// TestRunOutlivesItsServer (issue 22 item 3): a server sends a 20 s run to
-// its box, a one-off run and a session's cell alike, and is killed with
-// SIGKILL mid-run; the box runs on, and a new server process, given the
-// record the first one's OnSent wrote, keeps the box from its reaper
-// (whose owner is dead), adopts the run and answers its result as the dead
-// server would have (output, artifact, run id); a one-off box is removed
-// after, a session's cell keeps the session busy with the run meanwhile. A
-// second adoption of the same record says the result is lost. On Docker and
-// gVisor, Podman (where RUNBOX_PODMAN_HOST is set: the box's stdin ends
-// with the killed server's attach, and the new server reaches it through
-// its relay, docs/podman.md) and Kubernetes (where RUNBOX_K8S_KUBECONFIG
-// is set).
+// TestRunOutlivesItsServer: a run outlives a server killed mid-run. A server
+// sends a 20 s run to its box, a one-off run and a session's cell alike, and
+// is killed with SIGKILL mid-run; the box runs on, and a new server process,
+// given the record the first one's OnSent wrote, keeps the box from its
+// reaper (whose owner is dead), adopts the run and answers its result as the
+// dead server would have (output, artifact, run id); a one-off box is
+// removed after, a session's cell keeps the session busy with the run
+// meanwhile. A second adoption of the same record says the result is lost.
+// On Docker and gVisor, Podman (where RUNBOX_PODMAN_HOST is set: the box's
+// stdin ends with the killed server's attach, and the new server reaches it
+// through its relay, docs/podman.md) and Kubernetes (where
+// RUNBOX_K8S_KUBECONFIG is set).
 //
 // Both processes label their boxes with an owner host of the test's own:
 // the engine is shared with other runbox servers (other suites), and any

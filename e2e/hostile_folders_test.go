@@ -131,7 +131,7 @@ func sourceCall(src string) map[string]any {
 		"files": []map[string]any{{"path": "in.txt", "source": src}}}
 }
 
-// Defect (issue 20, 3): a source read with the server's privileges gave
+// A defect once found: a source read with the server's privileges gave
 // the box a root-owned 0600 file it may not read at /mnt/<name>/..., and
 // the same through a hardlink.
 func TestSourceGivesOnlyWhatTheBoxMayRead(t *testing.T) {
@@ -155,7 +155,7 @@ func TestSourceGivesOnlyWhatTheBoxMayRead(t *testing.T) {
 	}
 }
 
-// Defect (issue 20, 4): a source naming a FIFO blocked the call forever in
+// A defect once found: a source naming a FIFO blocked the call forever in
 // the open, before the type was checked.
 func TestSourceFIFONeverHangs(t *testing.T) {
 	_, data := hostileFolder(t)

@@ -107,7 +107,7 @@ func saveArgs(name, code string) map[string]any {
 	return map[string]any{"name": name, "description": "A tool of the test.", "language": "python", "code": code}
 }
 
-// Defects (issue 20, 1 and 2): save_tool took session_open's name (its
+// Defects once found: save_tool took session_open's name (its
 // calls then ran the saved code for every client), and delete_tool removed
 // a built-in (session_list) for every client until restart.
 func TestSavedToolNeverTakesABuiltin(t *testing.T) {

@@ -199,8 +199,8 @@ def raw(data, shut=True):
         return "unreadable %r" % b[:200]
 `
 
-// TestHostileWireDefects: the defects of issue 20 on these surfaces, each
-// as found.
+// TestHostileWireDefects: the defects a hostile review found on these
+// surfaces (the tool-call and proxy streams), each as found.
 func TestHostileWireDefects(t *testing.T) {
 	w, wn := startWire(t, false), startWire(t, true)
 

@@ -11,10 +11,10 @@ import (
 	"github.com/runbox-mcp/runbox/contract"
 )
 
-// The same JavaScript program answers the same in a session's first cell
-// as in a one-off run (issue 21): an error after an await, process.exit,
-// a JSON.parse error's line, and a setInterval that runs to the timeout;
-// and the session lives on after the error and the exit.
+// The same JavaScript program answers the same in a session's first cell as
+// in a one-off run, so an agent reads both alike: an error after an await,
+// process.exit, a JSON.parse error's line, and a setInterval that runs to
+// the timeout; and the session lives on after the error and the exit.
 func TestSessionJavaScriptAnswersAsOneOff(t *testing.T) {
 	s := dockerServer(t, "")
 	answer := func(r contract.Result) string {

@@ -17,7 +17,7 @@ func TestCredentialValidation(t *testing.T) {
 	if k, v := c.PlaceholderEnv(); k != "RUNBOX_SECRET_GITHUB" || v != "runbox-secret:github" {
 		t.Fatalf("placeholder %s=%s", k, v)
 	}
-	if d := m.ToolDescription(); !strings.Contains(d, "api.example.com:80,443 (runbox adds its Authorization header)") {
+	if d := m.Describe(); !strings.Contains(d, "api.example.com:80,443 (runbox adds its Authorization header)") {
 		t.Errorf("description:\n%s", d)
 	}
 	m = loadCase(t, entry(`{file: /run/secrets/key, header: x-api-key, format: "{secret}"}`), "")

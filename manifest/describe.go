@@ -5,9 +5,11 @@ import (
 	"strings"
 )
 
-// ToolDescription renders run_code's description from the manifest, so
-// that what the agent is told is what is enforced.
-func (m *Manifest) ToolDescription() string {
+// Describe renders what the sandbox has and the rules it enforces, from
+// the manifest, so that what the agent is told is what is enforced:
+// run_code's description but for the error kinds, which the contract adds
+// (contract.ToolDescription).
+func (m *Manifest) Describe() string {
 	l := m.Limits
 	var b strings.Builder
 	b.WriteString("Run code in a fresh, isolated sandbox and get back stdout, stderr, the exit code, the files it wrote, metrics, and a typed error to act on.\n\n")
@@ -49,10 +51,5 @@ func (m *Manifest) ToolDescription() string {
 		b.WriteString("- To keep state across calls (load data once, explore it over many calls), open a session with session_open and pass its session_id: the same interpreter runs each call.\n")
 	}
 	fmt.Fprintf(&b, "- Files the code writes under /workspace come back as artifacts (up to %d files, %s); images are shown inline. Save plots with matplotlib's savefig('plot.png').\n", l.Artifacts, l.ArtifactBytes)
-	kinds := "syntax, runtime, timeout, oom, resource_limit, output_limit, invalid_request, sandbox, session_lost, session_not_found"
-	if m.Network.Enabled() {
-		kinds += ", forbidden_network"
-	}
-	fmt.Fprintf(&b, "\nOn failure, error.kind says what happened (%s), error.line points into your code, and error.hint says what to change.", kinds)
 	return b.String()
 }

@@ -43,11 +43,11 @@ func TestNetworkIndex(t *testing.T) {
 func TestToolDescriptionIndex(t *testing.T) {
 	m := Default()
 	m.Network.Allow = []Endpoint{{Host: "pypi.example.com"}}
-	if d := m.ToolDescription(); !strings.Contains(d, "nothing else can be installed") || strings.Contains(d, "Packages:") {
+	if d := m.Describe(); !strings.Contains(d, "nothing else can be installed") || strings.Contains(d, "Packages:") {
 		t.Fatalf("without an index:\n%s", d)
 	}
 	m.Network.Index = Index{Python: "https://pypi.example.com/simple/"}
-	d := m.ToolDescription()
+	d := m.Describe()
 	for _, want := range []string{"more only from the declared package indexes", "- Packages: pip install installs from https://pypi.example.com/simple/ (declared package indexes, already configured"} {
 		if !strings.Contains(d, want) {
 			t.Errorf("missing %q in:\n%s", want, d)

@@ -48,12 +48,12 @@ func TestEndpointString(t *testing.T) {
 // The agent is told exactly which endpoints exist, or that none do.
 func TestToolDescriptionNetwork(t *testing.T) {
 	m := Default()
-	if d := m.ToolDescription(); !strings.Contains(d, "No network") || strings.Contains(d, "forbidden_network") {
+	if d := m.Describe(); !strings.Contains(d, "No network") {
 		t.Fatalf("without endpoints:\n%s", d)
 	}
 	m.Network.Allow = []Endpoint{{Host: "api.example.com", Ports: []int{443}}, {Host: "*.pypi.example", Approve: ApproveAsk}}
-	d := m.ToolDescription()
-	for _, want := range []string{"only HTTP and HTTPS to these declared endpoints", "api.example.com:443; *.pypi.example:80,443 (asks the user first)", "forbidden_network", "HTTPS_PROXY"} {
+	d := m.Describe()
+	for _, want := range []string{"only HTTP and HTTPS to these declared endpoints", "api.example.com:443; *.pypi.example:80,443 (asks the user first)", "HTTPS_PROXY"} {
 		if !strings.Contains(d, want) {
 			t.Errorf("missing %q in:\n%s", want, d)
 		}

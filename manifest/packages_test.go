@@ -48,9 +48,9 @@ func TestPackagesForms(t *testing.T) {
 // any, the description does not change.
 func TestToolDescriptionPackages(t *testing.T) {
 	m := Default()
-	before := m.ToolDescription()
+	before := m.Describe()
 	m.Packages = Packages{Python: []Package{{"python3-tabulate", "0.8.9-1"}}, JavaScript: []Package{{"is-number", "7.0.0"}}}
-	d := m.ToolDescription()
+	d := m.Describe()
 	for _, want := range []string{"python3-tabulate 0.8.9-1", "is-number 7.0.0"} {
 		if !strings.Contains(d, want) {
 			t.Errorf("description lacks %q:\n%s", want, d)

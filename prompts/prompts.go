@@ -72,7 +72,7 @@ func GuideText(m *manifest.Manifest) string {
 	l := m.Limits
 	var b strings.Builder
 	b.WriteString("You can run code with the run_code tool. Use it to compute, check an answer, transform data or make a plot, instead of guessing a result.\n\n")
-	b.WriteString(m.ToolDescription())
+	b.WriteString(contract.ToolDescription(m))
 	fmt.Fprintf(&b, `
 
 How to work with it:
@@ -185,15 +185,15 @@ Then fix and retry, at most %d times:
 func advice(m *manifest.Manifest, kind contract.Kind, limit contract.Limit) string {
 	l := m.Limits
 	switch kind {
-	case "syntax":
+	case contract.KindSyntax:
 		return "- The code did not run at all. Fix the syntax at the line given (a missing bracket or quote is often on the line before)."
-	case "runtime":
+	case contract.KindRuntime:
 		return "- Read the traceback in stderr from the bottom: error.line is the line of your code involved. Check the values that reach it (print them if unsure)."
-	case "timeout":
+	case contract.KindTimeout:
 		return fmt.Sprintf("- The run exceeded its wall-clock limit (up to %gs is allowed). Find the slow loop; work on a sample; avoid reading stdin that never comes; never wait on the network (%s).", l.MaxTimeoutSeconds, networkWord(m))
-	case "oom":
+	case contract.KindOOM:
 		return fmt.Sprintf("- The program needed more than %s of memory. Process data in chunks, use smaller dtypes, avoid building huge lists or strings.", l.Memory)
-	case "resource_limit":
+	case contract.KindResourceLimit:
 		switch limit {
 		case "pids":
 			return fmt.Sprintf("- Too many processes or threads (at most %d). Use a small fixed pool.", l.Pids)
@@ -205,19 +205,19 @@ func advice(m *manifest.Manifest, kind contract.Kind, limit contract.Limit) stri
 			return fmt.Sprintf("- Not your code: you (or the server) hold the most long runs allowed (%d of yours). Collect finished ones with run_wait or stop one with run_cancel, then run again.", l.MaxBackgroundRunsPerClient)
 		}
 		return "- A limit of the sandbox was hit; see the hint."
-	case "output_limit":
+	case contract.KindOutputLimit:
 		return fmt.Sprintf("- The program printed more than %s per stream. Print a summary; write big results to a file in /workspace instead.", l.OutputBytes)
-	case "invalid_request":
+	case contract.KindInvalidRequest:
 		return "- The arguments were rejected before anything ran. Fix them as the message says."
-	case "sandbox":
+	case contract.KindSandbox:
 		return "- The sandbox failed, not your code. Retry once; if it fails again, tell the user the sandbox is unavailable."
-	case "forbidden_network":
+	case contract.KindForbiddenNetwork:
 		return "- The program tried to reach a host the sandbox does not allow (error.message names it). " + networkAdvice(m)
-	case "session_lost":
+	case contract.KindSessionLost:
 		return "- The session's interpreter is gone and its state with it. Open a new session with session_open and run the set-up code (imports, loading data) again before retrying."
-	case "session_not_found":
+	case contract.KindSessionNotFound:
 		return "- The session_id names no open session of yours (closed, expired or mistyped). Use session_list, or open a new session."
-	case "forbidden_syscall":
+	case contract.KindForbiddenSyscall:
 		return "- The program made a system call the sandbox forbids. Do not use low-level system features (ptrace, mounts, namespaces, raw sockets)."
 	}
 	return "- Read the message and the hint."

@@ -35,6 +35,19 @@ func (r *BoxRunner) callJob(job contract.Job) *initproto.Job {
 	return ij
 }
 
+// callMode says how call exchanges a job with its box.
+type callMode struct {
+	// session: the box is a session's (call's doc).
+	session bool
+	// adopt: the job was sent at sent by a server since restarted: the
+	// box is asked for the run's report by its id (a collect stream), and
+	// the deadlines count from sent.
+	adopt bool
+	sent  time.Time
+	// onSent is called just before the job is sent.
+	onSent func(sent time.Time)
+}
+
 // call gives box b its job over ch and collects the outcome: the one
 // exchange of a one-off run and of a session's cell. The box's streams are
 // served by streams under lim's bounds, every cap applies, and past the

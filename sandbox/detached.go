@@ -191,19 +191,6 @@ func unheld(o outcome) bool {
 	return o.report == nil && !o.backstop && !o.oomKilled && !o.violation && !o.interrupted
 }
 
-// callMode says how call exchanges a job with its box.
-type callMode struct {
-	// session: the box is a session's (call's doc).
-	session bool
-	// adopt: the job was sent at sent by a server since restarted: the
-	// box is asked for the run's report by its id (a collect stream), and
-	// the deadlines count from sent.
-	adopt bool
-	sent  time.Time
-	// onSent is called just before the job is sent.
-	onSent func(sent time.Time)
-}
-
 // firstChannel starts a fresh one-off box's channel: a reset without
 // padding (nothing was written to the box before), the multiplexer's bytes
 // right behind it; the box's answer is awaited by the first read, so the

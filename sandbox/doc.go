@@ -13,9 +13,11 @@
 // shows its output so far on request ([Runner].Peek, peek.go), over the
 // same channel.
 //
-// Boxes come from a [Driver]: sandbox/docker (Docker and Podman) and
-// sandbox/kube (Kubernetes) implement it, and import this package, never
-// the reverse. This package must not know an engine's client (no moby, no
+// Boxes come from a [Driver]: sandbox/docker (Docker and Podman),
+// sandbox/kube (Kubernetes) and sandbox/oci (runc, with no engine)
+// implement it, and import this package, never the reverse, nor one
+// another (what two share is sandbox/linuxbox's); sandbox/backend maps a
+// manifest's backend to its driver. This package must not know an engine's client (no moby, no
 // client-go), MCP, the upstream servers nor egress: it takes a
 // [RunRequest] (a contract.Job and what the call brings besides: a
 // client's folders, stream handlers, an approver), never a value hidden

@@ -11,9 +11,10 @@ import (
 )
 
 // Driver starts boxes on one kind of platform: a Docker-API engine
-// (sandbox/docker) or a Kubernetes namespace (sandbox/kube). It owns the
-// platform's client, its hardening profile and its reaper; the run
-// algorithm (admission, pool, deadlines, classification) is [BoxRunner]'s.
+// (sandbox/docker), a Kubernetes namespace (sandbox/kube) or runc run by
+// the server itself (sandbox/oci). It owns the platform's client, its
+// hardening profile and its reaper; the run algorithm (admission, pool,
+// deadlines, classification) is [BoxRunner]'s.
 type Driver interface {
 	// Ready checks the platform and prepares what boxes need; cheap once
 	// ready. A driver that met a platform failure checks again.
@@ -36,8 +37,8 @@ type Driver interface {
 }
 
 // Keeper is a Driver that also reaps on its own, besides Reap (Docker,
-// when its engine answers again): New hands it [Options].Keep before its
-// first reap.
+// when its engine answers again; oci, once it is ready): New hands it
+// [Options].Keep before its first reap.
 type Keeper interface {
 	SetKeep(keep func(boxID string) bool)
 }

@@ -68,7 +68,7 @@ type BoxRunner struct {
 	// peeks are the runs on their boxes' channels now (peek.go).
 	peeks liveRuns
 
-	// sess are the open sessions (session.go), made on first use.
+	// sess are the open sessions (sessions.go), made on first use.
 	sess     *sessions
 	sessOnce sync.Once
 }

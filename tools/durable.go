@@ -14,16 +14,16 @@ import (
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
-// Long runs outlive the server process (issue 22 item 3). A run becomes
-// durable when it goes to the background or when it is an MCP task's
-// call: its record (the Held fields, the call's audit facts and the
-// box's Detached record once the job is sent) is then written to the run
-// store in the state directory, and again at its end with its answer. A
-// run that ends before the bound writes nothing. A restarted server finds
-// a record by its run id: a finished run answers its stored answer, a
-// running one is adopted (the runner finds its box by the record and
-// waits for its end), and a record whose box is gone answers that its
-// result is lost.
+// Long runs outlive the server process: an agent told "running" may come
+// back after a restart, even a kill -9. A run becomes durable when it goes
+// to the background or when it is an MCP task's call: its record (the Held
+// fields, the call's audit facts and the box's Detached record once the job
+// is sent) is then written to the run store in the state directory, and
+// again at its end with its answer. A run that ends before the bound writes
+// nothing. A restarted server finds a record by its run id: a finished run
+// answers its stored answer, a running one is adopted (the runner finds its
+// box by the record and waits for its end), and a record whose box is gone
+// answers that its result is lost.
 
 // Record kinds in the run store.
 const (

@@ -40,8 +40,7 @@ type BackgroundMetrics interface {
 }
 
 // Held is a run answered with a handle, as the registry keeps it: every
-// field is plain data, so that a store outliving the process can keep it
-// (issue 22 item 3).
+// field is plain data, so that a store outliving the process can keep it.
 type Held struct {
 	RunID    string
 	Owner    string

@@ -56,7 +56,7 @@ const progressEvery = 2 * time.Second
 // RunCode is the run_code tool: its definition and handler.
 func RunCode(d Deps) server.ServerTool {
 	m := d.Manifest
-	tool := mcp.NewToolWithRawSchema(RunCodeName, m.ToolDescription()+ServersParagraph(d.Upstream), InputSchema(m))
+	tool := mcp.NewToolWithRawSchema(RunCodeName, contract.ToolDescription(m)+ServersParagraph(d.Upstream), InputSchema(m))
 	tool.RawOutputSchema = OutputSchema()
 	tool = withSizeHint(m, tool)
 	// Every hint set explicitly: the defaults say the opposite of what

@@ -168,8 +168,9 @@ func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sand
 }
 
 // openRuns opens the run store: the long runs' and tasks' records in the
-// state directory, which outlive the process (issue 22 item 3), kept as
-// long as a run's files (at least a minute) within the manifest's bounds.
+// state directory, which outlive the process (a restarted server answers
+// run_wait for a run it did not start), kept as long as a run's files (at
+// least a minute) within the manifest's bounds.
 func openRuns(m *manifest.Manifest, logger *slog.Logger) (*runstore.Store, error) {
 	return runstore.Open(filepath.Join(audit.StateDir(), "runs"), runstore.Options{
 		MaxEntries: m.Limits.KeptResults, MaxBytes: int64(m.Limits.KeptResultsBytes),

@@ -418,7 +418,7 @@ func TestPrewarmThreadsLeavesSpareThreads(t *testing.T) {
 // pipes are drained, before supervise begins.
 func TestStartedOutputIsNeverLost(t *testing.T) {
 	job := bashJob(t, "unused")
-	r := newReaper()
+	r := newChildReaper()
 	defer r.stop()
 	res := newRunResult(job)
 	p, err := start(r, os.Args[0], []string{"bash", "-c", "echo out; echo err >&2"}, job.Env, job.Dir, 0, 0, false, res.stdout, res.stderr)
@@ -441,12 +441,12 @@ func TestStartedOutputIsNeverLost(t *testing.T) {
 func TestPrestartedOutputIsNeverLost(t *testing.T) {
 	for i := range 100 {
 		job := bashJob(t, "unused")
-		r := newReaper()
+		r := newChildReaper()
 		pre, err := start(r, os.Args[0], []string{"bash", "-c", `read -r path <&4; echo "ran $path"`}, job.Env, job.Dir, 0, 0, true, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, _ := Run(context.Background(), job, Options{Self: os.Args[0], CgroupRoot: t.TempDir(), Scratch: []string{}, Reaper: r, Prestarted: pre})
+		rep, _ := Run(context.Background(), job, Options{Self: os.Args[0], CgroupRoot: t.TempDir(), Scratch: []string{}, ChildReaper: r, Prestarted: pre})
 		if want := "ran " + job.CodePath + "\n"; string(rep.Stdout) != want {
 			t.Fatalf("run %d: stdout %q, want %q", i, rep.Stdout, want)
 		}

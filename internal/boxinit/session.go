@@ -67,7 +67,7 @@ const (
 type session struct {
 	spec initproto.Session
 	opts Options
-	r    *reaper
+	r    *childReaper
 	p    *process
 	out  *cellOut
 	errs *cellOut
@@ -123,7 +123,7 @@ func (s *session) kept(id string) *kept {
 func newSession(spec initproto.Session, opts Options) *session {
 	var argv []string
 	var err error
-	s := &session{spec: spec, r: newReaper(), out: &cellOut{}, errs: &cellOut{}, interrupt: make(chan struct{}, 1)}
+	s := &session{spec: spec, r: newChildReaper(), out: &cellOut{}, errs: &cellOut{}, interrupt: make(chan struct{}, 1)}
 	s.opts, err = opts.withDefaults(spec.Dir)
 	if err == nil {
 		argv, err = driverArgv(spec)

@@ -13,7 +13,7 @@ import (
 
 // ignoredSignals are the signals runbox-init ignores through the runtime:
 // every catchable one the runtime lets a program ignore (a _SigNotify
-// signal), but SIGCHLD (the reaper's) and SIGPROF (the runtime's).
+// signal), but SIGCHLD (the child reaper's) and SIGPROF (the runtime's).
 var ignoredSignals = []syscall.Signal{
 	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGABRT, syscall.SIGUSR1,
 	syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTERM, syscall.SIGCONT,

@@ -34,9 +34,9 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Upstream are the servers code may call; nil: none (upstream.go).
 	Upstream *upstream.Set
-	// Runs keeps the long runs and tasks so that they outlive the process
-	// (issue 22 item 3), the runner adopting a kept run's box in a
-	// restarted server; nil keeps them in memory only.
+	// Runs keeps the long runs and tasks so that they outlive the process,
+	// the runner adopting a kept run's box in a restarted server; nil
+	// keeps them in memory only.
 	Runs *runstore.Store
 	// Described delivers the manifest again, as the images describe their
 	// languages (versions, packages): run_code's description, the prompts

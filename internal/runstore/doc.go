@@ -1,8 +1,9 @@
 // Package runstore keeps the long runs' records and results, and the MCP
-// tasks, in the state directory so that they outlive the server process
-// (issue 22 item 3): a file per record, written atomically (a temporary
-// file renamed over it), bounded in count and bytes, finished records kept
-// for the declared time and dropped oldest first.
+// tasks, in the state directory so that they outlive the server process (a
+// restarted server answers for a run it did not start): a file per record,
+// written atomically (a temporary file renamed over it), bounded in count
+// and bytes, finished records kept for the declared time and dropped oldest
+// first.
 //
 // Several servers may share one directory (two stdio servers of one
 // user): each writes only the records it made or adopted, and a record's

@@ -4,9 +4,10 @@
 // architecture, minus what an interpreter never needs, with the dangerous
 // system calls killing the process instead of returning EPERM.
 //
-// The rendered profiles are committed in sandbox/docker/seccomp/ and passed to the
-// engine inline; `go generate ./sandbox/docker` writes them and a test fails when
-// they drift from this code.
+// The rendered profiles are committed in sandbox/linuxbox/seccomp/, which
+// every driver's box profile embeds; `UPDATE_SECCOMP=true go test
+// ./internal/seccompgen` writes them and the same test fails when they
+// drift from this code.
 //
 // It must not know an engine's client: the drivers pass what it renders.
 package seccompgen

@@ -30,7 +30,7 @@ func checkCommitted(t *testing.T, a Arch, gvisor bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join("..", "..", "sandbox", "docker", "seccomp", FileName(a.GoArch, gvisor))
+	path := filepath.Join("..", "..", "sandbox", "linuxbox", "seccomp", FileName(a.GoArch, gvisor))
 	if os.Getenv("UPDATE_SECCOMP") == "true" {
 		if err := os.WriteFile(path, want, 0o644); err != nil {
 			t.Fatal(err)

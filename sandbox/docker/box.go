@@ -188,7 +188,7 @@ func (b *box) Kill() { b.d.kill(b.id) }
 func (b *box) Verdict(ctx context.Context, q sandbox.VerdictQuery) sandbox.Verdict {
 	var v sandbox.Verdict
 	if q.Syscall {
-		v.Syscall = b.d.kernelLog.find(q.Sent, q.Ended, b.d.uid(), q.Comm, 200*time.Millisecond)
+		v.Syscall = b.d.kernelLog.Syscall(q.Sent, q.Ended, b.d.uid(), q.Comm, 200*time.Millisecond)
 	}
 	if !q.State {
 		return v
@@ -216,7 +216,7 @@ func (b *box) Verdict(ctx context.Context, q sandbox.VerdictQuery) sandbox.Verdi
 		if since.IsZero() {
 			since = b.started
 		}
-		v.OOMKilled = b.d.oomEvent(ctx, b.id, since) || b.d.kernelLog.oomKilled(b.id, 100*time.Millisecond)
+		v.OOMKilled = b.d.oomEvent(ctx, b.id, since) || b.d.kernelLog.OOMKilled(b.id, 100*time.Millisecond)
 	}
 	return v
 }

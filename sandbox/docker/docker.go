@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/runbox-mcp/runbox/sandbox/linuxbox"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
@@ -67,7 +68,7 @@ type Docker struct {
 
 	// kernelLog names the system call of a forbidden_syscall; nil when
 	// the kernel log cannot be read.
-	kernelLog *seccompLog
+	kernelLog *linuxbox.KernelLog
 	stopLog   context.CancelFunc
 }
 
@@ -99,7 +100,7 @@ func New(opts Options, owner sandbox.Owner) (*Docker, error) {
 		folderVolumes: map[string]bool{},
 		stopLog:       cancel,
 	}
-	d.kernelLog = followSeccompLog(ctx)
+	d.kernelLog = linuxbox.FollowKernelLog(ctx)
 	return d, nil
 }
 

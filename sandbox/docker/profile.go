@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
@@ -11,7 +10,16 @@ import (
 
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/runbox-mcp/runbox/sandbox/linuxbox"
 )
+
+// seccompOpts are the SecurityOpt entries that carry the seccomp profile
+// at each isolation level: inline, so the engine's own default never
+// applies.
+var seccompOpts = map[string]string{
+	manifest.IsolationRunc:   "seccomp=" + linuxbox.Seccomp(manifest.IsolationRunc),
+	manifest.IsolationGVisor: "seccomp=" + linuxbox.Seccomp(manifest.IsolationGVisor),
+}
 
 // RuntimeFor maps an isolation level to the engine's OCI runtime name.
 func RuntimeFor(isolation string) string {
@@ -52,14 +60,14 @@ func boxSpec(m *manifest.Manifest, lang manifest.Language, labels map[string]str
 		NetworkMode:    "none",
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges", seccompOpts[m.Isolation]},
-		MaskedPaths:    maskedPaths(runtime.NumCPU()),
-		ReadonlyPaths:  readonlyPaths,
+		MaskedPaths:    linuxbox.MaskedPaths(runtime.NumCPU()),
+		ReadonlyPaths:  linuxbox.ReadonlyPaths(),
 		ReadonlyRootfs: true,
 		// No /dev/shm: /workspace and /tmp are the only writable places.
 		IpcMode: container.IPCModeNone,
 		Tmpfs: map[string]string{
-			manifest.Workspace: tmpfsOpts(int64(lim.WorkspaceBytes), lim.WorkspaceFiles, m.User, "0755"),
-			manifest.Tmp:       tmpfsOpts(int64(lim.TmpBytes), lim.WorkspaceFiles, m.User, "1777"),
+			manifest.Workspace: linuxbox.TmpfsOptions(int64(lim.WorkspaceBytes), lim.WorkspaceFiles, m.User, "0755"),
+			manifest.Tmp:       linuxbox.TmpfsOptions(int64(lim.TmpBytes), lim.WorkspaceFiles, m.User, "1777"),
 		},
 		// Our own PID 1 (runbox-init), never the engine's docker-init,
 		// which is a host file shared by every box.
@@ -92,13 +100,6 @@ func boxSpec(m *manifest.Manifest, lang manifest.Language, labels map[string]str
 		host.PidsLimit = nil
 	}
 	return cfg, host
-}
-
-// tmpfsOpts caps size and inodes: without nr_inodes, empty files exhaust
-// memory long before the size cap bites.
-func tmpfsOpts(size, inodes int64, user, mode string) string {
-	uid, gid, _ := strings.Cut(user, ":")
-	return fmt.Sprintf("rw,nosuid,nodev,size=%d,nr_inodes=%d,uid=%s,gid=%s,mode=%s", size, inodes, uid, gid, mode)
 }
 
 // uid is the numeric user the boxes run as (the manifest's "uid:gid").

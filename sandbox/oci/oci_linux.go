@@ -26,7 +26,7 @@ import (
 	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
-	"github.com/runbox-mcp/runbox/sandbox/docker"
+	"github.com/runbox-mcp/runbox/sandbox/linuxbox"
 )
 
 // Options configure the oci driver.
@@ -69,7 +69,7 @@ type OCI struct {
 	// unremoved are boxes whose removal failed; the reaper retries them.
 	unremoved map[string]bool
 
-	kernelLog *docker.KernelLog
+	kernelLog *linuxbox.KernelLog
 	stopLog   context.CancelFunc
 }
 
@@ -100,7 +100,7 @@ func New(opts Options, owner sandbox.Owner) (*OCI, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o.stopLog = cancel
-	o.kernelLog = docker.FollowKernelLog(ctx)
+	o.kernelLog = linuxbox.FollowKernelLog(ctx)
 	return o, nil
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
-	"github.com/runbox-mcp/runbox/sandbox/docker"
+	"github.com/runbox-mcp/runbox/sandbox/linuxbox"
 )
 
 // boxSpec is a box's OCI spec: what the Docker engine (20.10) makes of the
@@ -51,8 +51,8 @@ func boxSpec(m *manifest.Manifest, p specParams) (*specs.Spec, error) {
 			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"ro", "nosuid", "noexec", "nodev"}},
 			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 			{Destination: sandbox.InitDir, Type: "bind", Source: p.initDir, Options: []string{"rbind", "ro", "nosuid", "nodev"}},
-			tmpfs(manifest.Tmp, docker.TmpfsOptions(int64(lim.TmpBytes), lim.WorkspaceFiles, m.User, "1777")),
-			tmpfs(manifest.Workspace, docker.TmpfsOptions(int64(lim.WorkspaceBytes), lim.WorkspaceFiles, m.User, "0755")),
+			tmpfs(manifest.Tmp, linuxbox.TmpfsOptions(int64(lim.TmpBytes), lim.WorkspaceFiles, m.User, "1777")),
+			tmpfs(manifest.Workspace, linuxbox.TmpfsOptions(int64(lim.WorkspaceBytes), lim.WorkspaceFiles, m.User, "0755")),
 		},
 		Annotations: p.labels,
 		Linux: &specs.Linux{
@@ -67,8 +67,8 @@ func boxSpec(m *manifest.Manifest, p specParams) (*specs.Spec, error) {
 				{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace}, {Type: specs.UTSNamespace},
 				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace},
 			},
-			MaskedPaths:   docker.MaskedPaths(runtime.NumCPU()),
-			ReadonlyPaths: docker.ReadonlyPaths(),
+			MaskedPaths:   linuxbox.MaskedPaths(runtime.NumCPU()),
+			ReadonlyPaths: linuxbox.ReadonlyPaths(),
 		},
 	}
 	if p.shares != 0 {
@@ -82,7 +82,7 @@ func boxSpec(m *manifest.Manifest, p specParams) (*specs.Spec, error) {
 	}
 	// After the capabilities: the profile's rules that need one are left
 	// out, as the engine leaves them out for a box with none.
-	if s.Linux.Seccomp, err = seccomp.LoadProfile(docker.SeccompProfile(m.Isolation), s); err != nil {
+	if s.Linux.Seccomp, err = seccomp.LoadProfile(linuxbox.Seccomp(m.Isolation), s); err != nil {
 		return nil, fmt.Errorf("the seccomp profile: %w", err)
 	}
 	return s, nil

@@ -242,12 +242,12 @@ root = "$RUN/runsc"
 EOF
 fi
 
-# runbox's own seccomp profile (sandbox/docker/seccomp: moby's default for the
+# runbox's own seccomp profile (sandbox/linuxbox/seccomp: moby's default for the
 # native ABI, with the escapes killing the process), where pods name it as
 # the Localhost profile "runbox.json" (kubernetes.seccomp_profile).
 mkdir -p "$KUBELET_ROOT/seccomp"
 case $(uname -m) in x86_64) seccomp_arch=amd64 ;; aarch64) seccomp_arch=arm64 ;; *) seccomp_arch=$(uname -m) ;; esac
-write_if_changed "$KUBELET_ROOT/seccomp/runbox.json" <"$K8S_ROOT/sandbox/docker/seccomp/$seccomp_arch.json"
+write_if_changed "$KUBELET_ROOT/seccomp/runbox.json" <"$K8S_ROOT/sandbox/linuxbox/seccomp/$seccomp_arch.json"
 
 write_if_changed "$CNI_CONF_DIR/10-$CNI_NET.conflist" <<EOF
 {

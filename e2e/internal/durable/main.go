@@ -1,10 +1,10 @@
 // Command durable plays, for the e2e tests, a server that dies mid-run and
-// the one that comes back (issue 22 item 3), over the sandbox package and a
-// real backend: `durable start` runs a job (a one-off run, or a session's
-// cell with -session), writing the record RunRequest.OnSent gives to
-// -record as the job leaves; the test kills it with SIGKILL. `durable adopt`
-// is the restarted server: it keeps the record's box from its reaper
-// (Options.Keep), adopts the run and prints its result as JSON.
+// the one that comes back (a run must outlive its server), over the sandbox
+// package and a real backend: `durable start` runs a job (a one-off run, or
+// a session's cell with -session), writing the record RunRequest.OnSent
+// gives to -record as the job leaves; the test kills it with SIGKILL.
+// `durable adopt` is the restarted server: it keeps the record's box from
+// its reaper (Options.Keep), adopts the run and prints its result as JSON.
 package main
 
 import (

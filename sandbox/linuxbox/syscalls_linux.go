@@ -1,4 +1,4 @@
-package docker
+package linuxbox
 
 import "golang.org/x/sys/unix"
 

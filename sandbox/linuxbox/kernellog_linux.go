@@ -1,4 +1,4 @@
-package docker
+package linuxbox
 
 import (
 	"context"
@@ -14,17 +14,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// seccompLog follows the kernel log for seccomp kills (audit type 1326),
+// KernelLog follows the kernel log for seccomp kills (audit type 1326),
 // so that a forbidden_syscall can name the call. The kernel writes one
 // record per kill with the uid, the system call and the wall time; the
-// server can read it when it runs on the engine's host with the right to
+// server can read it when it runs on the boxes' host with the right to
 // read /dev/kmsg (root, or CAP_SYSLOG). Elsewhere the error carries no name.
 //
 // It also notes the memory cgroups whose OOM killer killed a process: the
 // record names the box's cgroup, which ends in its container id. That is
 // the word on OOM where the engine has none (a gVisor box, whose sandbox
 // process the kernel kills; Podman on cgroup v1).
-type seccompLog struct {
+//
+// A nil KernelLog (one that could not be read) answers nothing.
+type KernelLog struct {
 	mu    sync.Mutex
 	kills []seccompKill // the latest, oldest first
 	ooms  []string      // the cgroups of the latest OOM kills, oldest first
@@ -45,7 +47,7 @@ type seccompKill struct {
 	abiOff bool
 }
 
-const seccompLogKeep = 64
+const kernelLogKeep = 64
 
 // int80Fault is the kernel's note of a user process's general protection
 // fault at an int 0x80 with no gate: "traps: python3[123] general
@@ -55,9 +57,9 @@ var int80Fault = regexp.MustCompile(`^\d+,\d+,(\d+),[^;]*;traps: (.+)\[\d+\] gen
 
 var auditSeccomp = regexp.MustCompile(`type=1326 audit\((\d+)\.(\d+):\d+\):.* uid=(\d+) .*comm="([^"]*)".* sig=31 .*syscall=(\d+) compat=(\d)`)
 
-// followSeccompLog starts following the kernel log until ctx ends; nil
+// FollowKernelLog starts following the kernel log until ctx ends; nil
 // when it cannot be read.
-func followSeccompLog(ctx context.Context) *seccompLog {
+func FollowKernelLog(ctx context.Context) *KernelLog {
 	f, err := os.Open("/dev/kmsg")
 	if err != nil {
 		return nil
@@ -67,7 +69,7 @@ func followSeccompLog(ctx context.Context) *seccompLog {
 		f.Close()
 		return nil
 	}
-	l := &seccompLog{fresh: make(chan struct{})}
+	l := &KernelLog{fresh: make(chan struct{})}
 	go func() {
 		<-ctx.Done()
 		f.Close()
@@ -139,7 +141,7 @@ func parseOOMKill(rec []byte) (string, bool) {
 	return string(m[1]), true
 }
 
-func (l *seccompLog) addOOM(cgroup string) {
+func (l *KernelLog) addOOM(cgroup string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ooms = keepLatest(append(l.ooms, cgroup))
@@ -147,19 +149,19 @@ func (l *seccompLog) addOOM(cgroup string) {
 }
 
 // wake tells the waiters (await) that a record arrived; under l.mu.
-func (l *seccompLog) wake() {
+func (l *KernelLog) wake() {
 	close(l.fresh)
 	l.fresh = make(chan struct{})
 }
 
-// keepLatest keeps the latest seccompLogKeep records of list.
+// keepLatest keeps the latest kernelLogKeep records of list.
 func keepLatest[T any](list []T) []T {
-	return list[max(0, len(list)-seccompLogKeep):]
+	return list[max(0, len(list)-kernelLogKeep):]
 }
 
 // await calls found, under the lock, until it says yes or wait is over,
 // again each time a record arrives.
-func (l *seccompLog) await(wait time.Duration, found func() bool) bool {
+func (l *KernelLog) await(wait time.Duration, found func() bool) bool {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
@@ -178,10 +180,10 @@ func (l *seccompLog) await(wait time.Duration, found func() bool) bool {
 	}
 }
 
-// oomKilled says whether the kernel killed a process in the memory cgroup
+// OOMKilled says whether the kernel killed a process in the memory cgroup
 // of container id (the cgroup's name ends in it), waiting up to wait for
 // the record to be read.
-func (l *seccompLog) oomKilled(id string, wait time.Duration) bool {
+func (l *KernelLog) OOMKilled(id string, wait time.Duration) bool {
 	if l == nil || id == "" {
 		return false
 	}
@@ -190,22 +192,23 @@ func (l *seccompLog) oomKilled(id string, wait time.Duration) bool {
 	})
 }
 
-func (l *seccompLog) add(k seccompKill) {
+func (l *KernelLog) add(k seccompKill) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.kills = keepLatest(append(l.kills, k))
 	l.wake()
 }
 
-// find names the system call a process of uid was killed for, waiting up
-// to wait for the record to be read. The window is the run (since, and
+// Syscall names the system call a process of uid (and named comm, when
+// set) was killed for, waiting up to wait for the record to be read; ""
+// when none was seen. The window is the run (since, and
 // ended when the box saw its program end: zero when unknown), narrowed to
 // killWindow before its end: the kill that ended the program, or in a shell
 // script its last command's. Boxes of the same uid are told apart by time
 // only, so when records in the window disagree the answer is "" rather
 // than another box's call; the kernel also rate-limits these records (by
 // default 10 per 5 s), so a burst of kills leaves some unnamed.
-func (l *seccompLog) find(since, ended time.Time, uid int, comm string, wait time.Duration) string {
+func (l *KernelLog) Syscall(since, ended time.Time, uid int, comm string, wait time.Duration) string {
 	if l == nil {
 		return ""
 	}
@@ -237,7 +240,7 @@ const (
 // match answers the name all records of uid (and of a process named comm,
 // when given) in [since, until] agree on; found is false when there is
 // none yet.
-func (l *seccompLog) match(since, until time.Time, uid int, comm string) (name string, found bool) {
+func (l *KernelLog) match(since, until time.Time, uid int, comm string) (name string, found bool) {
 	for _, k := range l.kills {
 		if k.abiOff && (comm == "" || k.comm != comm) {
 			continue // a fault note names no uid: its comm must match

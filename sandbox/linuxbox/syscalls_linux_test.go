@@ -1,4 +1,4 @@
-package docker
+package linuxbox
 
 import (
 	"maps"

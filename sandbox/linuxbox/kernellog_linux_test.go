@@ -1,6 +1,7 @@
-package docker
+package linuxbox
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -30,23 +31,23 @@ func TestParseSeccompKill(t *testing.T) {
 }
 
 func TestSeccompLogFind(t *testing.T) {
-	l := &seccompLog{fresh: make(chan struct{})}
+	l := &KernelLog{fresh: make(chan struct{})}
 	ptrace, _ := parseSeccompKill([]byte(kmsgPtrace)) // at …284.168
 	start, ended := time.Unix(1795454284, 0), time.Unix(1795454284, 170e6)
 	go func() {
 		time.Sleep(20 * time.Millisecond)
 		l.add(ptrace)
 	}()
-	if got := l.find(start, ended, 1000, "", 2*time.Second); got != "ptrace" {
+	if got := l.Syscall(start, ended, 1000, "", 2*time.Second); got != "ptrace" {
 		t.Errorf("waited for the record: %q", got)
 	}
-	if got := l.find(start, ended, 1001, "", 10*time.Millisecond); got != "" {
+	if got := l.Syscall(start, ended, 1001, "", 10*time.Millisecond); got != "" {
 		t.Errorf("another uid's kill: %q", got)
 	}
-	if got := l.find(start.Add(time.Hour), time.Time{}, 1000, "", 10*time.Millisecond); got != "" {
+	if got := l.Syscall(start.Add(time.Hour), time.Time{}, 1000, "", 10*time.Millisecond); got != "" {
 		t.Errorf("an older kill: %q", got)
 	}
-	if got := l.find(start, time.Unix(1795454284, 100e6), 1000, "", 10*time.Millisecond); got != "" {
+	if got := l.Syscall(start, time.Unix(1795454284, 100e6), 1000, "", 10*time.Millisecond); got != "" {
 		t.Errorf("a kill after the program ended: %q", got)
 	}
 	// Another box's kill in the same window: no name rather than a
@@ -54,14 +55,14 @@ func TestSeccompLogFind(t *testing.T) {
 	other := ptrace
 	other.syscall, other.at = 425, ptrace.at.Add(-50*time.Millisecond)
 	l.add(other)
-	if got := l.find(start, ended, 1000, "", 10*time.Millisecond); got != "" {
+	if got := l.Syscall(start, ended, 1000, "", 10*time.Millisecond); got != "" {
 		t.Errorf("two kills in the window: %q", got)
 	}
 	// Out of the window before the end, it no longer counts.
-	if got := l.find(start, ended.Add(300*time.Millisecond), 1000, "", 10*time.Millisecond); got != "" {
+	if got := l.Syscall(start, ended.Add(300*time.Millisecond), 1000, "", 10*time.Millisecond); got != "" {
 		t.Errorf("a kill long before the end: %q", got)
 	}
-	if got := l.find(start, other.at.Add(time.Millisecond), 1000, "", 10*time.Millisecond); got != "io_uring_setup" {
+	if got := l.Syscall(start, other.at.Add(time.Millisecond), 1000, "", 10*time.Millisecond); got != "io_uring_setup" {
 		t.Errorf("the earlier program's kill: %q", got)
 	}
 	// The program itself died of the filter: only its own records count.
@@ -69,20 +70,20 @@ func TestSeccompLogFind(t *testing.T) {
 	// box of the same uid), its own record missing (rate-limited): no name.
 	shell := ptrace
 	shell.comm, shell.syscall, shell.at = "unshare", 272, ptrace.at.Add(-10*time.Millisecond)
-	l2 := &seccompLog{fresh: make(chan struct{})}
+	l2 := &KernelLog{fresh: make(chan struct{})}
 	l2.add(shell)
-	if got := l2.find(start, ended, 1000, "python3", 10*time.Millisecond); got != "" {
+	if got := l2.Syscall(start, ended, 1000, "python3", 10*time.Millisecond); got != "" {
 		t.Errorf("another process's kill named for python3: %q", got)
 	}
-	if got := l2.find(start, ended, 1000, "", 10*time.Millisecond); got != "unshare" {
+	if got := l2.Syscall(start, ended, 1000, "", 10*time.Millisecond); got != "unshare" {
 		t.Errorf("a shell's child's kill: %q", got)
 	}
 	l2.add(ptrace)
-	if got := l2.find(start, ended, 1000, "python3", 10*time.Millisecond); got != "ptrace" {
+	if got := l2.Syscall(start, ended, 1000, "python3", 10*time.Millisecond); got != "ptrace" {
 		t.Errorf("python3's own kill beside another's: %q", got)
 	}
-	var none *seccompLog
-	if none.find(start, ended, 1000, "", time.Millisecond) != "" {
+	var none *KernelLog
+	if none.Syscall(start, ended, 1000, "", time.Millisecond) != "" {
 		t.Error("no kernel log names nothing")
 	}
 }
@@ -107,17 +108,17 @@ func TestInt80FaultWithoutABI(t *testing.T) {
 			t.Errorf("parsed as an int 0x80 fault: %s", rec)
 		}
 	}
-	l := &seccompLog{fresh: make(chan struct{})}
+	l := &KernelLog{fresh: make(chan struct{})}
 	l.add(k)
 	since, ended := now.Add(-time.Second), now
-	if got := l.find(since, ended, 1000, "python3", 10*time.Millisecond); got != int80WithoutABI {
+	if got := l.Syscall(since, ended, 1000, "python3", 10*time.Millisecond); got != int80WithoutABI {
 		t.Errorf("python3's fault: %q", got)
 	}
 	// The note names no uid: without the program's name it is no one's.
-	if got := l.find(since, ended, 1000, "", 10*time.Millisecond); got != "" {
+	if got := l.Syscall(since, ended, 1000, "", 10*time.Millisecond); got != "" {
 		t.Errorf("a fault matched without a comm: %q", got)
 	}
-	if got := l.find(since, ended, 1000, "node", 10*time.Millisecond); got != "" {
+	if got := l.Syscall(since, ended, 1000, "node", 10*time.Millisecond); got != "" {
 		t.Errorf("another program's fault: %q", got)
 	}
 }
@@ -131,7 +132,7 @@ const (
 )
 
 func TestOOMKillRecords(t *testing.T) {
-	l := &seccompLog{fresh: make(chan struct{})}
+	l := &KernelLog{fresh: make(chan struct{})}
 	for _, rec := range []string{kmsgOOMDocker, kmsgOOMPodman} {
 		cg, ok := parseOOMKill([]byte(rec))
 		if !ok {
@@ -143,7 +144,7 @@ func TestOOMKillRecords(t *testing.T) {
 		t.Error("a seccomp record parsed as an OOM kill")
 	}
 	gvisor := "1aabca252e2e65c2a53780391d4d062946eea4e1cb9fa91f3b15b93b3dfc4696"
-	if l.oomKilled(gvisor, 10*time.Millisecond) {
+	if l.OOMKilled(gvisor, 10*time.Millisecond) {
 		t.Fatal("an OOM kill before its record")
 	}
 	go func() {
@@ -151,15 +152,29 @@ func TestOOMKillRecords(t *testing.T) {
 		cg, _ := parseOOMKill([]byte(kmsgOOMGVisor))
 		l.addOOM(cg)
 	}()
-	if !l.oomKilled(gvisor, 2*time.Second) {
+	if !l.OOMKilled(gvisor, 2*time.Second) {
 		t.Error("waited for the gVisor box's record")
 	}
 	for _, id := range []string{"786ac870435aba10f6f952b89adc0225af5291b9ecd72791b631e50ebb0d8a96", "9ea8ad29bcd9a9676a07e835ece5fed5c6b7165ae93324b4de002069cbc4a5f9"} {
-		if !l.oomKilled(id, 0) {
+		if !l.OOMKilled(id, 0) {
 			t.Errorf("%s: no OOM kill found", id[:12])
 		}
 	}
-	if l.oomKilled("0123456789ab", 0) || l.oomKilled("", 0) {
+	if l.OOMKilled("0123456789ab", 0) || l.OOMKilled("", 0) {
 		t.Error("an OOM kill for a box that had none")
+	}
+}
+
+// TestFollowKernelLogEnds: following starts where the log can be read and
+// stops with its context; where it cannot, the nil log answers nothing.
+func TestFollowKernelLogEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := FollowKernelLog(ctx)
+	cancel()
+	if got := l.Syscall(time.Now().Add(-time.Second), time.Now(), -2, "", time.Millisecond); got != "" {
+		t.Errorf("a call named for no process: %q", got)
+	}
+	if monotonicNow() <= 0 {
+		t.Error("no monotonic clock")
 	}
 }
