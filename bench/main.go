@@ -89,7 +89,8 @@ func main() {
 	asJSON := flag.String("json", "", "also write the rows as JSON to this file")
 	serverLog = flag.String("server-log", "", "append the runbox servers' logs (stderr) to this file")
 	tsSDK = flag.String("ts-sdk", "e2e/ts", "a folder whose node_modules has the TypeScript SDK (npm ci there), for the large-output row with its client")
-	only := flag.String("only", "", "run only this part: speed (calibration, paces, concurrency 8, gVisor, 1 MiB of output), one of speed's own (with the calibration: throughput, gvisor, output, tasks: a short run as an MCP task beside a plain call), toolcalls, network or sessions (with the pooled run they compare with)")
+	only := flag.String("only", "", "run only this part: speed (calibration, paces, concurrency 8, gVisor, 1 MiB of output), one of speed's own (with the calibration: throughput, gvisor, output, tasks: a short run as an MCP task beside a plain call), toolcalls, network or sessions (with the pooled run they compare with), or cells (a session cell against ping and a no-op tool call, cells/s, and where a cell's time goes)")
+	seconds := flag.Float64("seconds", 10, "how long each --only cells throughput row runs")
 	busy := flag.Int("busy", 0, "run this many CPU-bound loops beside the bench (stopped by the bench)")
 	flag.Parse()
 	if *busy < 0 || *busy > 64 {
@@ -143,6 +144,15 @@ func main() {
 		defer os.RemoveAll(dir)
 		printRows(networkRows(*server, dir, max(*n, 30)))
 		return
+	case "cells":
+		_, targets, err := cellsBench(*server, max(*n, 60), *seconds)
+		printTargets(targets)
+		if err != nil {
+			loops.stop()
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	case "sessions":
 		if err := benchSessionsOnly(*server, *n, *asJSON); err != nil {
 			loops.stop()
@@ -152,7 +162,7 @@ func main() {
 		return
 	default:
 		loops.stop()
-		fmt.Fprintf(os.Stderr, "bench: --only takes speed, throughput, gvisor, output, tasks, toolcalls, network or sessions, not %q\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: --only takes speed, throughput, gvisor, output, tasks, toolcalls, network, sessions or cells, not %q\n", *only)
 		os.Exit(2)
 	}
 	if err := bench(*server, *n, *asJSON); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/internal/stagetrace"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -70,7 +71,9 @@ func (r *BoxRunner) call(ctx context.Context, b Box, ch *channel, job contract.J
 	if session {
 		hctx = context.WithoutCancel(ctx)
 	}
+	tr := stagetrace.From(ctx)
 	bs := ch.begin(hctx, lim, streams, session)
+	bs.trace = tr
 	unlist := r.peeks.add(job.RunID, ch, bs, lim)
 	ij.Streams, ij.StreamBudgets, ij.Call = streams.Kinds(), budgets(streams), bs.call
 	ij.RunID, ij.KeepMs = job.RunID, keepUncollected.Milliseconds()
@@ -113,6 +116,10 @@ wait:
 	unlist()
 	ch.finish(bs)
 	o.report, o.contents = c.report, c.contents
+	if o.report != nil {
+		tr.Add(o.report.Trace...)
+	}
+	tr.Mark("host: call's streams released")
 	switch {
 	case !session && o.report != nil && c.violation == "":
 		// Ending a one-off box's channel lets its runbox-init exit.

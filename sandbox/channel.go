@@ -164,11 +164,13 @@ func (c *channel) run(b *boxStreams, job *initproto.Job, wait time.Duration, col
 			got.violation = why
 		}
 	}()
+	b.trace.Mark("host: call's streams set up")
 	st, err := c.mux.OpenStream()
 	if err != nil {
 		got.err = err
 		return got
 	}
+	b.trace.Mark("host: job stream opened")
 	close(b.jobOpen)
 	// A box that dies before reading its job must not block the report.
 	go func() {
@@ -178,8 +180,10 @@ func (c *channel) run(b *boxStreams, job *initproto.Job, wait time.Duration, col
 			_ = initproto.SendJob(st, job)
 		}
 		_ = st.Close()
+		b.trace.Mark("host: job sent")
 	}()
 	rep, err := initproto.ReceiveReport(st, maxReport(b.limits))
+	b.trace.Mark("host: report received")
 	if err != nil {
 		got.err = fmt.Errorf("reading the report: %w", err)
 		if errors.Is(err, initproto.ErrTooLarge) {

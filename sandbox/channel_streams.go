@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/internal/stagetrace"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -42,6 +43,8 @@ type boxStreams struct {
 	// call, for a session's call, is the Call its box's streams must
 	// carry; 0 in a one-off run.
 	call uint64
+	// trace notes the call's stage times; nil when not traced.
+	trace *stagetrace.Trace
 
 	// mu guards the streams admitted and not yet done with, which end
 	// releases: a session's channel outlives its calls, and no stream of

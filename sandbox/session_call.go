@@ -6,6 +6,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/internal/stagetrace"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -24,8 +25,12 @@ func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, req Run
 	if ls.lang.Name != job.Language.Name {
 		return contract.Fail(job, contract.Invalid("session %s runs %s, not %s", id, ls.lang.Name, job.Language.Name))
 	}
+	tr := stagetrace.From(ctx)
+	tr.Mark("host: session found")
 	return r.inTurn(ctx, ls, job, func() contract.Result {
+		tr.Mark("host: session's turn")
 		return r.admitted(ctx, job, func() contract.Result {
+			tr.Mark("host: admitted")
 			// The call's tool calls and proxied connections are served as
 			// in a one-off run: req's handlers, and a fresh proxy for this
 			// call.
@@ -45,6 +50,7 @@ func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, req Run
 				withNetwork(&res, px.Records())
 			}
 			s.settle(ls, &res, lost)
+			tr.Mark("host: session settled")
 			return res
 		})
 	})
@@ -130,6 +136,9 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 	}
 	ij := r.callJob(job)
 	ij.Dir, ij.CodePath = manifest.Workspace, manifest.Workspace+"/"+job.Language.File
+	tr := stagetrace.From(ctx)
+	ij.Trace = tr != nil
+	tr.Mark("host: job built")
 	o := r.call(ctx, ls.box, ls.ch, job, ij, ls.limits, streams, mode)
 	if o.report == nil || ls.ch.closed() {
 		ls.ch.close()
@@ -141,6 +150,7 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 		return r.sessionRef(contract.Fail(job, contract.RunLost(o.lost)), ls, 0), ""
 	}
 	res = r.result(ctx, job, o, ls.limits)
+	tr.Mark("host: result built")
 	call := 0
 	switch {
 	case o.violation:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/internal/stagetrace"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
 	"github.com/runbox-mcp/runbox/upstream"
@@ -69,7 +70,13 @@ func RunCode(d Deps) server.ServerTool {
 		OpenWorldHint:   mcp.ToBoolPtr(m.Network.Enabled()),
 	}
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return d.callTool(ctx, req, DecodeCall(arguments(req))), nil
+		tr := stagetrace.Start("host: handler entered")
+		c := DecodeCall(arguments(req))
+		tr.Mark("host: arguments decoded")
+		out := d.callTool(stagetrace.With(ctx, tr), req, c)
+		tr.Mark("host: answer rendered")
+		tr.Log(d.Logger, runIDOf(ctx))
+		return out, nil
 	}}
 }
 
@@ -178,6 +185,8 @@ func (d Deps) Run(ctx context.Context, c Call) contract.Result {
 	}
 	streams, calls := d.toolCalls()
 	res := d.ended(ctx, d.run(ctx, c, streams))
+	tr := stagetrace.From(ctx)
+	tr.Mark("host: run's result")
 	if c.Args.SessionID == "" {
 		res.Roots = sandbox.Roots(c.Roots)
 	}
@@ -196,6 +205,7 @@ func (d Deps) Run(ctx context.Context, c Call) contract.Result {
 			d.Logger.Warn("audit log", "run_id", res.RunID, "err", err)
 		}
 	}
+	tr.Mark("host: budgets, metrics, audit")
 	return res
 }
 

@@ -63,11 +63,33 @@ func (r *runResult) setStatus(st syscall.WaitStatus) {
 	}
 }
 
+// stages notes the times a call's stages ended, when its job asks for them
+// (Job.Trace); a nil stages notes nothing.
+type stages struct{ marks []initproto.Mark }
+
+// newStages is where a call's stage times go: nil unless job asks.
+func newStages(job *initproto.Job) *stages {
+	if job == nil || !job.Trace {
+		return nil
+	}
+	return &stages{}
+}
+
+func (s *stages) mark(stage string) {
+	if s != nil {
+		s.marks = append(s.marks, initproto.Mark{Stage: stage, At: time.Now().UnixNano()})
+	}
+}
+
 // call is the one call algorithm of runbox-init: it unpacks the job's
 // files and code, starts the box services, runs the program, and reports
 // how it ended, what it used and which limits it met, with the artifacts
 // it left. opts carry the defaults (withDefaults) and the call's Host.
 func call(ctx context.Context, job *initproto.Job, opts Options, prog program) (*initproto.Report, [][]byte) {
+	st := opts.stages
+	if st == nil {
+		st = newStages(job)
+	}
 	inputs, err := unpack(job, prog.replace)
 	if err != nil {
 		if full := noSpace(job, err); full != nil {
@@ -83,13 +105,17 @@ func call(ctx context.Context, job *initproto.Job, opts Options, prog program) (
 	// process a session's cell leaves behind finds them gone until the
 	// next cell.
 	defer stopServices()
+	st.mark("box: unpack, services")
 	before := baseline{stamps: snapshot(job.Dir), inputs: inputs}
+	st.mark("box: workspace walk before")
 
 	cg := cgroupFiles(opts.CgroupRoot)
 	oomBefore, pidsBefore := cg.oomKills(), cg.pidsMaxEvents()
 	cpuBefore := cpuMs(prog.pid)
+	st.mark("box: metrics before")
 
 	res := prog.run(ctx, job)
+	st.mark("box: output drained")
 
 	rep := &initproto.Report{
 		StartError:  res.startErr,
@@ -120,7 +146,13 @@ func call(ctx context.Context, job *initproto.Job, opts Options, prog program) (
 	}
 	rep.PidsLimitHit = cg.pidsMaxEvents() > pidsBefore
 	rep.DiskFull = fullMount(opts.Scratch)
-	return rep, collect(job, before, rep)
+	st.mark("box: metrics after")
+	contents := collect(job, before, rep)
+	st.mark("box: workspace walk after")
+	if st != nil {
+		rep.Trace = st.marks
+	}
+	return rep, contents
 }
 
 // withDefaults fills in what opts leave unset, for a workspace at dir.

@@ -3,11 +3,11 @@
 package boxinit
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,44 +24,69 @@ func (root cgroupFiles) path(v1, v2 string) string {
 	return filepath.Join(string(root), v2)
 }
 
+// cgroupOpen holds the cgroup files read so far, open: a box's cgroup
+// neither moves nor changes its layout, so each call's figures cost one
+// pread per file, not a stat, an open, a read and a close.
+var cgroupOpen struct {
+	mu    sync.Mutex
+	files map[string]*os.File
+}
+
+// readFile reads the file of root that holds a figure (v1 or v2, the
+// first that exists), through a descriptor kept open; nil when none.
+func (root cgroupFiles) readFile(v1, v2 string) []byte {
+	key := string(root) + "\x00" + v1
+	cgroupOpen.mu.Lock()
+	f, ok := cgroupOpen.files[key]
+	if !ok {
+		f, _ = os.Open(root.path(v1, v2))
+		if cgroupOpen.files == nil {
+			cgroupOpen.files = map[string]*os.File{}
+		}
+		// A missing file is remembered too: its figure stays unknown.
+		cgroupOpen.files[key] = f
+	}
+	cgroupOpen.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	buf := make([]byte, 512)
+	n, err := f.ReadAt(buf, 0)
+	if n == 0 && err != nil {
+		return nil
+	}
+	return buf[:n]
+}
+
 func (root cgroupFiles) peakMemory() int64 {
-	return readInt(root.path("memory/memory.max_usage_in_bytes", "memory.peak"))
+	return parseInt(root.readFile("memory/memory.max_usage_in_bytes", "memory.peak"))
 }
 
 // oomKills is -1 when unknown.
 func (root cgroupFiles) oomKills() int64 {
-	return readKey(root.path("memory/memory.oom_control", "memory.events"), "oom_kill")
+	return parseKey(root.readFile("memory/memory.oom_control", "memory.events"), "oom_kill")
 }
 
 func (root cgroupFiles) pidsMaxEvents() int64 {
-	return readKey(root.path("pids/pids.events", "pids.events"), "max")
+	return parseKey(root.readFile("pids/pids.events", "pids.events"), "max")
 }
 
-func readInt(path string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return -1
-	}
+// parseInt is the number b holds; -1 when none.
+func parseInt(b []byte) int64 {
 	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
+	if b == nil || err != nil {
 		return -1
 	}
 	return n
 }
 
-// readKey reads "key N" from a flat-keyed cgroup file; -1 when unknown.
-func readKey(path, key string) int64 {
-	f, err := os.Open(path)
-	if err != nil {
-		return -1
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		k, v, ok := strings.Cut(s.Text(), " ")
+// parseKey is N of the line "key N" of a flat-keyed cgroup file's b; -1
+// when unknown.
+func parseKey(b []byte, key string) int64 {
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, " ")
 		if ok && k == key {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err == nil {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
 				return n
 			}
 		}

@@ -55,6 +55,9 @@ type Options struct {
 	// Relay, when set, serves the box's channels once stdin has ended
 	// (relay.go).
 	Relay *relay
+
+	// stages, when set, notes the call's stage times (a traced job).
+	stages *stages
 }
 
 // Main is runbox-init's entry point; it returns the process exit code.

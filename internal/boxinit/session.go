@@ -77,6 +77,8 @@ type session struct {
 	lost        string
 	interrupt   chan struct{}
 	interrupted bool // the running cell was interrupted
+	// stages notes the running cell's stage times (a traced job).
+	stages *stages
 	// live shows the running cell's output to a peek.
 	live liveOutput
 
@@ -142,6 +144,11 @@ func newSession(spec initproto.Session, opts Options) *session {
 // on, the way of the cell's box services to the server (a reset since the
 // last cell replaced it).
 func (s *session) run(job *initproto.Job, host *Host) (*initproto.Report, [][]byte) {
+	return s.runStaged(job, host, newStages(job))
+}
+
+// runStaged is run noting the cell's stage times in st (nil: none).
+func (s *session) runStaged(job *initproto.Job, host *Host, st *stages) (*initproto.Report, [][]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
@@ -158,6 +165,8 @@ func (s *session) run(job *initproto.Job, host *Host) (*initproto.Report, [][]by
 	}
 	opts := s.opts
 	opts.Host = host.ForCall(job.Call)
+	opts.stages, s.stages = st, st
+	defer func() { s.stages = nil }()
 	s.interrupted = false
 	rep, contents := call(context.Background(), job, opts, program{replace: true, pid: s.p.pid, run: s.cell})
 	rep.Session = state
@@ -192,6 +201,7 @@ func (s *session) cell(_ context.Context, job *initproto.Job) runResult {
 	// read it and a large stdin fills the pipe.
 	begun := time.Now()
 	ctlDone := make(chan error, 1)
+	s.stages.mark("box: output capture set up")
 	go func() {
 		_, err := s.p.ctl.Write(cellRequest(s.spec.Driver, job, marker))
 		ctlDone <- err
@@ -231,6 +241,7 @@ wait:
 	}
 	res.ended = time.Now()
 	res.wall = res.ended.Sub(begun)
+	s.stages.mark("box: interpreter exec (cell sent to end marker on stderr)")
 	if finished {
 		select {
 		case <-outSeen:
@@ -371,7 +382,9 @@ func serveSessionStream(sess *yamux.Session, host *Host, st *yamux.Stream, s *se
 		// meanwhile (its server died): its outcome is kept for the next
 		// server's collect stream.
 		k := s.keep(h.Job.RunID)
-		go func() { k.finish(s.run(h.Job, host)) }()
+		stg := newStages(h.Job)
+		stg.mark("box: job received")
+		go func() { k.finish(s.runStaged(h.Job, host, stg)) }()
 		_ = k.deliver(sess, st)
 	case initproto.StreamCollect:
 		if k := s.kept(h.Run); k != nil {

@@ -94,6 +94,21 @@ func Send(w io.Writer, body any, blobs ...[]byte) error {
 	if err != nil {
 		return err
 	}
+	size := len(line) + 1
+	for _, blob := range blobs {
+		size += len(blob)
+	}
+	if size <= 64<<10 {
+		// One write, as the buffered writer below would make, without
+		// its 64 KiB buffer: a session cell's job and report are small.
+		msg := append(make([]byte, 0, size), line...)
+		msg = append(msg, '\n')
+		for _, blob := range blobs {
+			msg = append(msg, blob...)
+		}
+		_, err := w.Write(msg)
+		return err
+	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	if _, err := bw.Write(append(line, '\n')); err != nil {
 		return err

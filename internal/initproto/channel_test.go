@@ -87,3 +87,37 @@ func TestReceiveWith(t *testing.T) {
 		t.Fatalf("past the kind's bound: %v", err)
 	}
 }
+
+// Send writes a message that fits in 64 KiB in one write, and a larger one
+// buffered; either reads back whole, message after message.
+func TestSendSmallAndLarge(t *testing.T) {
+	var buf bytes.Buffer
+	writes := 0
+	w := writerFunc(func(p []byte) (int, error) { writes++; return buf.Write(p) })
+	big := bytes.Repeat([]byte("x"), 100<<10)
+	jobs := []*Job{{Code: []byte("print(1)"), RunID: "r1"}, {Code: big, Stdin: []byte("in"), RunID: "r2"}}
+	if err := SendJob(w, jobs[0]); err != nil || writes != 1 {
+		t.Fatalf("a small job: %v, %d writes", err, writes)
+	}
+	if err := SendJob(w, jobs[1]); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReaderSize(&buf, 64<<10)
+	for _, want := range jobs {
+		var h Header
+		blobs, err := Receive(br, &h, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Kind != StreamJob || h.Job == nil || JobBlobs(h.Job, blobs) != nil {
+			t.Fatalf("got %+v", h)
+		}
+		if h.Job.RunID != want.RunID || !bytes.Equal(h.Job.Code, want.Code) || !bytes.Equal(h.Job.Stdin, want.Stdin) {
+			t.Fatalf("job %s came back as %s with %d bytes of code", want.RunID, h.Job.RunID, len(h.Job.Code))
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -62,6 +62,17 @@ type Job struct {
 	MaxOutputBytes   int   `json:"max_output_bytes"`
 	MaxArtifacts     int   `json:"max_artifacts"`
 	MaxArtifactBytes int64 `json:"max_artifact_bytes"`
+
+	// Trace asks runbox-init for the times of the call's stages
+	// (Report.Trace): a debug aid, off unless the server traces.
+	Trace bool `json:"trace,omitempty"`
+}
+
+// Mark is when a stage of a call ended, in nanoseconds since the Unix
+// epoch (a box shares its kernel's clock with the host).
+type Mark struct {
+	Stage string `json:"stage"`
+	At    int64  `json:"at"`
 }
 
 // DefaultKeep is Job.KeepMs when the server sets none.
@@ -119,6 +130,9 @@ type Report struct {
 
 	// Session is set by a session box: the session's state after the job.
 	Session *SessionState `json:"session,omitempty"`
+
+	// Trace holds the box's stage times when the job asked for them.
+	Trace []Mark `json:"trace,omitempty"`
 }
 
 // Artifact describes a file the run created or changed. Its content follows
