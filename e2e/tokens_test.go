@@ -49,11 +49,17 @@ func TestSessionsBoundToTokens(t *testing.T) {
 // alice's and bob's, and returns it with their values.
 func aliceAndBob(t *testing.T) (s *netServer, alice, bob string) {
 	t.Helper()
+	return aliceAndBobOn(t, "http")
+}
+
+// aliceAndBobOn is aliceAndBob on a transport: http or sse.
+func aliceAndBobOn(t *testing.T, transport string) (s *netServer, alice, bob string) {
+	t.Helper()
 	alice, bob = "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
 	t.Setenv("RBX_E2E_ALICE", alice)
 	t.Setenv("RBX_E2E_BOB", bob)
 	m := writeManifest(t, "audit:\n  enabled: false\nhttp:\n  tokens:\n    - {name: alice, env: RBX_E2E_ALICE}\n    - {name: bob, env: RBX_E2E_BOB}\n")
-	return startNetServer(t, "http", "--manifest", m), alice, bob
+	return startNetServer(t, transport, "--manifest", m), alice, bob
 }
 
 func tokenClient(t *testing.T, s *netServer, token string) *client.Client {
