@@ -26,28 +26,7 @@ import (
 // SSE session's message URL.
 func legacyClient(t *testing.T, s *netServer, tr, token string) (c *client.Client, post, session string) {
 	t.Helper()
-	headers := map[string]string{"Authorization": "Bearer " + token}
-	var err error
-	if tr == "sse" {
-		c, err = client.NewSSEMCPClient(s.url(tr), client.WithHeaders(headers))
-	} else {
-		c, err = client.NewStreamableHttpClient(s.url(tr), transport.WithHTTPHeaders(headers))
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "runbox-e2e-legacy", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatalf("initialize: %v\n%s", err, s.stderr)
-	}
+	c = s.clientAs(t, tr, token, mcp.LATEST_LEGACY_PROTOCOL_VERSION)
 	if tr == "sse" {
 		return c, c.GetTransport().(*transport.SSE).GetEndpoint().String(), ""
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/contract"
@@ -64,18 +63,7 @@ func aliceAndBobOn(t *testing.T, transport string) (s *netServer, alice, bob str
 
 func tokenClient(t *testing.T, s *netServer, token string) *client.Client {
 	t.Helper()
-	c, err := client.NewStreamableHttpClient(s.url("http"), transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := initialize(c); err != nil {
-		t.Fatalf("initialize: %v\n%s", err, s.stderr)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return s.clientAs(t, "http", token, mcp.LATEST_PROTOCOL_VERSION)
 }
 
 func toolOn(t *testing.T, c *client.Client, name string, args map[string]any) sessionAnswer {
