@@ -10,7 +10,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 ARCH    := $(shell $(GO) env GOARCH)
 
-.PHONY: all setup build demo test prefetch unit e2e e2e-prep vet fmt clean bench stress fuzz release k8s-up k8s-down clients
+.PHONY: all setup build demo test prefetch unit e2e e2e-prep vet fmt clean bench stress soak fuzz release k8s-up k8s-down clients
 
 all: build
 
@@ -124,6 +124,14 @@ clean:
 ## stress: the full load (500 calls at concurrency 16 over stdio and HTTP) and the adversarial suite
 stress: setup build e2e/ts/node_modules
 	RUNBOX_LOAD_CALLS=500 $(GO) test -count=1 -tags e2e -timeout 60m -run 'TestLoad|TestAdversarial' -v ./e2e/ | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|calls at'
+
+## soak: a team server for SOAK_TIME (default 30m) under 20 clients on 5 tokens (one-off runs, sessions,
+## long runs, tool calls, a declared endpoint) beside a hostile client (others' cancels, runs and sessions,
+## dripped, oversized and idle connections): every call answered right, no cross-token effect, RSS and
+## open descriptors flat, no box left; ends with a table. All traffic to 127.0.0.1; not part of `make test`
+SOAK_TIME ?= 30m
+soak: setup build
+	RUNBOX_SOAK=$(SOAK_TIME) $(GO) test -count=1 -tags e2e -timeout 5h -run '^TestSoak$$' -v ./e2e/
 
 ## bench: latency of runbox against docker baselines on the same image (prints a table; the
 ## large-output row runs the TypeScript SDK client from e2e/ts too)

@@ -232,10 +232,16 @@ func startServerOf(t testing.TB, bin string, wrap func(string, ...string) (strin
 
 // initialize is the MCP handshake of every e2e client, bounded in time.
 func initialize(c *client.Client) error {
+	return initializeAs(c, mcp.LATEST_PROTOCOL_VERSION)
+}
+
+// initializeAs is initialize asking for a protocol version: one before
+// 2026-07-28 makes the initialize handshake, and a session.
+func initializeAs(c *client.Client, version string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ProtocolVersion = version
 	init.Params.ClientInfo = mcp.Implementation{Name: "runbox-e2e", Version: "1"}
 	_, err := c.Initialize(ctx, init)
 	return err

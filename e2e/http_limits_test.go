@@ -171,6 +171,32 @@ func statusWithin(c net.Conn, d time.Duration) (status string, openFor time.Dura
 	return strings.TrimSpace(line), time.Since(answered)
 }
 
+// drip writes a byte a second to c until the returned stop is called.
+func drip(c net.Conn) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Second):
+				_, _ = c.Write([]byte(" "))
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// writeChunks writes n chunks of 64 KiB of a chunked body to c.
+func writeChunks(c net.Conn, n int) {
+	chunk := fmt.Sprintf("%x\r\n%s\r\n", 64<<10, strings.Repeat(" ", 64<<10))
+	for range n {
+		if _, err := io.WriteString(c, chunk); err != nil {
+			return
+		}
+	}
+}
+
 // closedWithin reports whether the server closes c, unasked, within d.
 func closedWithin(c net.Conn, d time.Duration) bool {
 	_ = c.SetReadDeadline(time.Now().Add(d))
@@ -219,18 +245,7 @@ func TestUnauthenticatedConnectionsAreBounded(t *testing.T) {
 		for range 20 {
 			c := dialHead(t, s, post)
 			wg.Go(func() {
-				stop := make(chan struct{})
-				defer close(stop)
-				go func() { // a byte a second, until the answer
-					for {
-						select {
-						case <-stop:
-							return
-						case <-time.After(time.Second):
-							_, _ = c.Write([]byte(" "))
-						}
-					}
-				}()
+				defer drip(c)()
 				start := time.Now()
 				status, open := statusWithin(c, 15*time.Second)
 				if !strings.Contains(status, " 401 ") || open > 5*time.Second {
@@ -323,14 +338,7 @@ func TestRequestBodiesAreBounded(t *testing.T) {
 	})
 	t.Run("chunked", func(t *testing.T) {
 		c := dialHead(t, s, head+"Transfer-Encoding: chunked\r\n\r\n")
-		go func() {
-			chunk := fmt.Sprintf("%x\r\n%s\r\n", 64<<10, strings.Repeat(" ", 64<<10))
-			for range 40 {
-				if _, err := io.WriteString(c, chunk); err != nil {
-					return
-				}
-			}
-		}()
+		go writeChunks(c, 40)
 		if status, _ := statusWithin(c, 10*time.Second); !strings.Contains(status, " 413 ") {
 			t.Fatalf("a chunked body past the limit: status %q", status)
 		}

@@ -94,7 +94,14 @@ func (s *netServer) url(transport string) string {
 
 func (s *netServer) client(t *testing.T, tr string) *client.Client {
 	t.Helper()
-	headers := map[string]string{"Authorization": "Bearer " + testToken}
+	return s.clientAs(t, tr, testToken, mcp.LATEST_PROTOCOL_VERSION)
+}
+
+// clientAs is a client of s on transport tr with a token, asking for a
+// protocol version.
+func (s *netServer) clientAs(t *testing.T, tr, token, version string) *client.Client {
+	t.Helper()
+	headers := map[string]string{"Authorization": "Bearer " + token}
 	var c *client.Client
 	var err error
 	if tr == "sse" {
@@ -109,10 +116,10 @@ func (s *netServer) client(t *testing.T, tr string) *client.Client {
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatalf("start: %v\n%s", err, s.stderr)
 	}
-	if err := initialize(c); err != nil {
+	t.Cleanup(func() { _ = c.Close() })
+	if err := initializeAs(c, version); err != nil {
 		t.Fatalf("initialize over %s: %v\n%s", tr, err, s.stderr)
 	}
-	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/contract"
@@ -49,27 +48,22 @@ func TestSessionsBoundToTokens(t *testing.T) {
 // alice's and bob's, and returns it with their values.
 func aliceAndBob(t *testing.T) (s *netServer, alice, bob string) {
 	t.Helper()
+	return aliceAndBobOn(t, "http")
+}
+
+// aliceAndBobOn is aliceAndBob on a transport: http or sse.
+func aliceAndBobOn(t *testing.T, transport string) (s *netServer, alice, bob string) {
+	t.Helper()
 	alice, bob = "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
 	t.Setenv("RBX_E2E_ALICE", alice)
 	t.Setenv("RBX_E2E_BOB", bob)
 	m := writeManifest(t, "audit:\n  enabled: false\nhttp:\n  tokens:\n    - {name: alice, env: RBX_E2E_ALICE}\n    - {name: bob, env: RBX_E2E_BOB}\n")
-	return startNetServer(t, "http", "--manifest", m), alice, bob
+	return startNetServer(t, transport, "--manifest", m), alice, bob
 }
 
 func tokenClient(t *testing.T, s *netServer, token string) *client.Client {
 	t.Helper()
-	c, err := client.NewStreamableHttpClient(s.url("http"), transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := initialize(c); err != nil {
-		t.Fatalf("initialize: %v\n%s", err, s.stderr)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return s.clientAs(t, "http", token, mcp.LATEST_PROTOCOL_VERSION)
 }
 
 func toolOn(t *testing.T, c *client.Client, name string, args map[string]any) sessionAnswer {

@@ -108,6 +108,7 @@ func Handler(s *server.MCPServer, cfg HTTPConfig) (http.Handler, func(context.Co
 func handler(s *server.MCPServer, cfg HTTPConfig, bound string, f *refusals) (http.Handler, func(context.Context) error) {
 	origins := newOriginPolicy([]string{cfg.Addr, bound}, cfg.AllowedOrigins, cfg.Logger)
 	tokens := cfg.tokenSet()
+	owners := newSessionOwners()
 	guard := func(h http.Handler) http.Handler {
 		return origins.guard(bearerNamed(tokens, f, bodyLimit(cfg.MaxRequestBytes, f, h)))
 	}
@@ -120,7 +121,7 @@ func handler(s *server.MCPServer, cfg HTTPConfig, bound string, f *refusals) (ht
 	switch cfg.Transport {
 	case TransportSSE:
 		sse := server.NewSSEServer(s, server.WithSSEEndpoint(PathSSE), server.WithMessageEndpoint(PathMessage), server.WithKeepAlive(true),
-			server.WithSSEContextFunc(principalFromRequest))
+			server.WithSSEContextFunc(principalFromRequest), server.WithSessionIDGenerator(owners.sseID))
 		var events, messages http.Handler = sse.SSEHandler(), paramsGuard{s}.sse(sse, sse.MessageHandler())
 		shutdown = sse.Shutdown
 		if l := taskLayerOf(s); l != nil {
@@ -128,16 +129,17 @@ func handler(s *server.MCPServer, cfg HTTPConfig, bound string, f *refusals) (ht
 			shutdown = func(ctx context.Context) error { l.stop(); return sse.Shutdown(ctx) }
 		}
 		mux.Handle(PathSSE, guard(events))
-		mux.Handle(PathMessage, guard(messages))
+		mux.Handle(PathMessage, guard(owners.sse(messages)))
 	default:
-		h := server.NewStreamableHTTPServer(s, server.WithEndpointPath(PathMCP), server.WithHTTPContextFunc(principalFromRequest))
+		h := server.NewStreamableHTTPServer(s, server.WithEndpointPath(PathMCP), server.WithHTTPContextFunc(principalFromRequest),
+			server.WithSessionIdManagerResolver(owners))
 		var mcpPath http.Handler = paramsGuard{s}.http(streamable{h})
 		shutdown = h.Shutdown
 		if l := taskLayerOf(s); l != nil {
 			mcpPath = l.http(mcpPath)
 			shutdown = func(ctx context.Context) error { l.stop(); return h.Shutdown(ctx) }
 		}
-		mux.Handle(PathMCP, guard(newCallerCancels().http(mcpPath)))
+		mux.Handle(PathMCP, guard(owners.http(newCallerCancels().http(mcpPath))))
 	}
 	return guardStalls(mux), shutdown
 }
