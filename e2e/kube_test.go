@@ -72,6 +72,7 @@ func kubeSetup(t *testing.T) *kubernetes.Clientset {
 			kubeErr = fmt.Errorf("creating namespace %s: %w", kubeNS, err)
 			return
 		}
+		kubeDeleteOrphans(ctx)
 		if os.Getenv("RUNBOX_K8S_INIT_IMAGE") == "" {
 			bin := filepath.Join(binDir, "runbox-init-linux-"+runtime.GOARCH)
 			out, err := exec.Command("../scripts/k8s/import-init.sh", bin).CombinedOutput()
@@ -84,6 +85,28 @@ func kubeSetup(t *testing.T) *kubernetes.Clientset {
 		t.Fatal(kubeErr)
 	}
 	return kubeCS
+}
+
+// kubeDeleteOrphans deletes the test namespace's pods whose server is
+// gone: an earlier run that was killed leaves its session pods, which
+// outlive their server by design (until the session's lifetime) and hold
+// the node's CPU, so that this run's pods would stay Pending. Every server
+// of the test cluster runs on this machine (some under a host name of
+// their own), so a pod's owner is alive exactly when its process is; the
+// pods of a live server (another suite's) stay.
+func kubeDeleteOrphans(ctx context.Context) {
+	list, err := kubeCS.CoreV1().Pods(kubeNS).List(ctx, metav1.ListOptions{LabelSelector: sandbox.LabelManaged + "=true"})
+	if err != nil {
+		return
+	}
+	zero := int64(0)
+	for _, p := range list.Items {
+		if alive, _ := sandbox.OwnerAlive(p.Labels, sandbox.Owner{Host: p.Labels[sandbox.LabelOwnerHost]}); alive {
+			continue
+		}
+		fmt.Printf("e2e: deleting pod %s, left by a server that is gone (pid %s)\n", p.Name, p.Labels[sandbox.LabelOwnerPID])
+		_ = kubeCS.CoreV1().Pods(kubeNS).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	}
 }
 
 // kubeManifest is a manifest selecting the kubernetes backend, plus extra.
