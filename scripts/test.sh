@@ -15,8 +15,14 @@ mkdir -p "$LOGS"
 rm -f "$LOGS"/*-times.tsv
 T0=$(date +%s)
 
+current='' start=0
+
 summary() {
   local status=$?
+  # A stage cut short (a signal, the alarm) is listed too.
+  if [[ -n $current ]]; then
+    printf '%s\t%d\t%s\n' "$current" $(( $(date +%s) - start )) "interrupted" >>"$LOGS/stages.tsv"
+  fi
   echo
   echo "make test: stage times (kernel $(uname -r), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
   awk -F'\t' '{ printf "  %-10s %6ds  %s\n", $1, $2, $3 }' "$LOGS/stages.tsv"
@@ -28,16 +34,18 @@ summary() {
   exit "$status"
 }
 trap summary EXIT
+trap 'exit 143' TERM INT
 
 make --no-print-directory prefetch
 for stage in setup build vet unit fuzz release e2e-prep e2e; do
-  start=$(date +%s)
+  start=$(date +%s) current=$stage
   echo "=== make $stage"
   if make --no-print-directory "$stage"; then
     result=ok
   else
     result=FAILED
   fi
+  current=''
   printf '%s\t%d\t%s\n' "$stage" $(( $(date +%s) - start )) "$result" >>"$LOGS/stages.tsv"
   [[ $result == ok ]] || exit 1
 done
