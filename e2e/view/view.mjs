@@ -8,6 +8,7 @@
 //
 //   node view.mjs test  URL TOKEN SHOT.png   prints one JSON line of DOM facts
 //   node view.mjs bench URL TOKEN ROUNDS     prints one JSON line of timings
+//   node view.mjs shot  URL TOKEN SHOT.png   the picture in docs/view.png
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { AppBridge } from "@modelcontextprotocol/ext-apps/app-bridge";
 import { chromium } from "playwright-core";
@@ -119,6 +120,39 @@ if (mode === "bench") {
   process.exit(0);
 }
 
+if (mode === "shot") {
+  // The README's picture: a real analysis with a chart, a table and a
+  // runtime error on its line (the table as a display, as the host hands it).
+  const code = [
+    "import matplotlib; matplotlib.use('Agg')",
+    "import matplotlib.pyplot as plt, pandas as pd",
+    "sales = pd.DataFrame({'region': ['north', 'south', 'east', 'west'], 'amount': [8, 4, 11, 6]})",
+    "print('\\x1b[1;32mloaded\\x1b[0m', len(sales), 'rows')",
+    "sales.plot.bar(x='region', y='amount', figsize=(4, 2.4), legend=False, color='#2962d9')",
+    "plt.tight_layout(); plt.savefig('sales.png', dpi=80)",
+    "totals = dict(zip(sales.region, sales.amount))",
+    "print('share of central:', totals['central'] / sum(totals.values()))",
+  ].join("\n");
+  const serve = {};
+  await show("run_code", { language: "python", code }, {
+    serve,
+    patch: (r) => {
+      const u = `runbox://runs/${r.structuredContent.run_id}/displays/0/table.json`;
+      serve[u] = { uri: u, mimeType: "application/vnd.runbox.table+json", text: JSON.stringify({ columns: ["region", "amount"], rows: [["north", 8], ["south", 4], ["east", 11], ["west", 6]], shape: [4, 2] }) };
+      r.structuredContent.displays = [{ index: 0, source: "result", after: { stdout: 1, stderr: 0 }, mimes: { "application/vnd.runbox.table+json": { bytes: 90, rows: 4, columns: 2, uri: u } } }];
+      return r;
+    },
+  });
+  const frame = page.frames().find((f) => f !== page.mainFrame());
+  await frame.waitForFunction(() => [...document.querySelectorAll("img.display")].every((i) => i.complete && i.naturalWidth > 0) && document.querySelector("table.rt tbody tr"), null, { timeout: 15000 });
+  const h = await frame.evaluate(() => document.documentElement.scrollHeight);
+  await page.setViewportSize({ width: 900, height: Math.min(h + 4, 1400) });
+  await page.evaluate((h) => { document.querySelector("iframe").style.height = h + "px"; }, h + 4);
+  await page.screenshot({ path: arg });
+  await browser.close(); await client.close(); await bare.close();
+  process.exit(0);
+}
+
 // 1. Output with ANSI colours, a PNG artifact, metrics; the dark theme.
 {
   const code = [
@@ -214,6 +248,7 @@ facts.consoleOwn = console_.slice();
   facts.page2 = await text(frame, ".pageinfo");
   await frame.click("button.copycsv");
   facts.csvLines = await frame.$eval("textarea.csv", (t) => t.value.split("\n").length);
+  if (arg) await page.screenshot({ path: arg.replace(/\.png$/, "-displays.png") });
   facts.displayImages = await frame.$$eval("img.display", (is) => is.filter((i) => !i.closest(".artifacts")).map((i) => [i.getAttribute("alt"), i.naturalWidth, i.naturalHeight]));
   facts.markdown = await frame.$$eval(".md li", (l) => l.map((x) => x.textContent));
   facts.markdownScripts = await frame.$$eval(".md script, .md img, .md a", (l) => l.length);
