@@ -22,6 +22,10 @@ type viewFacts struct {
 	RedSpan                   []string
 	ArtifactImage             []int
 	Metrics                   []string
+	Downloads                 [][]any
+	ArtifactSize              int
+	ThemeAfter                string
+	Sizes, LastHeight         int
 	RunAgain                  struct {
 		Calls  int
 		Stdout string
@@ -105,6 +109,15 @@ func TestView(t *testing.T) {
 	if !slices.Contains(f.Metrics, "wall_ms") {
 		t.Errorf("metrics %v", f.Metrics)
 	}
+	if len(f.Downloads) != 1 || f.Downloads[0][0] != "resource_link" || f.Downloads[0][1] != "out.png" || f.Downloads[0][2] != float64(f.ArtifactSize) {
+		t.Errorf("download through the host: %v (artifact %d bytes)", f.Downloads, f.ArtifactSize)
+	}
+	if f.ThemeAfter != "light" {
+		t.Errorf("the view did not follow the host's theme change: %q", f.ThemeAfter)
+	}
+	if f.Sizes == 0 || f.LastHeight <= 0 {
+		t.Errorf("the view told the host no size: %d %d", f.Sizes, f.LastHeight)
+	}
 	if f.RunAgain.Calls != 1 || !strings.Contains(f.RunAgain.Stdout, "red and plain") {
 		t.Errorf("run again: %+v", f.RunAgain)
 	}
@@ -136,6 +149,11 @@ func TestView(t *testing.T) {
 	}
 	if f.HTMLFrames != 1 || !slices.Equal(f.HTMLSandbox, []string{""}) || len(f.HTMLText) != 1 || !strings.Contains(f.HTMLText[0], "html display") {
 		t.Errorf("html frame: %d %v %q", f.HTMLFrames, f.HTMLSandbox, f.HTMLText)
+	}
+	for _, txt := range f.HTMLText {
+		if strings.Contains(txt, "RAN") {
+			t.Errorf("box content ran: %q", txt)
+		}
 	}
 	for _, u := range f.InnerURLs {
 		if u != "about:srcdoc" {

@@ -66,16 +66,18 @@ window.__mount = (html) => {
 </script></body></html>`;
 
 let bridge, toView;
+const sizes = [];
 await page.exposeFunction("__fromView", (m) => toView?.onmessage?.(m));
 await page.setContent(HOST);
 
 // mount draws a fresh view and connects a fresh bridge to it.
 async function mount(theme = "light") {
   bridge = new AppBridge(client, { name: "runbox-e2e-host", version: "1.0.0" },
-    { serverTools: {}, serverResources: {}, logging: {} },
+    { serverTools: {}, serverResources: {}, logging: {}, downloadFile: {} },
     { hostContext: { theme, platform: "web", containerDimensions: { width: 900, maxHeight: 880 } } });
   toView = { start: async () => {}, close: async () => {}, send: async (m) => { await page.evaluate((x) => window.__sendToView(x), m); } };
   const ready = new Promise((r) => { bridge.oninitialized = r; });
+  bridge.onsizechange = (p) => { sizes.push(p.height); };
   await bridge.connect(toView);
   await page.evaluate((h) => window.__mount(h), html);
   await ready;
@@ -177,6 +179,26 @@ if (mode === "shot") {
   await frame.click("button.again");
   await frame.waitForFunction(() => document.body.getAttribute("data-rendered") === "2", null, { timeout: 30000 }).catch(() => {});
   facts.runAgain = { calls, stdout: await text(frame, "#stdout") };
+  // A download: the view asks the host, which reads the artifact.
+  const downloads = [];
+  bridge.ondownloadfile = async ({ contents }) => {
+    for (const c of contents) {
+      const r = await client.readResource({ uri: c.uri });
+      downloads.push([c.type, c.name, Buffer.from(r.contents[0].blob ?? "", "base64").length]);
+    }
+    return {};
+  };
+  await frame.click("button.download");
+  await frame.waitForFunction(() => true, null, { timeout: 1000 });
+  for (let i = 0; i < 50 && !downloads.length; i++) await page.waitForTimeout(100);
+  facts.downloads = downloads;
+  facts.artifactSize = result.structuredContent?.artifacts?.[0]?.size_bytes;
+  // The host's theme changes: the view follows.
+  await bridge.setHostContext({ theme: "light" });
+  await frame.waitForFunction(() => document.documentElement.getAttribute("data-theme") === "light", null, { timeout: 5000 }).catch(() => {});
+  facts.themeAfter = await frame.evaluate(() => document.documentElement.getAttribute("data-theme"));
+  facts.sizes = sizes.length;
+  facts.lastHeight = sizes[sizes.length - 1] ?? 0;
   facts.shot = arg;
   if (arg) {
     const png = await page.screenshot({ path: arg });
@@ -208,8 +230,9 @@ facts.consoleOwn = console_.slice();
 {
   const tableJSON = { columns: ["name", "n"], rows: Array.from({ length: 120 }, (_, i) => [`row${i}`, (i * 37) % 101]), shape: [120, 2] };
   const evil = [
-    "<script>parent.postMessage({jsonrpc:'2.0',id:99,method:'tools/call',params:{name:'run_code',arguments:{language:'bash',code:'echo pwned'}}},'*');top.postMessage('x','*');window.top.location='https://example.com/bust'</script>",
+    "<script>document.body.append('SCRIPT RAN');parent.postMessage({jsonrpc:'2.0',id:99,method:'tools/call',params:{name:'run_code',arguments:{language:'bash',code:'echo pwned'}}},'*');top.postMessage('x','*');window.top.location='https://example.com/bust'</script>",
     "<img src='https://example.com/remote.png' onerror=\"parent.postMessage('img','*')\">",
+    "<img src='data:image/png;base64,AAAA' onerror=\"document.body.append('HANDLER RAN')\">",
     "<meta http-equiv='refresh' content='0;url=https://example.com/refresh'>",
     "<form action='https://example.com/f'><input name=q></form><a href='javascript:parent.postMessage(1,\"*\")'>x</a>",
     "<iframe src='https://example.com/frame'></iframe><p id=ok>html display</p>",
