@@ -67,6 +67,9 @@ func chromium(t *testing.T) string {
 // TestView draws runs in headless Chromium through a test host built on
 // ext-apps' AppBridge, over streamable HTTP, and reads the view's DOM.
 func TestView(t *testing.T) {
+	if _, err := os.Stat("view/node_modules/playwright-core"); err != nil {
+		t.Fatalf("the view's test host is not installed (make e2e-prep: npm ci in e2e/view): %v", err)
+	}
 	s := startNetServer(t, "http")
 	shot := filepath.Join(t.TempDir(), "view.png")
 	cmd := exec.Command("node", "view.mjs", "test", s.url("http"), testToken, shot)
