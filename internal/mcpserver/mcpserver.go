@@ -62,6 +62,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 		server.WithLogger(logger),
 		server.WithInstructions(instructions(m)),
 		server.WithToolFilter(tools.ToolsForClient),
+		server.WithToolFilter(tools.ViewForClient),
 		server.WithIcons(tools.Icons...),
 		server.WithTitle("runbox: run code in a sandbox"),
 	)...)
@@ -103,6 +104,8 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	newTaskLayer(s, m, builtins, logger, o.Runs, deps.AdoptTask)
 	mr := tools.ManifestResource(d.current)
 	s.AddResource(mr.Resource, mr.Handler)
+	vr := tools.ViewResource()
+	s.AddResource(vr.Resource, vr.Handler)
 	at := tools.ArtifactTemplate(store, m)
 	s.AddResourceTemplate(at.Template, at.Handler)
 	st := tools.StreamTemplate(store, m)
