@@ -174,6 +174,12 @@ func (h *heldWorkspace) release() {
 	if err := unmountWorkspace(filepath.Join(h.path, workspaceMount)); err != nil {
 		h.w.r.log.Warn("workspace not unmounted", "workspace", h.name, "err", err)
 	}
+	// The kernel lets go of the loop device a moment after the last
+	// mount: the claim lasts until it has, so the next session finds the
+	// image free.
+	if !detached(filepath.Join(h.path, workspaceImage), loopWait) {
+		h.w.r.log.Warn("workspace's loop device still attached", "workspace", h.name)
+	}
 	now := time.Now()
 	_ = os.Chtimes(filepath.Join(h.path, workspaceImage), now, now)
 	h.drop()
@@ -275,7 +281,7 @@ func (h *heldWorkspace) mount(ctx context.Context) *contract.ErrorInfo {
 			return ptr(workspaceFail(err))
 		}
 	}
-	if attached(ctx, img) {
+	if !detached(img, loopWait) {
 		return ptr(contract.WorkspaceBusy(h.name))
 	}
 	if err := run(ctx, mkfsTimeout, "mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", img, mp); err != nil {
@@ -356,7 +362,7 @@ func (w *workspaces) remove(ctx context.Context, client, name string) *contract.
 			return ptr(workspaceFail(err))
 		}
 	}
-	if attached(ctx, filepath.Join(path, workspaceImage)) {
+	if !detached(filepath.Join(path, workspaceImage), loopWait) {
 		return ptr(contract.WorkspaceBusy(name))
 	}
 	if err := os.RemoveAll(path); err != nil {
@@ -448,6 +454,22 @@ func attached(ctx context.Context, img string) bool {
 	out, err := exec.CommandContext(ctx, "losetup", "-j", img).Output()
 	// Not knowing is taken as attached: never mount an image twice.
 	return err != nil || strings.TrimSpace(string(out)) != ""
+}
+
+// loopWait is how long a loop device may take to let go of an image
+// after its last mount ended.
+const loopWait = 5 * time.Second
+
+// detached waits up to d for no loop device to be backed by img.
+func detached(img string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for attached(context.Background(), img) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
 }
 
 // unmountWorkspace unmounts mp if it is mounted; a busy mount is
