@@ -104,6 +104,18 @@ func leftMounts(dir string) []string {
 	return out
 }
 
+// mountOptions are the per-mount options of mountinfo's line whose mount
+// point is mp.
+func mountOptions(mp string) string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 5 && f[4] == mp {
+			return f[5]
+		}
+	}
+	return ""
+}
+
 func workspaceManifest(dir string) string {
 	return "workspaces:\n  enabled: true\n  quota: 32MiB\n  max_per_client: 3\n  dir: " + dir + "\n"
 }
@@ -144,12 +156,12 @@ func TestWorkspacesKept(t *testing.T) {
 	}{{"docker", dockerServer}, {"gvisor", gvisorServer}} {
 		t.Run(b.name, func(t *testing.T) {
 			dir := workspacesDir(t)
-			workspacesKept(t, b.start(t, workspaceManifest(dir)))
+			workspacesKept(t, b.start(t, workspaceManifest(dir)), dir, b.name == "gvisor")
 		})
 	}
 }
 
-func workspacesKept(t *testing.T, s *server) {
+func workspacesKept(t *testing.T, s *server, dir string, sentry bool) {
 	id := s.open(t, "python", "workspace", "proj")
 	r := s.in(t, id, "python", workspaceSetup, "timeout_seconds", 120)
 	if mustOK(t, r); !strings.Contains(r.Stdout, "pip 0") || !strings.Contains(r.Stdout, "pack 0") || !strings.Contains(r.Stdout, "npm 0") {
@@ -158,13 +170,39 @@ func workspacesKept(t *testing.T, s *server) {
 	if r := s.in(t, id, "python", "import wsdemo, site\nprint(wsdemo.ANSWER, site.USER_BASE)"); r.Stdout != "42 /workspace/.local\n" {
 		t.Fatalf("the package in its own session: %+v %q %q", r.Error, r.Stdout, r.Stderr)
 	}
-	// The mount's flags as the box sees them.
+	// The mount's flags: on the host, where the kernel holds the file
+	// system, and as the box sees them. gVisor's own kernel lists its
+	// gofer mount without them (it reaches the files through the host's
+	// nosuid,nodev mount, and no-new-privileges holds there as here).
+	host := leftMounts(dir)
+	if len(host) != 1 {
+		t.Fatalf("host mounts of the workspace: %v", host)
+	}
+	for _, flag := range []string{"nosuid", "nodev"} {
+		if !strings.Contains(","+mountOptions(host[0])+",", ","+flag+",") {
+			t.Errorf("the host's mount of the workspace is not %s: %s", flag, mountOptions(host[0]))
+		}
+	}
 	r = s.in(t, id, "python", "print([l for l in open('/proc/mounts') if ' /workspace ' in l])")
 	mustOK(t, r)
 	for _, flag := range []string{"nosuid", "nodev"} {
-		if !strings.Contains(r.Stdout, flag) {
+		if !sentry && !strings.Contains(r.Stdout, flag) {
 			t.Errorf("/workspace is not %s in the box: %s", flag, r.Stdout)
 		}
+	}
+	// Nor can the box make a device or a set-user-ID file of another
+	// user there.
+	r = s.in(t, id, "python", `
+import os, stat
+for what, f in [('mknod', lambda: os.mknod('dev0', 0o600 | stat.S_IFCHR, os.makedev(1, 3))),
+                ('chown', lambda: (open('suid', 'w').close(), os.chown('suid', 0, 0)))]:
+    try:
+        f(); print(what, 'done')
+    except OSError as e:
+        print(what, 'refused')
+`)
+	if r.Stdout != "mknod refused\nchown refused\n" {
+		t.Errorf("a device or a root file in the workspace: %q %q", r.Stdout, r.Stderr)
 	}
 	// One writer: a second session of the workspace is refused, and so
 	// is its deletion.
