@@ -290,3 +290,100 @@ func waitFree(t *testing.T, s *server, workspace string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestWorkspaceLockAfterKill9: a server killed with SIGKILL leaves its
+// session box running, and the box holds the workspace (another server
+// refuses it) until the session ends: the new server adopts and closes it,
+// and the workspace is free and whole. A dead server's mount whose box is
+// gone does not hold the workspace at all.
+func TestWorkspaceLockAfterKill9(t *testing.T) {
+	dir := workspacesDir(t)
+	manifest := writeManifest(t, "audit:\n  enabled: false\n"+workspaceManifest(dir))
+	kill9 := func(s *server) {
+		_ = s.cmd.Process.Kill()
+		_, _ = s.cmd.Process.Wait()
+		_ = s.c.Close()
+	}
+	a := startServer(t, secretEnv, "--manifest", manifest)
+	id := a.open(t, "python", "workspace", "w")
+	mustOK(t, a.in(t, id, "python", "open('a.txt', 'w').write('from a')"))
+	kill9(a)
+
+	b := startServer(t, secretEnv, "--manifest", manifest)
+	defer b.close()
+	if o := b.tool(t, "session_open", map[string]any{"language": "python", "workspace": "w"}); o.Error == nil || o.Error.Kind != contract.KindWorkspaceBusy {
+		t.Fatalf("a workspace a live box holds, after its server's kill -9: %+v", o)
+	}
+	// The session lives on in its box, and its caller ends it here.
+	if r := b.in(t, id, "python", "print(open('a.txt').read())"); r.Stdout != "from a\n" {
+		t.Fatalf("the adopted session: %+v %q", r.Error, r.Stdout)
+	}
+	if c := b.tool(t, "session_close", map[string]any{"session_id": id}); !c.Closed {
+		t.Fatalf("close: %+v", c.Error)
+	}
+	id = openWhenFree(t, b, "python", "w")
+	mustOK(t, b.in(t, id, "python", "open('b.txt', 'w').write('from b')"))
+
+	// Killed again, and this time its box goes too (as the reaper or an
+	// operator would remove it): its mount is stale, and the next open
+	// takes it down and mounts the workspace again.
+	c := startServer(t, secretEnv, "--manifest", manifest)
+	defer c.close()
+	kill9(b)
+	if left := sessionBox(id); len(left) != 1 {
+		t.Fatalf("session boxes after kill -9: %v", left)
+	} else if out, err := exec.Command("docker", "rm", "-f", left[0]).CombinedOutput(); err != nil {
+		t.Fatalf("docker rm: %v %s", err, out)
+	}
+	id = openWhenFree(t, c, "python", "w")
+	if r := c.in(t, id, "python", "print(open('a.txt').read(), open('b.txt').read())"); r.Stdout != "from a from b\n" {
+		t.Fatalf("after a stale mount: %+v %q", r.Error, r.Stdout)
+	}
+	c.tool(t, "session_close", map[string]any{"session_id": id})
+	waitFree(t, c, "w")
+}
+
+// TestWorkspacesBoundToTokens: over HTTP a workspace is its token's. With
+// another token it is not listed, not deleted, and its name opens that
+// token's own workspace, which does not see the first one's files (and is
+// not busy while the first is held).
+func TestWorkspacesBoundToTokens(t *testing.T) {
+	dir := workspacesDir(t)
+	alice, bob := "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
+	t.Setenv("RBX_E2E_ALICE", alice)
+	t.Setenv("RBX_E2E_BOB", bob)
+	m := writeManifest(t, "audit:\n  enabled: false\nhttp:\n  tokens:\n    - {name: alice, env: RBX_E2E_ALICE}\n    - {name: bob, env: RBX_E2E_BOB}\n"+workspaceManifest(dir))
+	s := startNetServer(t, "http", "--manifest", m)
+	ca, cb := tokenClient(t, s, alice), tokenClient(t, s, bob)
+
+	open := toolOn(t, ca, "session_open", map[string]any{"language": "python", "workspace": "data"})
+	if open.Session == nil {
+		t.Fatalf("alice's session_open: %+v", open.Error)
+	}
+	if r := callOn(t, ca, map[string]any{"language": "python", "code": "open('secret.txt', 'w').write('alice data')", "session_id": open.Session.ID}); r.Status != contract.StatusOK {
+		t.Fatalf("alice: %+v", r.Error)
+	}
+	if l := workspaceTool(t, cb, "workspace_list", map[string]any{}); len(l.Workspaces) != 0 {
+		t.Fatalf("bob sees %+v", l.Workspaces)
+	}
+	if d := workspaceTool(t, cb, "workspace_delete", map[string]any{"name": "data"}); d.Error == nil || d.Error.Kind != contract.KindInvalidRequest {
+		t.Fatalf("bob deleted alice's workspace: %+v", d)
+	}
+	bo := toolOn(t, cb, "session_open", map[string]any{"language": "python", "workspace": "data"})
+	if bo.Session == nil {
+		t.Fatalf("bob's own workspace of the same name: %+v", bo.Error)
+	}
+	r := callOn(t, cb, map[string]any{"language": "python", "code": "import os; print(os.path.exists('secret.txt'))", "session_id": bo.Session.ID})
+	if r.Stdout != "False\n" {
+		t.Fatalf("bob's workspace holds %q %+v", r.Stdout, r.Error)
+	}
+	for _, c := range []struct {
+		c  *client.Client
+		id string
+	}{{ca, open.Session.ID}, {cb, bo.Session.ID}} {
+		toolOn(t, c.c, "session_close", map[string]any{"session_id": c.id})
+	}
+	if l := workspaceTool(t, ca, "workspace_list", map[string]any{}); len(l.Workspaces) != 1 || l.Workspaces[0].Name != "data" {
+		t.Fatalf("alice's list: %+v", l)
+	}
+}
