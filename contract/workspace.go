@@ -19,8 +19,6 @@ type WorkspaceInfo struct {
 	Quota     int64     `json:"quota_bytes" jsonschema:"description=Its size: a write past it fails with ENOSPC."`
 	LastUsed  time.Time `json:"last_used_at" jsonschema:"description=When a session last released it (or created it)."`
 	InUse     bool      `json:"in_use" jsonschema:"description=A session holds it now."`
-	// Path is where a session sees it.
-	Path string `json:"path,omitempty" jsonschema:"description=Where the session sees it."`
 }
 
 // WorkspaceBusy refuses a workspace another session holds.

@@ -24,7 +24,7 @@ type WorkspaceListArgs struct{}
 
 // WorkspaceDeleteArgs name one workspace.
 type WorkspaceDeleteArgs struct {
-	Name string `json:"name" jsonschema:"required,description=The workspace to delete, with all its files (refused while a session holds it)."`
+	Name string `json:"name" jsonschema:"required,description=The workspace to delete with all its files (refused while a session holds it)."`
 }
 
 // WorkspaceResult is the structured answer of the workspace tools.
