@@ -153,7 +153,7 @@ func TestWorkspacesKept(t *testing.T) {
 	for _, b := range []struct {
 		name  string
 		start func(*testing.T, string) *server
-	}{{"docker", dockerServer}, {"gvisor", gvisorServer}} {
+	}{{"docker", dockerServer}, {"gvisor", gvisorServer}, {"oci", ociServer}} {
 		t.Run(b.name, func(t *testing.T) {
 			dir := workspacesDir(t)
 			workspacesKept(t, b.start(t, workspaceManifest(dir)), dir, b.name == "gvisor")
