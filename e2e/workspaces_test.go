@@ -325,8 +325,8 @@ func TestWorkspaceLockAfterKill9(t *testing.T) {
 	mustOK(t, b.in(t, id, "python", "open('b.txt', 'w').write('from b')"))
 
 	// Killed again, and this time its box goes too (as the reaper or an
-	// operator would remove it): its mount is stale, and the next open
-	// takes it down and mounts the workspace again.
+	// operator would remove it): its mount is stale, workspace_list takes
+	// it down, and the next open mounts the workspace again.
 	c := startServer(t, secretEnv, "--manifest", manifest)
 	defer c.close()
 	kill9(b)
@@ -334,6 +334,13 @@ func TestWorkspaceLockAfterKill9(t *testing.T) {
 		t.Fatalf("session boxes after kill -9: %v", left)
 	} else if out, err := exec.Command("docker", "rm", "-f", left[0]).CombinedOutput(); err != nil {
 		t.Fatalf("docker rm: %v %s", err, out)
+	}
+	// workspace_list takes the dead server's mount down (no box holds it).
+	if l := workspaceTool(t, c.c, "workspace_list", map[string]any{}); len(l.Workspaces) != 1 || l.Workspaces[0].InUse {
+		t.Fatalf("list after the box went: %+v", l)
+	}
+	if left := leftMounts(dir); len(left) != 0 {
+		t.Fatalf("a dead server's mount stays after workspace_list: %v", left)
 	}
 	id = openWhenFree(t, c, "python", "w")
 	if r := c.in(t, id, "python", "print(open('a.txt').read(), open('b.txt').read())"); r.Stdout != "from a from b\n" {

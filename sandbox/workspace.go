@@ -315,11 +315,39 @@ func (w *workspaces) list(ctx context.Context, client string) ([]contract.Worksp
 		w.mu.Lock()
 		held := w.held[workspaceKey(client, name)] != nil
 		w.mu.Unlock()
+		if !held && !inUse[name] {
+			w.takeDownStale(ctx, client, name)
+		}
 		info := contract.WorkspaceInfo{Name: name, Quota: fi.Size(), LastUsed: fi.ModTime().UTC(), InUse: held || inUse[name]}
 		info.BytesUsed = bytesUsed(path, fi.Size())
 		out = append(out, info)
 	}
 	return out, nil
+}
+
+// takeDownStale unmounts a workspace no box holds that a server which died
+// left mounted, under the workspace's flock (an opening elsewhere keeps
+// it).
+func (w *workspaces) takeDownStale(ctx context.Context, client, name string) {
+	mp := filepath.Join(w.clientDir(client), name, workspaceMount)
+	if !mounted(mp) {
+		return
+	}
+	lock, err := lockWorkspace(filepath.Join(w.clientDir(client), "."+name+".lock"))
+	if err != nil || lock == nil {
+		return
+	}
+	defer lock.Close()
+	// Asked again under the lock: a session may have opened it since.
+	w.mu.Lock()
+	held := w.held[workspaceKey(client, name)] != nil
+	w.mu.Unlock()
+	if busy, err := w.boxHolds(ctx, client, name); held || busy || err != nil {
+		return
+	}
+	if err := unmountWorkspace(mp); err != nil {
+		w.r.log.Warn("a stale workspace mount stays", "workspace", name, "err", err)
+	}
 }
 
 // remove deletes client's workspace name, refused while a session holds it.
