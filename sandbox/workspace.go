@@ -273,6 +273,13 @@ func (w *workspaces) create(ctx context.Context, path string) error {
 // mounted twice.
 func (h *heldWorkspace) mount(ctx context.Context) *contract.ErrorInfo {
 	mp, img := h.mountPoint(), filepath.Join(h.path, workspaceImage)
+	// The state directory is read as untrusted: a link in place of the
+	// workspace, its image or its mount point is never followed.
+	for _, p := range []string{h.path, mp} {
+		if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
+			return ptr(workspaceFail(fmt.Errorf("%s is missing or not a directory", p)))
+		}
+	}
 	if fi, err := os.Lstat(img); err != nil || !fi.Mode().IsRegular() {
 		return ptr(workspaceFail(fmt.Errorf("the workspace's image is missing or not a regular file")))
 	}

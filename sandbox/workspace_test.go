@@ -200,3 +200,54 @@ func TestWorkspaceOnTheHost(t *testing.T) {
 		t.Fatalf("listed after delete: %+v", list)
 	}
 }
+
+// A link planted in place of a workspace's mount point is never
+// followed: the open fails, and nothing is mounted there.
+func TestWorkspaceLinksNotFollowed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a loop device needs root")
+	}
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		t.Skip("no mkfs.ext4")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	d := &fakeSessionDriver{}
+	m := testManifest(t, func(m *manifest.Manifest) {
+		m.Sessions.Enabled = true
+		m.Workspaces = manifest.Workspaces{Enabled: true, Quota: 16 * manifest.MiB, MaxPerClient: 2}
+	})
+	r := New(d, Options{Manifest: m, Workspaces: dir})
+	t.Cleanup(func() { _ = r.Close() })
+	lang, _ := m.Language("python")
+	info, fail := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "alice", Limits: m.SessionLimits(), Workspace: "w"})
+	if fail != nil {
+		t.Fatal(fail)
+	}
+	if fail := r.CloseSession(ctx, info.ID, "alice"); fail != nil {
+		t.Fatal(fail)
+	}
+	mp := filepath.Join(dir, clientKey("alice"), "w", workspaceMount)
+	deadline := time.Now().Add(10 * time.Second)
+	for mounted(mp) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	target := t.TempDir()
+	t.Cleanup(func() { _ = unmountWorkspace(target) })
+	if err := os.Remove(mp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, mp); err != nil {
+		t.Fatal(err)
+	}
+	var err *contract.ErrorInfo
+	for time.Now().Before(deadline) {
+		if _, err = r.OpenSession(ctx, SessionRequest{Language: lang, Client: "alice", Limits: m.SessionLimits(), Workspace: "w"}); err == nil || err.Kind != contract.KindWorkspaceBusy {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err == nil || err.Kind != contract.KindSandbox || mounted(target) {
+		t.Fatalf("through a link: %+v, mounted at its target: %v", err, mounted(target))
+	}
+}
