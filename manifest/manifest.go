@@ -65,6 +65,9 @@ type Manifest struct {
 	Outputs string `json:"outputs" jsonschema_description:"A host folder where a run_code call with save_artifacts gets its artifacts saved, in a folder named for its run id (never overwriting, never outside it); empty: off."`
 	// Sessions configures long-lived boxes that keep state between calls.
 	Sessions Sessions `json:"sessions" jsonschema_description:"Sessions: a long-lived box per session whose interpreter keeps its state between run_code calls."`
+	// Workspaces are named, persistent /workspace folders that sessions
+	// may open (workspaces.go).
+	Workspaces Workspaces `json:"workspaces" jsonschema_description:"Named workspaces: a persistent /workspace per caller and name, with a byte quota, that session_open may name; one session at a time."`
 	// Backend is where boxes run: docker, oci or kubernetes.
 	Backend string `json:"backend" jsonschema:"enum=docker,enum=oci,enum=kubernetes" jsonschema_description:"Where boxes run: docker (default: the local engine), oci (runbox runs runc itself, with the same profile and the engine's image, no engine per box: Linux, root, isolation runc) or kubernetes (one pod per run)."`
 	// Kubernetes configures the kubernetes backend.
@@ -366,6 +369,7 @@ func Default() *Manifest {
 		Servers:     []Server{},
 		ToolCalls:   ToolCalls{MaxCalls: 200, MaxBytes: 64 * MiB, CallTimeoutSeconds: 60},
 		Sessions:    DefaultSessions(),
+		Workspaces:  DefaultWorkspaces(),
 		Mounts:      []Mount{},
 		Roots:       Roots{Under: []string{}},
 	}
@@ -500,6 +504,7 @@ func (m *Manifest) Validate() error {
 	rangeB("cache.max_bytes", m.Cache.MaxBytes, 0, 16*GiB)
 	rangeB("audit.max_bytes", m.Audit.MaxBytes, 64*KiB, 64*GiB)
 	m.Sessions.validate(rangeI, rangeF, rangeB)
+	m.Workspaces.validate(bad, rangeI, rangeB)
 	m.validateMounts(bad)
 	m.Roots.validate(bad)
 	m.HTTP.validateTokens(bad)

@@ -217,6 +217,8 @@ func advice(m *manifest.Manifest, kind contract.Kind, limit contract.Limit) stri
 		return "- The session's interpreter is gone and its state with it. Open a new session with session_open and run the set-up code (imports, loading data) again before retrying."
 	case contract.KindSessionNotFound:
 		return "- The session_id names no open session of yours (closed, expired or mistyped). Use session_list, or open a new session."
+	case contract.KindWorkspaceBusy:
+		return "- Another open session holds that workspace (one at a time). Use that session (session_list), close it, or name another workspace."
 	case contract.KindForbiddenSyscall:
 		return "- The program made a system call the sandbox forbids. Do not use low-level system features (ptrace, mounts, namespaces, raw sockets)."
 	}

@@ -34,6 +34,9 @@ type Options struct {
 	// finds it. It is asked from the runner's first reap on, which New
 	// starts: the store must be loaded before. nil: none is kept.
 	Keep func(boxID string) bool
+	// Workspaces is the directory of the named workspaces (workspace.go);
+	// "": none are kept.
+	Workspaces string
 }
 
 // BoxRunner is the run algorithm, once for every platform: admission
@@ -71,6 +74,11 @@ type BoxRunner struct {
 	// sess are the open sessions (sessions.go), made on first use.
 	sess     *sessions
 	sessOnce sync.Once
+
+	// ws are the named workspaces (workspace.go), in wsDir.
+	ws     *workspaces
+	wsOnce sync.Once
+	wsDir  string
 }
 
 var _ Runner = (*BoxRunner)(nil)
@@ -92,7 +100,7 @@ func New(d Driver, o Options) *BoxRunner {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &BoxRunner{d: d, m: o.Manifest, log: log, owner: owner,
 		slots: newSlots(o.Manifest.Concurrency, o.Manifest.QueueSize), grace: backstopGrace,
-		stop: cancel, done: make(chan struct{}), network: o.Network, ca: o.CA, keep: o.Keep}
+		stop: cancel, done: make(chan struct{}), network: o.Network, ca: o.CA, keep: o.Keep, wsDir: o.Workspaces}
 	r.pool = newPool(ctx, r)
 	go r.background(ctx)
 	return r
