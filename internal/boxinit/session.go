@@ -405,7 +405,13 @@ func (s *session) serveCell(sess *yamux.Session, host *Host, st *yamux.Stream, h
 	k := s.keep(h.Job.RunID)
 	stg := newStages(h.Job)
 	stg.mark("box: job received")
-	go func() { k.finish(s.runStaged(h.Job, host, stg)) }()
+	if last {
+		go func() { k.finish(s.runStaged(h.Job, host, stg)) }()
+	} else {
+		// A cells stream's next message waits for this cell's report
+		// anyway: the cell runs here, without a goroutine to wake.
+		k.finish(s.runStaged(h.Job, host, stg))
+	}
 	return k.send(sess, st, last)
 }
 
