@@ -31,8 +31,9 @@ const StreamCollect = "collect"
 // before the next is sent; artifacts follow on streams of their own. The
 // stream stays open between cells, so a cell costs no stream's opening
 // and closing frames, each a trip through the engine's copies. A box that
-// does not know the kind closes the stream without reading the job, and
-// the server sends its cells on job streams instead.
+// does not know the kind (an older runbox-init) reads the first message
+// and closes the stream without running its job, and the server sends its
+// cells on job streams instead.
 const StreamCells = "cells"
 
 // SendCell sends a job on a StreamCells stream.
