@@ -151,7 +151,7 @@ func call(ctx context.Context, job *initproto.Job, opts Options, prog program) (
 	rep.DiskFull = fullMount(opts.Scratch)
 	st.mark("box: metrics after")
 	contents := collect(job, before, rep)
-	contents = append(contents, collectDisplays(job, res.stdout.displayMarks(), rep.StdoutBytes, rep.StderrBytes, rep)...)
+	contents = append(contents, collectDisplays(initproto.DisplaySpool, job, res.stdout.displayMarks(), rep.StdoutBytes, rep.StderrBytes, rep)...)
 	_ = clearDisplays(initproto.DisplaySpool) // a session's /tmp is the next call's
 	st.mark("box: workspace walk after")
 	if st != nil {

@@ -161,14 +161,14 @@ type displayFile struct {
 	Refused map[string]int64 `json:"refused"`
 }
 
-// collectDisplays reports the displays in the spool, in the order of
+// collectDisplays reports the displays in spool, in the order of
 // their marks (those without one, e.g. from a program whose stdout went
 // elsewhere, after them by name, at the output's end), and returns their
 // data to send after the artifacts' contents: within what the artifacts
 // left of the job's count and byte caps. Nothing in the spool is trusted:
 // only regular files are read, never through links, never past the budget.
-func collectDisplays(job *initproto.Job, marks []displayMark, out, errs int64, rep *initproto.Report) [][]byte {
-	entries, err := os.ReadDir(initproto.DisplaySpool)
+func collectDisplays(spool string, job *initproto.Job, marks []displayMark, out, errs int64, rep *initproto.Report) [][]byte {
+	entries, err := os.ReadDir(spool)
 	if err != nil || len(entries) == 0 {
 		return nil
 	}
@@ -198,7 +198,7 @@ func collectDisplays(job *initproto.Job, marks []displayMark, out, errs int64, r
 	}
 	var contents [][]byte
 	for _, m := range order {
-		dir := filepath.Join(initproto.DisplaySpool, m.name)
+		dir := filepath.Join(spool, m.name)
 		meta, _, _, ok := readRegular(filepath.Join(dir, initproto.DisplayMeta), 1<<16)
 		if !ok || meta == nil {
 			continue // not (yet) a display: its writer failed or is still at it
