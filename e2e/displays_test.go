@@ -96,10 +96,11 @@ print("before")
 plt.figure(figsize=(4, 3), dpi=100); plt.plot([1, 2, 3])
 plt.show()
 print("between")
-plt.figure(figsize=(2, 2), dpi=100); plt.plot([3, 2, 1])
-plt.savefig("saved.png")
+plt.figure(figsize=(3, 3), dpi=100); plt.plot([0, 1])
+plt.savefig("saved.png")  # saved and left open: a file, not shown again
+plt.figure(figsize=(2, 2), dpi=100); _ = plt.plot([3, 2, 1])  # left open: shown at the end
 `)
-	// The two figures' images, then saved.png's (an artifact's).
+	// The two shown figures' images, then saved.png's (an artifact's).
 	if len(r.Displays) != 2 || len(images) != 3 {
 		t.Fatalf("want 2 displays and 3 images, got %d and %d: %+v\n%s", len(r.Displays), len(images), r.Displays, text)
 	}

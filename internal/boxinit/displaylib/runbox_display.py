@@ -236,10 +236,16 @@ def show_figure(fig):
             plt.close(fig)
 
 
-def show_open():
-    """Shows every open matplotlib figure, and closes it."""
+def show_open(unsaved=False):
+    """Shows every open matplotlib figure, and closes it; unsaved (figures
+    left open at the end) skips those saved with savefig since they last
+    changed, which came back as files."""
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return
     for num in plt.get_fignums():
-        show_figure(plt.figure(num))
+        fig = plt.figure(num)
+        if unsaved and getattr(fig, "_runbox_saved", False) and not fig.stale:
+            plt.close(fig)
+            continue
+        show_figure(fig)

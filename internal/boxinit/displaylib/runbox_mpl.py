@@ -10,6 +10,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg, FigureManagerBase
 import runbox_display
 
 
+class FigureCanvas(FigureCanvasAgg):
+    def print_figure(self, *args, **kwargs):
+        r = super().print_figure(*args, **kwargs)
+        # Saved as it is now: left open, it is a file already, not shown
+        # again (unless it changes, which makes it stale).
+        self.figure._runbox_saved = True
+        return r
+
+
 class FigureManager(FigureManagerBase):
     def show(self):
         runbox_display.show_figure(self.canvas.figure)
@@ -17,7 +26,7 @@ class FigureManager(FigureManagerBase):
 
 @_Backend.export
 class _BackendRunbox(_Backend):
-    FigureCanvas = FigureCanvasAgg
+    FigureCanvas = FigureCanvas
     FigureManager = FigureManager
 
     @staticmethod
@@ -26,4 +35,4 @@ class _BackendRunbox(_Backend):
 
 
 # Registered after pyplot's own exit handlers, so it runs before them.
-atexit.register(runbox_display.show_open)
+atexit.register(runbox_display.show_open, unsaved=True)

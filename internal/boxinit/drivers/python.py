@@ -92,7 +92,7 @@ for _rbx_line in _rbx_ctl:
     if "matplotlib.pyplot" in _rbx.sys.modules:
         try:
             import runbox_display
-            runbox_display.show_open()
+            runbox_display.show_open(unsaved=True)
         except BaseException:
             pass
     for _rbx_s in (_rbx.sys.stdout, _rbx.sys.stderr):
