@@ -41,10 +41,11 @@ type DisplayMime struct {
 	// Rows and Columns are a table's whole shape.
 	Rows    *int64 `json:"rows,omitempty" jsonschema_description:"A table's rows, all of them (the data may keep fewer)."`
 	Columns *int64 `json:"columns,omitempty" jsonschema_description:"A table's columns, all of them."`
+	// Markdown is a table's head as a markdown table, ending with its
+	// whole shape (TableMarkdown): what a model reads of it.
+	Markdown string `json:"markdown,omitempty" jsonschema_description:"A table's first rows and columns as a markdown table, ending with its whole shape: (R rows x C columns)."`
 	// Data is the whole data, kept out of the structured result.
 	Data []byte `json:"-"`
-	// Table is a table's data as read, for its markdown.
-	Table *Table `json:"-"`
 }
 
 // Table is the data of a display of mime TableMime.

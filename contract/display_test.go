@@ -43,7 +43,7 @@ func TestSummaryDisplays(t *testing.T) {
 	res := Result{RunID: "r_1", Status: StatusOK, Stdout: "hi\n", Displays: []Display{
 		{Index: 0, Source: "show", After: After{Stdout: 3}, Mimes: map[string]DisplayMime{"image/png": {Bytes: 100, Width: 640, Height: 480, URI: "runbox://runs/r_1/displays/0/image.png"}}},
 		{Index: 1, Source: "display", Mimes: map[string]DisplayMime{"text/html": {Bytes: 20, URI: "u"}, "text/plain": {Bytes: 4, Text: "<b>"}}},
-		{Index: 2, Source: "result", Mimes: map[string]DisplayMime{TableMime: {Rows: &rows, Columns: &cols, Table: &Table{Columns: []any{"a"}, Rows: [][]any{{1.0}}, Shape: []int64{5, 1}}}, "text/plain": {Text: "repr"}}},
+		{Index: 2, Source: "result", Mimes: map[string]DisplayMime{TableMime: {Rows: &rows, Columns: &cols, Markdown: TableMarkdown(&Table{Columns: []any{"a"}, Rows: [][]any{{1.0}}, Shape: []int64{5, 1}}, TableTextRows, TableTextColumns, TableCellChars)}, "text/plain": {Text: "repr"}}},
 		{Index: 3, Source: "display", Cut: DisplayCutInvalidData, Mimes: map[string]DisplayMime{"image/png": {Bytes: 7}}},
 	}, DisplaysOmitted: 2}
 	s := Summary(res)

@@ -131,8 +131,8 @@ func displaysText(res Result) string {
 				where = "not kept"
 			}
 			switch {
-			case mime == TableMime && m.Table != nil:
-				fmt.Fprintf(&e, "  table, all of it: %s\n%s\n", where, TableMarkdown(m.Table, TableTextRows, TableTextColumns, TableCellChars))
+			case mime == TableMime && m.Markdown != "":
+				fmt.Fprintf(&e, "  table, all of it: %s\n%s\n", where, m.Markdown)
 				text = true
 			case mime == TableMime:
 				fmt.Fprintf(&e, "  table (%d bytes) %s\n", m.Bytes, where)

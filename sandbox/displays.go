@@ -80,7 +80,8 @@ func checkDisplay(mime string, b []byte, m *contract.DisplayMime) string {
 			return contract.DisplayCutInvalidData
 		}
 		rows, cols := t.Shape[0], t.Shape[1]
-		m.Rows, m.Columns, m.Table, m.Data = &rows, &cols, &t, b
+		m.Rows, m.Columns, m.Data = &rows, &cols, b
+		m.Markdown = contract.TableMarkdown(&t, contract.TableTextRows, contract.TableTextColumns, contract.TableCellChars)
 	case "application/json":
 		if !json.Valid(b) {
 			return contract.DisplayCutInvalidData
