@@ -160,7 +160,10 @@ class Rich:
     def _repr_jpeg_(self): return bytes.fromhex("ffd8ffc0001108000a001403012200021101031101ffd9")
 class Bundle:
     def _repr_mimebundle_(self, **kw): return {"text/markdown": "from a bundle", "text/plain": "plain"}
-display(Rich(), Bundle())
+import contextlib, io
+with contextlib.redirect_stdout(io.StringIO()) as buf:
+    display(Rich(), Bundle())
+assert buf.getvalue() == "", repr(buf.getvalue())
 df = pd.DataFrame({"a": np.arange(1_000_000), "b": 0.5, "c": "x"})
 display(df)
 display(df["a"].head(3))

@@ -77,19 +77,18 @@ def _emit(bundle, source):
         shutil.rmtree(d, ignore_errors=True)
         print("runbox: display not kept: %s" % e, file=sys.stderr)
         return
-    for s in (sys.stdout, sys.stderr):
+    # The mark goes on descriptor 1 itself, after what Python holds for
+    # it: a program that redirected sys.stdout (to a StringIO) never
+    # finds it in its own data.
+    for s in (sys.stdout, sys.stderr, sys.__stdout__):
         try:
             s.flush()
         except Exception:
             pass
     try:
-        sys.stdout.write(MARK % name)
-        sys.stdout.flush()
-    except Exception:
-        try:
-            os.write(1, (MARK % name).encode())
-        except OSError:
-            pass
+        os.write(1, (MARK % name).encode())
+    except OSError:
+        pass
 
 
 def _cell(v):
