@@ -20,13 +20,13 @@ import (
 // protocol, a frame, console.table, a session cell's last value) comes
 // back in order, as images the model sees and tables it reads, each kept
 // whole as a resource; hostile displays are cut with their reason while
-// the run's other results survive. On runc and gVisor, one-off and
-// session.
+// the run's other results survive. On Docker (runc), gVisor and the oci
+// backend, one-off and session.
 func TestDisplays(t *testing.T) {
 	for _, b := range []struct {
 		name  string
 		start func(*testing.T, string) *server
-	}{{"docker", dockerServer}, {"gvisor", gvisorServer}} {
+	}{{"docker", dockerServer}, {"gvisor", gvisorServer}, {"oci", ociServer}} {
 		t.Run(b.name, func(t *testing.T) {
 			s := b.start(t, "limits:\n  memory: 1GiB\n  tmp_size: 320MiB\n")
 			t.Run("figures", func(t *testing.T) { displayFigures(t, s, "") })
