@@ -316,3 +316,24 @@ print("done")
 		t.Errorf("no hostile image reaches the model: %d", len(images))
 	}
 }
+
+// TestDisplaysPooled: a pooled box's prestarted interpreter (started
+// before its job, with the display library already on its path) displays
+// as a cold one does.
+func TestDisplaysPooled(t *testing.T) {
+	s := dockerServer(t, "pool:\n  size: 1\n")
+	pid := s.cmd.Process.Pid
+	waitRunningPooled(t, pid, "python")
+	r, _, _ := runDisplay(t, s, "", "python", "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\ndisplay({'text/markdown': '**hi**'}, raw=True)\n")
+	if !r.Metrics.Pooled {
+		t.Fatalf("the run did not take the pooled box: %+v", r.Metrics)
+	}
+	if len(r.Displays) != 2 || r.Displays[0].Mimes["image/png"].Width != 640 || r.Displays[1].Mimes["text/markdown"].Text != "**hi**" {
+		t.Errorf("pooled displays: %+v", r.Displays)
+	}
+	waitRunningPooled(t, pid, "javascript")
+	r, _, _ = runDisplay(t, s, "", "javascript", "console.table([[1, 2]])\n")
+	if !r.Metrics.Pooled || len(r.Displays) != 1 || r.Displays[0].Source != "table" {
+		t.Errorf("pooled console.table: pooled %v, %+v", r.Metrics.Pooled, r.Displays)
+	}
+}
