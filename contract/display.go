@@ -52,6 +52,8 @@ type DisplayMime struct {
 type Table struct {
 	Columns []any   `json:"columns"`
 	Index   []any   `json:"index,omitempty"`
+	// IndexName names the index, when it has a name.
+	IndexName any `json:"index_name,omitempty"`
 	Rows    [][]any `json:"rows"`
 	Shape   []int64 `json:"shape"`
 	Cut     string  `json:"cut,omitempty"`

@@ -13,12 +13,12 @@ func TestTableMarkdown(t *testing.T) {
 		Shape:   []int64{1000000, 3},
 	}
 	got := TableMarkdown(tab, 2, 2, 10)
-	want := "| | name | n\\|pipe | … |\n| --- | --- | --- | --- |\n| x | a b | 1.5 | … |\n| y | wwwwwwwww… | 3 | … |\n(first 2 rows and 2 columns of 1000000 rows x 3 columns)"
+	want := "|  | name | n\\|pipe | … |\n| --- | --- | --- | --- |\n| x | a b | 1.5 | … |\n| y | wwwwwwwww… | 3 | … |\n(first 2 rows and 2 columns of 1000000 rows x 3 columns)"
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
-	whole := &Table{Columns: []any{"a"}, Rows: [][]any{{1.0}}, Shape: []int64{1, 1}}
-	if got := TableMarkdown(whole, 20, 20, 40); got != "| a |\n| --- |\n| 1 |\n(1 rows x 1 columns)" {
+	whole := &Table{Columns: []any{"a"}, Index: []any{"north"}, IndexName: "region", Rows: [][]any{{1.0}}, Shape: []int64{1, 1}}
+	if got := TableMarkdown(whole, 20, 20, 40); got != "| region | a |\n| --- | --- |\n| north | 1 |\n(1 rows x 1 columns)" {
 		t.Errorf("whole table:\n%s", got)
 	}
 }

@@ -46,7 +46,7 @@ func TableMarkdown(t *Table, rows, cols, cellChars int) string {
 	hasIndex := len(t.Index) > 0
 	b.WriteString("|")
 	if hasIndex {
-		b.WriteString(" |")
+		b.WriteString(" " + cell(t.IndexName) + " |")
 	}
 	for _, c := range t.Columns[:shown] {
 		b.WriteString(" " + cell(c) + " |")

@@ -224,6 +224,10 @@ func displaySessionResult(t *testing.T, s *server, id string) {
 	if len(r.Displays) != 1 || r.Displays[0].Source != "result" || !strings.Contains(text, "(2 rows x 2 columns)") {
 		t.Fatalf("a cell's last frame: %+v\n%s", r.Displays, text)
 	}
+	r, text, _ = runDisplay(t, s, id, "python", "df.groupby('y').x.sum()")
+	if len(r.Displays) != 1 || !strings.Contains(text, "| y | x |\n| --- | --- |\n| p | 1 |") {
+		t.Errorf("a cell's last Series, by its named index: %+v\n%s", r.Displays, text)
+	}
 	if strings.Contains(r.Stdout, "x  y") {
 		t.Errorf("a displayed value is not printed too: %q", r.Stdout)
 	}

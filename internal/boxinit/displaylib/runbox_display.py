@@ -129,6 +129,8 @@ def table(frame):
     }
     if not isinstance(part.index, pd.RangeIndex) or part.index.start != 0 or part.index.step != 1:
         t["index"] = [_cell(i) if not isinstance(i, tuple) else " / ".join(map(str, i)) for i in part.index]
+        if part.index.name is not None:
+            t["index_name"] = _cell(part.index.name)
     if rows > TABLE_ROWS or cols > TABLE_COLUMNS:
         t["cut"] = "kept %d of %d rows and %d of %d columns" % (min(rows, TABLE_ROWS), rows, min(cols, TABLE_COLUMNS), cols)
     return t
