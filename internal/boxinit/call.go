@@ -50,7 +50,9 @@ type runResult struct {
 
 // newRunResult is a result whose captures hold the job's output cap.
 func newRunResult(job *initproto.Job) runResult {
-	return runResult{stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
+	res := runResult{stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
+	res.stdout.peer = res.stderr
+	return res
 }
 
 // setStatus takes the exit code and signal from a process's wait status.
@@ -109,6 +111,7 @@ func call(ctx context.Context, job *initproto.Job, opts Options, prog program) (
 	st.mark("box: unpack, services")
 	before := baseline{stamps: snapshot(job.Dir), inputs: inputs}
 	st.mark("box: workspace walk before")
+	_ = clearDisplays(initproto.DisplaySpool)
 
 	cg := cgroupFiles(opts.CgroupRoot)
 	oomBefore, pidsBefore := cg.oomKills(), cg.pidsMaxEvents()
@@ -149,6 +152,8 @@ func call(ctx context.Context, job *initproto.Job, opts Options, prog program) (
 	rep.DiskFull = fullMount(opts.Scratch)
 	st.mark("box: metrics after")
 	contents := collect(job, before, rep)
+	contents = append(contents, collectDisplays(initproto.DisplaySpool, job, res.stdout.displayMarks(), rep.StdoutBytes, rep.StderrBytes, rep)...)
+	_ = clearDisplays(initproto.DisplaySpool) // a session's /tmp is the next call's
 	st.mark("box: workspace walk after")
 	if st != nil {
 		rep.Trace = st.marks

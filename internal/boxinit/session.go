@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -491,7 +490,7 @@ func mainSession(arg string, stdin io.Reader, stdout io.Writer, rl *relay) int {
 	if len(spec.CA) > 0 {
 		_ = writeCABundle(initproto.CABundle, initproto.SystemCAs, spec.CA)
 	}
-	if slices.Contains(spec.Env, "PYTHONPATH="+initproto.ToolsLib) {
+	if onPythonPath(spec.Env, initproto.ToolsLib) {
 		_ = writeLibraries(initproto.ToolsLib)
 	}
 	return serveSession(stdin, stdout, newSession(spec, Options{Self: self, Services: services()}), rl)

@@ -111,6 +111,8 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	s.AddResourceTemplate(at.Template, at.Handler)
 	st := tools.StreamTemplate(store, m)
 	s.AddResourceTemplate(st.Template, st.Handler)
+	dt := tools.DisplayTemplate(store, m)
+	s.AddResourceTemplate(dt.Template, dt.Handler)
 	if o.Described != nil {
 		go func() {
 			for dm := range o.Described {
