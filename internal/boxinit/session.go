@@ -371,6 +371,8 @@ func serveSessionStream(sess *yamux.Session, host *Host, st *yamux.Stream, s *se
 		s.interruptNow()
 	case initproto.StreamPeek:
 		servePeek(st, h, &s.live)
+	case initproto.StreamExpose:
+		serveExpose(st, h)
 	case initproto.StreamJob:
 		if h.Job == nil || initproto.JobBlobs(h.Job, blobs) != nil {
 			k := newKept("")
