@@ -123,7 +123,7 @@ func (s *Set) Expose(ctx context.Context, sessionID, client string, port int, na
 		host:   net.JoinHostPort(s.cfg.URLHost(), strconv.Itoa(lport)),
 		cookie: cookiePrefix + strconv.Itoa(lport),
 		slots:  make(chan struct{}, s.cfg.MaxConnections),
-		conns:  map[net.Conn]struct{}{}, closed: make(chan struct{})}
+		conns:  map[net.Conn]struct{}{}, boxes: map[net.Conn]struct{}{}, closed: make(chan struct{})}
 	e.info = Info{ID: "x_" + randomText(12), Name: name, SessionID: sessionID, BoxPort: port, Address: ln.Addr().String(),
 		OpenedAt: time.Now().UTC()}
 	e.info.URL = (&url.URL{Scheme: "http", Host: e.host, Path: "/", RawQuery: tokenParam + "=" + e.token}).String()

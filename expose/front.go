@@ -51,9 +51,11 @@ type exposure struct {
 	served atomic.Int64
 	seq    atomic.Int64
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed chan struct{}
+	mu sync.Mutex
+	// conns are the person's connections open now, boxes their streams
+	// into the box: stop closes both.
+	conns, boxes map[net.Conn]struct{}
+	closed       chan struct{}
 	ended  bool
 	wg     sync.WaitGroup
 }
@@ -81,25 +83,34 @@ func (e *exposure) stop() bool {
 	for c := range e.conns {
 		_ = c.Close()
 	}
+	for c := range e.boxes {
+		_ = c.Close()
+	}
 	e.mu.Unlock()
 	e.wg.Wait()
 	return true
 }
 
-// track adds c to the connections stop closes; false once stopped.
-func (e *exposure) track(c net.Conn) bool {
+// track adds c to the person's connections (or, box, to the streams
+// into the box) that stop closes; false once stopped.
+func (e *exposure) track(c net.Conn, box bool) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ended {
 		return false
 	}
-	e.conns[c] = struct{}{}
+	if box {
+		e.boxes[c] = struct{}{}
+	} else {
+		e.conns[c] = struct{}{}
+	}
 	return true
 }
 
 func (e *exposure) untrack(c net.Conn) {
 	e.mu.Lock()
 	delete(e.conns, c)
+	delete(e.boxes, c)
 	e.mu.Unlock()
 }
 
@@ -142,7 +153,7 @@ func (e *exposure) accept() {
 // refuseFull answers a connection past the cap 503 and records it.
 func (e *exposure) refuseFull(c net.Conn) {
 	defer c.Close()
-	if !e.track(c) {
+	if !e.track(c, false) {
 		return
 	}
 	defer e.untrack(c)
@@ -178,7 +189,7 @@ func (e *exposure) serve(c net.Conn) {
 	rec := connRecord{remote: c.RemoteAddr().String(), start: time.Now()}
 	defer func() { e.audit(rec) }()
 	defer c.Close()
-	if !e.track(c) {
+	if !e.track(c, false) {
 		rec.outcome = "refused: the exposure closed"
 		return
 	}
@@ -245,7 +256,7 @@ func (e *exposure) serve(c net.Conn) {
 				box = nil
 				return
 			}
-			if !e.track(box) {
+			if !e.track(box, true) {
 				rec.outcome = "refused: the exposure closed"
 				return
 			}

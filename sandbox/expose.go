@@ -64,6 +64,8 @@ func (r *BoxRunner) DialSession(ctx context.Context, id, client string, port int
 		}
 		return nil, ErrNoSession
 	}
+	// A person using the preview uses the session: it is not idle.
+	r.sessionsOf().touch(ls)
 	ch := ls.live.Load()
 	if ch == nil || ch.closed() {
 		return nil, errors.New("the session's channel is not open now (its last call broke it); the next run_code call in the session opens it again")
@@ -136,4 +138,11 @@ func (ls *liveSession) ended() {
 	default:
 		close(ls.done)
 	}
+}
+
+// touch marks the session used now.
+func (s *sessions) touch(ls *liveSession) {
+	s.mu.Lock()
+	ls.lastUsed = time.Now()
+	s.mu.Unlock()
 }
