@@ -56,8 +56,8 @@ type exposure struct {
 	// into the box: stop closes both.
 	conns, boxes map[net.Conn]struct{}
 	closed       chan struct{}
-	ended  bool
-	wg     sync.WaitGroup
+	ended        bool
+	wg           sync.WaitGroup
 }
 
 func (e *exposure) snapshot() Info {
