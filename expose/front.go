@@ -344,7 +344,8 @@ func (e *exposure) land(c net.Conn, req *http.Request) {
 // reply writes a whole response of runbox's own.
 func reply(w io.Writer, status int, body string, h http.Header) {
 	if h == nil {
-		h = http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+		// A refusal: the connection ends after it.
+		h = http.Header{"Content-Type": {"text/plain; charset=utf-8"}, "Connection": {"close"}}
 		body = "runbox: " + body + "\n"
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
