@@ -46,7 +46,7 @@ type Info struct {
 	// BoxPort is the port inside the box.
 	BoxPort int `json:"box_port"`
 	// URL is what the person opens; it carries the token.
-	URL string `json:"url" jsonschema:"description=Open it in a browser: it carries the exposure's token, so share it only with whoever may use the app."`
+	URL string `json:"url" jsonschema_description:"Open it in a browser: it carries the exposure's token, so share it only with whoever may use the app."`
 	// Address is the host's listener.
 	Address     string    `json:"address"`
 	Connections int       `json:"connections" jsonschema:"description=Connections open now."`

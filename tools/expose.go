@@ -23,7 +23,7 @@ const (
 type SessionExposeArgs struct {
 	SessionID string `json:"session_id" jsonschema:"required,description=The id session_open returned."`
 	Port      int    `json:"port" jsonschema:"required,minimum=1,maximum=65535,description=The port a server in the session's box listens on (on 127.0.0.1 or 0.0.0.0 inside the box)."`
-	Name      string `json:"name,omitempty" jsonschema:"maxLength=64,description=A label for the person, e.g. dashboard."`
+	Name      string `json:"name,omitempty" jsonschema:"maxLength=64" jsonschema_description:"A label for the person, e.g. dashboard."`
 }
 
 // SessionExposuresArgs are session_exposures' arguments.
