@@ -100,7 +100,8 @@ func ExposeTools(set *expose.Set) []server.ServerTool {
 	exp := exposeTool(SessionExposeName, "Open a session's web server to the person",
 		"Give the person a URL that opens a web server your session started (e.g. python3 -m http.server 8000 in the background, a Flask or Node app, a dev server): "+
 			"runbox listens on their machine and carries each connection into the session's box to that port. HTTP, WebSockets and server-sent events work. "+
-			"Start the server first, listening on the box's 127.0.0.1 or 0.0.0.0, in the background so the call returns. "+
+			"Start the server first, listening on the box's 127.0.0.1 or 0.0.0.0, in the background so the call returns "+
+			"(Python: a thread or subprocess.Popen; JavaScript: call server.unref() so the cell can end; bash: cmd &). "+
 			"The URL carries a token: only whoever has it gets in. It closes with the session or with session_unexpose.",
 		&SessionExposeArgs{}, false, false)
 	list := exposeTool(SessionExposuresName, "List my session exposures", "List your open exposures (session_expose): id, session, box port, URL and connections open.", &SessionExposuresArgs{}, true, false)
