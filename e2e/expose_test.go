@@ -24,6 +24,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/runbox-mcp/runbox/contract"
 )
 
 // exposeManifest enables exposures with small caps the tests reach.
@@ -506,4 +508,66 @@ func wsRead(t *testing.T, br *bufio.Reader) string {
 		t.Fatal(err)
 	}
 	return string(p)
+}
+
+// TestExposuresBoundToTokens: on a team server an exposure belongs to the
+// bearer token that made it: another token neither lists it, closes it,
+// nor exposes a session of the first's; the URL stays the person's
+// capability, and the session's end takes it.
+func TestExposuresBoundToTokens(t *testing.T) {
+	alice, bob := "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
+	t.Setenv("RBX_E2E_ALICE", alice)
+	t.Setenv("RBX_E2E_BOB", bob)
+	m := writeManifest(t, "audit:\n  enabled: false\nhttp:\n  tokens:\n    - {name: alice, env: RBX_E2E_ALICE}\n    - {name: bob, env: RBX_E2E_BOB}\n"+exposeManifest)
+	s := startNetServer(t, "http", "--manifest", m)
+	ca, cb := tokenClient(t, s, alice), tokenClient(t, s, bob)
+
+	id := toolOn(t, ca, "session_open", map[string]any{"language": "python"}).Session.ID
+	r := callOn(t, ca, map[string]any{"language": "python", "session_id": id, "timeout_seconds": 60,
+		"code": "import threading, http.server\nsrv = http.server.ThreadingHTTPServer(('127.0.0.1', 8000), http.server.SimpleHTTPRequestHandler)\nthreading.Thread(target=srv.serve_forever, daemon=True).start()\nopen('hello.txt', 'w').write('alice app')\n"})
+	if r.Status != contract.StatusOK {
+		t.Fatalf("alice's server: %+v %q", r.Error, r.Stderr)
+	}
+	a := exposeOn(t, ca, "session_expose", map[string]any{"session_id": id, "port": 8000})
+	if a.Error != nil || a.Exposure == nil {
+		t.Fatalf("alice's exposure: %+v", a)
+	}
+	if b := exposeOn(t, cb, "session_expose", map[string]any{"session_id": id, "port": 8000}); b.Error == nil || b.Error.Kind != "session_not_found" {
+		t.Fatalf("bob exposed alice's session: %+v", b)
+	}
+	if b := exposeOn(t, cb, "session_exposures", map[string]any{}); len(b.Exposures) != 0 {
+		t.Fatalf("bob lists %+v", b.Exposures)
+	}
+	if b := exposeOn(t, cb, "session_unexpose", map[string]any{"exposure_id": a.Exposure.ID}); b.Error == nil || b.Closed {
+		t.Fatalf("bob closed alice's exposure: %+v", b)
+	}
+	if l := exposeOn(t, ca, "session_exposures", map[string]any{"session_id": id}); len(l.Exposures) != 1 || l.Exposures[0].ID != a.Exposure.ID {
+		t.Fatalf("alice lists %+v", l.Exposures)
+	}
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: time.Minute}
+	res, err := hc.Get(a.Exposure.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	u, _ := url.Parse(a.Exposure.URL)
+	res, err = hc.Get("http://" + u.Host + "/hello.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(body) != "alice app" {
+		t.Fatalf("alice's page: %d %q", res.StatusCode, body)
+	}
+	toolOn(t, ca, "session_close", map[string]any{"session_id": id})
+	hc.CloseIdleConnections()
+	waitFor(t, 10*time.Second, func() bool {
+		c, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
 }
