@@ -311,3 +311,53 @@ func TestClosedWithTheSession(t *testing.T) {
 	app.CloseClientConnections()
 	waitUntil(t, func() bool { return runtime.NumGoroutine() <= before })
 }
+
+// An answer streams for as long as the box sends it: the wait for a
+// request's head does not cut it, and a person who half-closes still
+// reads the whole answer.
+func TestLongAnswersAreNotCut(t *testing.T) {
+	defer func(w time.Duration) { headWait = w }(headWait)
+	headWait = 200 * time.Millisecond
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 5 {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+			time.Sleep(150 * time.Millisecond)
+		}
+	}))
+	defer app.Close()
+	box := &appBox{id: "s_1", client: "alice", addr: app.Listener.Addr().String(), done: make(chan struct{})}
+	s := New(enabled(), box, nil, nil)
+	defer s.CloseAll()
+	info, _ := s.Expose(context.Background(), "s_1", "alice", 8000, "")
+	u, _ := url.Parse(info.URL)
+	c, err := net.Dial("tcp", info.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /events HTTP/1.1\r\nHost: %s\r\nCookie: runbox_token_%s=%s\r\n\r\n", info.Address, u.Port(), u.Query().Get(tokenParam))
+	// Read with the connection left open, as a browser does...
+	var got []byte
+	buf := make([]byte, 4096)
+	for !strings.Contains(string(got), "data: 4\n\n") {
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("cut after %q: %v", got, err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	// ...and again after the person half-closes: the answer is whole.
+	c2, err := net.Dial("tcp", info.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	fmt.Fprintf(c2, "GET /events HTTP/1.1\r\nHost: %s\r\nCookie: runbox_token_%s=%s\r\n\r\n", info.Address, u.Port(), u.Query().Get(tokenParam))
+	_ = c2.(*net.TCPConn).CloseWrite()
+	all, err := io.ReadAll(c2)
+	if err != nil || !strings.Contains(string(all), "data: 0\n\n") || !strings.Contains(string(all), "data: 4\n\n") {
+		t.Fatalf("after a half-close: %v %q", err, all)
+	}
+}

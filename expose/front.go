@@ -29,12 +29,15 @@ const (
 	cookiePrefix = "runbox_token_"
 	// maxHead bounds a request's line and headers.
 	maxHead = 64 << 10
-	// headWait bounds the wait for a request's head; a connection idle
-	// that long between requests is closed.
-	headWait = 30 * time.Second
 	// dialWait bounds the connection into the box.
 	dialWait = 20 * time.Second
 )
+
+// headWait bounds the wait for a connection's first request head. Later
+// ones are not timed: an answer may stream for as long as the box sends
+// it (server-sent events, a download), and the connection ends when
+// either side ends it.
+var headWait = 30 * time.Second
 
 // exposure is one listener and its connections.
 type exposure struct {
@@ -210,10 +213,18 @@ func (e *exposure) serve(c net.Conn) {
 		rec.bytesIn = in.n
 	}()
 	for {
-		_ = c.SetReadDeadline(time.Now().Add(headWait))
+		if box == nil {
+			_ = c.SetReadDeadline(time.Now().Add(headWait))
+		}
 		lim.left = maxHead
 		req, err := http.ReadRequest(br)
 		if err != nil {
+			if box != nil && errors.Is(err, io.EOF) {
+				// The person sent all they will: the box may still be
+				// answering.
+				closeWrite(box)
+				fromBox.Wait()
+			}
 			if rec.outcome == "" {
 				rec.outcome = "ended before a request"
 				if lim.left <= 0 {
