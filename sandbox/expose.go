@@ -70,22 +70,24 @@ func (r *BoxRunner) DialSession(ctx context.Context, id, client string, port int
 	if ch == nil || ch.closed() {
 		return nil, errors.New("the session's channel is not open now (its last call broke it); the next run_code call in the session opens it again")
 	}
-	ch.counted.grant(exposeWindow)
+	ch.counted.stand(exposeWindow)
 	st, err := ch.mux.OpenStream()
 	if err != nil {
+		ch.counted.stand(-exposeWindow)
 		return nil, fmt.Errorf("opening a stream to the box: %w", err)
 	}
 	_ = st.SetDeadline(time.Now().Add(exposeAnswerWait))
+	conn := &exposedConn{Stream: st, counted: ch.counted}
 	if err := initproto.SendExpose(st, port); err != nil {
-		_ = st.Close()
+		_ = conn.Close()
 		return nil, fmt.Errorf("asking the box: %w", err)
 	}
 	if err := initproto.ReadExposeAnswer(st); err != nil {
-		refuse(st)
+		_ = conn.Close()
 		return nil, fmt.Errorf("the box could not connect to its port %d: %w", port, err)
 	}
 	_ = st.SetDeadline(time.Time{})
-	return &exposedConn{Stream: st, counted: ch.counted}, nil
+	return conn, nil
 }
 
 // exposedConn is one exposed connection's stream: what it reads is granted
@@ -120,6 +122,7 @@ func (c *exposedConn) Close() error {
 	c.once.Do(func() {
 		_ = c.Stream.SetReadDeadline(time.Now())
 		_ = c.Stream.Close()
+		c.counted.stand(-exposeWindow)
 	})
 	return nil
 }
@@ -138,6 +141,17 @@ func (ls *liveSession) ended() {
 	default:
 		close(ls.done)
 	}
+}
+
+// stand grants n more bytes now and keeps them across calls' bounds (a
+// negative n ends a standing grant, which the next bound drops).
+func (c *countingConn) stand(n int64) {
+	c.mu.Lock()
+	c.standing += n
+	if n > 0 {
+		c.max += n
+	}
+	c.mu.Unlock()
 }
 
 // touch marks the session used now.
