@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/audit"
+	"github.com/runbox-mcp/runbox/contract"
 )
 
 const (
@@ -179,9 +180,15 @@ func (e *exposure) audit(r connRecord) {
 	if e.set.record == nil {
 		return
 	}
+	status := contract.StatusOK
+	if strings.HasPrefix(r.outcome, "refused") || strings.HasPrefix(r.outcome, "box:") {
+		status = contract.StatusError
+	}
+	ms := time.Since(r.start).Milliseconds()
 	e.set.record(audit.Entry{RunID: e.info.ID + "." + strconv.FormatInt(n, 10), Time: r.start.UTC(), Client: audit.Client{Principal: e.client},
-		Status: "ok", Exposure: &audit.Exposure{ID: e.info.ID, BoxPort: e.info.BoxPort, Remote: r.remote, Outcome: r.outcome,
-			Requests: r.requests, BytesIn: r.bytesIn, BytesOut: r.bytesOut, DurationMs: time.Since(r.start).Milliseconds()}})
+		Transport: "expose", Status: status, Metrics: contract.Metrics{WallMs: ms}, Artifacts: []audit.Artifact{},
+		Exposure: &audit.Exposure{ID: e.info.ID, BoxPort: e.info.BoxPort, Remote: r.remote, Outcome: r.outcome,
+			Requests: r.requests, BytesIn: r.bytesIn, BytesOut: r.bytesOut, DurationMs: ms}})
 }
 
 // serve checks each request a connection carries and forwards it to the
