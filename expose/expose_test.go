@@ -361,3 +361,103 @@ func TestLongAnswersAreNotCut(t *testing.T) {
 		t.Fatalf("after a half-close: %v %q", err, all)
 	}
 }
+
+// A box server that never answers, one that closes mid-answer, and a
+// thousand connections at once past the cap: each ends cleanly, and
+// nothing is left (connections, goroutines).
+func TestHostileBoxesLeaveNothing(t *testing.T) {
+	before := runtime.NumGoroutine()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				if req.URL.Path == "/cut" {
+					fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly part")
+					return
+				}
+				_, _ = io.Copy(io.Discard, br) // never answers
+			}()
+		}
+	}()
+	box := &appBox{id: "s_1", client: "alice", addr: ln.Addr().String(), done: make(chan struct{})}
+	cfg := enabled()
+	cfg.MaxConnections = 3
+	s := New(cfg, box, nil, nil)
+	info, _ := s.Expose(context.Background(), "s_1", "alice", 8000, "")
+	u, _ := url.Parse(info.URL)
+	cookie := "runbox_token_" + u.Port() + "=" + u.Query().Get(tokenParam)
+	ask := func(path string) net.Conn {
+		c, err := net.Dial("tcp", info.Address)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nCookie: %s\r\n\r\n", path, info.Address, cookie)
+		return c
+	}
+
+	cut := ask("/cut")
+	res, err := http.ReadResponse(bufio.NewReader(cut), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(res.Body); err == nil || string(b) != "only part" {
+		t.Fatalf("a cut answer: %q %v", b, err)
+	}
+	cut.Close()
+
+	silent := ask("/silent")
+	waitUntil(t, func() bool { _, c := s.Open(); return c == 1 })
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	for range 1000 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", info.Address)
+			if err != nil {
+				mu.Lock()
+				statuses[-1]++
+				mu.Unlock()
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", info.Address)
+			code := 0
+			if res, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+				code = res.StatusCode
+			}
+			mu.Lock()
+			statuses[code]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	// Without the token each is refused at once, or past the cap.
+	if statuses[http.StatusUnauthorized]+statuses[http.StatusServiceUnavailable] < 990 {
+		t.Fatalf("statuses %v", statuses)
+	}
+	silent.Close()
+	waitUntil(t, func() bool { _, c := s.Open(); return c == 0 })
+	close(box.done)
+	waitUntil(t, func() bool { e, _ := s.Open(); return e == 0 })
+	ln.Close()
+	waitUntil(t, func() bool { return runtime.NumGoroutine() <= before })
+}
