@@ -257,6 +257,14 @@ func (e *exposure) serve(c net.Conn) {
 			// the token, by a same-site navigation (a redirect from
 			// another site would leave a Strict cookie behind).
 			rec.outcome = "landing"
+			// A body the landing does not read must not be taken
+			// for the next request's head.
+			if _, err := io.Copy(io.Discard, io.LimitReader(req.Body, maxHead)); err != nil {
+				return
+			}
+			if n, _ := req.Body.Read(make([]byte, 1)); n > 0 {
+				return
+			}
 			e.land(c, req)
 			if req.Close {
 				return
