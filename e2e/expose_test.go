@@ -145,7 +145,7 @@ func TestExpose(t *testing.T) {
 	for _, b := range []struct {
 		name  string
 		start func(*testing.T, string) *server
-	}{{"docker", dockerServer}, {"gvisor", gvisorServer}} {
+	}{{"docker", dockerServer}, {"gvisor", gvisorServer}, {"oci", ociServer}} {
 		t.Run(b.name, func(t *testing.T) { exposeSession(t, b.start(t, exposeManifest)) })
 	}
 }
