@@ -58,6 +58,23 @@ type Entry struct {
 	// waited (collected with run_wait), cancelled (run_cancel) or
 	// abandoned (never collected).
 	Background string `json:"background,omitempty"`
+	// Exposure is set on the line of a connection to a session's
+	// exposure (session_expose) instead of a run; RunID names the
+	// exposure and the connection's number in it.
+	Exposure *Exposure `json:"exposure,omitempty"`
+}
+
+// Exposure is one connection a person (or anyone) made to an exposure.
+type Exposure struct {
+	ID      string `json:"id"`
+	BoxPort int    `json:"box_port"`
+	Remote  string `json:"remote"`
+	// Outcome is "served" or why the connection was refused.
+	Outcome    string `json:"outcome"`
+	Requests   int    `json:"requests"`
+	BytesIn    int64  `json:"bytes_in"`
+	BytesOut   int64  `json:"bytes_out"`
+	DurationMs int64  `json:"duration_ms"`
 }
 
 // ToolCall is one call of the code to an upstream server's tool.

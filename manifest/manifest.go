@@ -505,6 +505,7 @@ func (m *Manifest) Validate() error {
 	rangeB("audit.max_bytes", m.Audit.MaxBytes, 64*KiB, 64*GiB)
 	m.Sessions.validate(rangeI, rangeF, rangeB)
 	m.Workspaces.validate(bad, rangeI, rangeB)
+	m.Sessions.Expose.validate(bad, rangeI)
 	m.validateMounts(bad)
 	m.Roots.validate(bad)
 	m.HTTP.validateTokens(bad)

@@ -19,6 +19,8 @@ type Sessions struct {
 	Memory         ByteSize `json:"memory" jsonschema_description:"Memory limit of a session box (no swap); 0: limits.memory. session_open may ask for less."`
 	Pids           int64    `json:"pids" jsonschema_description:"Most processes and threads in a session box; 0: limits.pids."`
 	WorkspaceBytes ByteSize `json:"workspace_size" jsonschema_description:"Size of a session's /workspace tmpfs; 0: limits.workspace_size."`
+	// Expose lets the person open a web server a session started.
+	Expose Expose `json:"expose" jsonschema_description:"Previews: a session's web server opened by the person through a URL on the host, the box still sealed (off by default)."`
 }
 
 // IdleTTL is how long an unused session lives.
@@ -29,7 +31,7 @@ func (s Sessions) MaxLifetime() time.Duration { return seconds(s.MaxLifetimeSeco
 
 // DefaultSessions are the built-in session settings.
 func DefaultSessions() Sessions {
-	return Sessions{Enabled: true, MaxPerClient: 4, MaxOpen: 16, IdleTTLSeconds: 600, MaxLifetimeSeconds: 3600}
+	return Sessions{Enabled: true, MaxPerClient: 4, MaxOpen: 16, IdleTTLSeconds: 600, MaxLifetimeSeconds: 3600, Expose: DefaultExpose()}
 }
 
 // SessionLimits are a session box's limits: the manifest's, with the

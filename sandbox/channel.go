@@ -352,6 +352,9 @@ type countingConn struct {
 	mu   sync.Mutex
 	max  int64
 	read int64
+	// standing is what the box may send ahead on the exposed streams
+	// open now (expose.go), which each call's bound keeps.
+	standing int64
 }
 
 func (c *countingConn) Read(p []byte) (int, error) {
@@ -374,7 +377,7 @@ func (c *countingConn) Read(p []byte) (int, error) {
 // bound starts a call's count: max bytes from now on.
 func (c *countingConn) bound(max int64) {
 	c.mu.Lock()
-	c.max, c.read = max, 0
+	c.max, c.read = max+c.standing, 0
 	c.mu.Unlock()
 }
 

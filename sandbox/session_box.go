@@ -117,6 +117,7 @@ func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*chann
 	// A session box's channel may be reopened: the first Exchange is
 	// spent, the next one attaches again.
 	r.sessionsOf().setBox(ls, spentExchange{b})
+	ls.live.Store(ch)
 	return ch, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
@@ -79,6 +80,11 @@ type liveSession struct {
 
 	// Under turn:
 	ch *channel
+	// live is ch, for what reaches the box without the turn (exposed
+	// connections, expose.go); done closes when the session ends.
+	live     atomic.Pointer[channel]
+	doneOnce sync.Once
+	done     chan struct{}
 }
 
 func (r *BoxRunner) sessionsOf() *sessions {
@@ -321,6 +327,7 @@ func (s *sessions) unlink(ls *liveSession, lost string, isLost bool) Box {
 		return nil
 	}
 	delete(s.live, ls.key)
+	ls.ended()
 	if isLost {
 		s.lost++
 		s.gone[ls.key] = tomb{why: lost, client: ls.client, until: ls.ends}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/runbox-mcp/runbox/expose"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
@@ -31,7 +32,12 @@ func TestToolSnapshots(t *testing.T) {
 	for _, st := range WorkspaceTools(Deps{Manifest: wm, Runner: (*sandbox.BoxRunner)(nil)}) {
 		all = append(all, st.Tool)
 	}
-	if len(all) != 8 {
+	on := manifest.DefaultExpose()
+	on.Enabled = true
+	for _, st := range ExposeTools(expose.New(on, (*sandbox.BoxRunner)(nil), nil, nil)) {
+		all = append(all, st.Tool)
+	}
+	if len(all) != 11 {
 		t.Fatalf("%d tools", len(all))
 	}
 	for _, tool := range all {

@@ -373,6 +373,8 @@ func serveSessionStream(sess *yamux.Session, host *Host, st *yamux.Stream, s *se
 		s.interruptNow()
 	case initproto.StreamPeek:
 		servePeek(st, h, &s.live)
+	case initproto.StreamExpose:
+		serveExpose(st, h)
 	case initproto.StreamJob:
 		_ = s.serveCell(sess, host, st, h, blobs, true)
 	case initproto.StreamCells:

@@ -92,6 +92,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	}
 	s.AddTools(tools.SessionTools(deps)...)
 	s.AddTools(tools.WorkspaceTools(deps)...)
+	s.AddTools(tools.ExposeTools(exposures(m, r, o))...)
 	s.AddTools(tools.RunHandleTools(deps)...)
 	// The tools whose calls never run as tasks: every built-in but
 	// run_code (tasks.go).
