@@ -12,7 +12,8 @@ import (
 // one list the output schema's enum, the tool description and the prompts'
 // advice are made from.
 var Kinds = []Kind{KindSyntax, KindRuntime, KindTimeout, KindOOM, KindForbiddenSyscall,
-	KindResourceLimit, KindOutputLimit, KindInvalidRequest, KindSandbox, KindForbiddenNetwork, KindSessionLost, KindSessionNotFound}
+	KindResourceLimit, KindOutputLimit, KindInvalidRequest, KindSandbox, KindForbiddenNetwork, KindSessionLost, KindSessionNotFound,
+	KindCheckpointNotFound, KindCheckpointInvalid}
 
 // JSONSchema publishes a kind as the string enum of [Kinds].
 func (Kind) JSONSchema() *jsonschema.Schema {
@@ -24,11 +25,12 @@ func (Kind) JSONSchema() *jsonschema.Schema {
 }
 
 // KindsFor are the kinds a run under m can fail with: every kind but
-// forbidden_network when m declares no network.
+// forbidden_network when m declares no network, and the checkpoint
+// tools' own.
 func KindsFor(m *manifest.Manifest) []Kind {
 	var out []Kind
 	for _, k := range Kinds {
-		if k == KindForbiddenNetwork && !m.Network.Enabled() {
+		if k == KindForbiddenNetwork && !m.Network.Enabled() || k == KindCheckpointNotFound || k == KindCheckpointInvalid {
 			continue
 		}
 		out = append(out, k)

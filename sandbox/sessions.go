@@ -23,6 +23,9 @@ type SessionRequest struct {
 	// Mounts are host folders the box sees read-only besides the
 	// manifest's (a client's roots), for the session's life.
 	Mounts []HostMount
+	// image, when set, is a checkpoint's image the box is restored from
+	// (checkpoint.go) instead of started.
+	image string
 }
 
 // SessionStats count sessions, for metrics.
@@ -72,6 +75,11 @@ type liveSession struct {
 	busy     bool
 	// running is the run id of the cell in progress, while busy.
 	running string
+	// cells are the sources of the calls that ran, in order, for a
+	// restore that replays them (checkpoint.go); cellBytes their size.
+	cells     []string
+	cellBytes int
+	mounts    []HostMount
 
 	// Under turn:
 	ch *channel
@@ -154,12 +162,9 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (contra
 	now := time.Now()
 	id := newSessionID()
 	ls := &liveSession{key: sessionKey(id), id: id, client: req.Client, lang: req.Language, limits: req.Limits,
-		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1), roots: Roots(req.Mounts)}
-	lim := req.Limits
-	b, err := r.start(ctx, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim, Mounts: req.Mounts,
-		InitArgs: sessionArgs(r.m, req.Language, r.d.Isolation(), r.caPEM()),
-		Labels: r.owner.Labels(map[string]string{LabelLanguage: req.Language.Name, LabelSession: ls.key,
-			LabelSessionClient: clientKey(req.Client), LabelSessionExpires: strconv.FormatInt(ls.ends.Unix(), 10)})})
+		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1), roots: Roots(req.Mounts),
+		mounts: req.Mounts}
+	b, err := r.startSession(ctx, req.image, r.sessionSpec(ls))
 	if err != nil {
 		if ctx.Err() != nil {
 			return contract.SessionInfo{}, ptr(contract.Cancelled())

@@ -90,6 +90,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 		o.Upstream.OnToolsChanged(d.again)
 	}
 	s.AddTools(tools.SessionTools(deps)...)
+	s.AddTools(tools.CheckpointTools(deps)...)
 	s.AddTools(tools.RunHandleTools(deps)...)
 	// The tools whose calls never run as tasks: every built-in but
 	// run_code (tasks.go).
