@@ -161,16 +161,19 @@ func (r *BoxRunner) held(ctx context.Context, id, client string) (*liveSession, 
 // so; the image in dir is whole either way.
 func (r *BoxRunner) saveMemory(ctx context.Context, cp Checkpointer, ls *liveSession, dir string) (lost string, err error) {
 	s := r.sessionsOf()
-	if ls.ch != nil {
-		ls.ch.close()
-		ls.ch = nil
-	}
 	s.mu.Lock()
 	old := ls.box
 	s.mu.Unlock()
+	// The channel stays open: runbox-init, reading it when saved, reads
+	// the restored box's stdin (a channel that ended would have sent it
+	// to its relay), and a new channel's reset starts afresh over it.
 	if err := cp.Checkpoint(ctx, old.ID(), dir); err != nil {
 		// The box may have ended or not: the session's next call says.
 		return "", err
+	}
+	if ls.ch != nil {
+		ls.ch.close()
+		ls.ch = nil
 	}
 	r.remove(old)
 	b, err := cp.Restore(context.WithoutCancel(ctx), r.sessionSpec(ls), dir)

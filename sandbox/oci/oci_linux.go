@@ -563,11 +563,12 @@ func (o *OCI) stateDir() string {
 func (o *OCI) gvisor() bool { return o.m.Isolation == manifest.IsolationGVisor }
 
 // rt are the runtime's arguments for a command: its state directory and,
-// for runsc, a sandbox without a network stack of its own but loopback.
+// for runsc, a sandbox with loopback only and the spec's seccomp filter
+// applied inside it, as the Docker engine runs runsc.
 func (o *OCI) rt(args ...string) []string {
 	global := []string{"--root", o.stateDir()}
 	if o.gvisor() {
-		global = append(global, "--network=none")
+		global = append(global, "--network=none", "--oci-seccomp")
 	}
 	return append(global, args...)
 }
