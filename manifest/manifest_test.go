@@ -111,7 +111,6 @@ func TestLoadRejectsUnknownAndInvalid(t *testing.T) {
 		"roots:\n  mount: true\n":           "roots.under",
 		"roots:\n  under: [rel]\n":          "roots.under[0]",
 		"roots:\n  under: [/]\n":            "roots.under[0]",
-		"backend: oci\nisolation: gvisor\n": "isolation = gvisor",
 		"backend: runc\n":                   "docker, oci or kubernetes",
 	} {
 		p := t.TempDir() + "/runbox.yaml"
