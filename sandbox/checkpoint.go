@@ -160,22 +160,21 @@ func (r *BoxRunner) held(ctx context.Context, id, client string) (*liveSession, 
 // in ls's turn. A session whose box does not come back is lost, and said
 // so; the image in dir is whole either way.
 func (r *BoxRunner) saveMemory(ctx context.Context, cp Checkpointer, ls *liveSession, dir string) (lost string, err error) {
-	s := r.sessionsOf()
-	s.mu.Lock()
-	old := ls.box
-	s.mu.Unlock()
-	// The channel stays open: runbox-init, reading it when saved, reads
-	// the restored box's stdin (a channel that ended would have sent it
-	// to its relay), and a new channel's reset starts afresh over it.
-	if err := cp.Checkpoint(ctx, old.ID(), dir); err != nil {
+	// The channel stays open while the box is saved: runbox-init, reading
+	// it then, reads the restored box's stdin (a channel that ended would
+	// have sent it to its relay), and a new channel's reset starts afresh.
+	if err := r.save(ctx, cp, ls, dir); err != nil {
 		// The box may have ended or not: the session's next call says.
 		return "", err
 	}
-	if ls.ch != nil {
-		ls.ch.close()
-		ls.ch = nil
-	}
-	r.remove(old)
+	return r.bringBack(ctx, cp, ls, dir), nil
+}
+
+// bringBack restores session ls into a new box from the image in dir,
+// just saved; a session whose box does not come back is lost, and said
+// so. Called in ls's turn.
+func (r *BoxRunner) bringBack(ctx context.Context, cp Checkpointer, ls *liveSession, dir string) (lost string) {
+	s := r.sessionsOf()
 	b, err := cp.Restore(context.WithoutCancel(ctx), r.sessionSpec(ls), dir)
 	if err == nil {
 		r.alive.Add(1)
@@ -185,9 +184,26 @@ func (r *BoxRunner) saveMemory(ctx context.Context, cp Checkpointer, ls *liveSes
 	if err != nil {
 		lost = "its box did not come back after the checkpoint: " + err.Error()
 		s.end(ls, lost, true)
-		return lost, nil
 	}
-	return "", nil
+	return lost
+}
+
+// save saves session ls's box into dir (the box ends); bringBack
+// restores it. Called in ls's turn.
+func (r *BoxRunner) save(ctx context.Context, cp Checkpointer, ls *liveSession, dir string) error {
+	s := r.sessionsOf()
+	s.mu.Lock()
+	old := ls.box
+	s.mu.Unlock()
+	if err := cp.Checkpoint(ctx, old.ID(), dir); err != nil {
+		return err
+	}
+	if ls.ch != nil {
+		ls.ch.close()
+		ls.ch = nil
+	}
+	r.remove(old)
+	return nil
 }
 
 // CheckpointSession saves client's session id in the state directory:
@@ -314,16 +330,22 @@ func (r *BoxRunner) ForkSession(ctx context.Context, id, client string) (Restore
 	}
 	defer os.RemoveAll(tmp)
 	image := filepath.Join(tmp, ckImage)
-	lost, err := r.saveMemory(ctx, cp, ls, image)
-	release()
-	if err != nil {
+	if err := r.save(ctx, cp, ls, image); err != nil {
+		release()
 		return RestoreInfo{}, engineFail(contract.Job{}, err).Error
 	}
-	if lost != "" {
-		r.log.Warn("a forked session was lost", "why", lost)
-	}
+	// The original comes back while the fork starts, from one image.
+	back := make(chan struct{})
+	go func() {
+		defer close(back)
+		defer release()
+		if lost := r.bringBack(ctx, cp, ls, image); lost != "" {
+			r.log.Warn("a forked session was lost", "why", lost)
+		}
+	}()
 	req.image = image
 	info, fail := r.OpenSession(ctx, req)
+	<-back
 	if fail != nil {
 		return RestoreInfo{}, fail
 	}
