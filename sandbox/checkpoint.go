@@ -224,7 +224,7 @@ func (r *BoxRunner) CheckpointSession(ctx context.Context, id, client string) (C
 	cells, cut := append([]string(nil), ls.cells...), ls.cellBytes > maxCellBytes
 	s.mu.Unlock()
 	if !memory && cut {
-		return CheckpointInfo{}, ptr(contract.Invalid("this session's cells are past the %d bytes a replay keeps, and this backend keeps no memory", maxCellBytes))
+		return CheckpointInfo{}, noReplay()
 	}
 	admitted, full := r.ckpt.admit(client)
 	if full != nil {
@@ -314,7 +314,7 @@ func (r *BoxRunner) ForkSession(ctx context.Context, id, client string) (Restore
 	if !memory {
 		release()
 		if cut {
-			return RestoreInfo{}, ptr(contract.Invalid("this session's cells are past the %d bytes a replay keeps, and this backend keeps no memory", maxCellBytes))
+			return RestoreInfo{}, noReplay()
 		}
 		return r.replay(ctx, req, cells)
 	}
@@ -392,4 +392,10 @@ func (r *BoxRunner) replay(ctx context.Context, req SessionRequest, cells []stri
 	s.mu.Unlock()
 	out.Session = info
 	return out, nil
+}
+
+// noReplay refuses to replay a session whose cells this server does not
+// all hold: a replay would silently differ.
+func noReplay() *contract.ErrorInfo {
+	return ptr(contract.Invalid("this server does not hold all of this session's cells (they passed the %d bytes a replay keeps, or the session was opened before the server restarted), and this backend keeps no memory", maxCellBytes))
 }

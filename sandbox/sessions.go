@@ -283,7 +283,9 @@ func (s *sessions) adopt(ctx context.Context, id, client string) *liveSession {
 	now := time.Now()
 	ls := &liveSession{key: key, id: id, client: client, lang: lang, limits: s.r.m.SessionLimits(),
 		idle: min(s.r.m.Sessions.IdleTTL(), time.Unix(exp, 0).Sub(now)), opened: now, ends: time.Unix(exp, 0),
-		lastUsed: now, turn: make(chan struct{}, 1), box: b}
+		lastUsed: now, turn: make(chan struct{}, 1), box: b,
+		// Its cells ran under another server: a replay could not rebuild it.
+		cellBytes: maxCellBytes + 1}
 	ls.turn <- struct{}{}
 	s.mu.Lock()
 	if other := s.live[key]; other != nil {
