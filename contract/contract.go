@@ -102,6 +102,10 @@ type Result struct {
 	Artifacts []Artifact `json:"artifacts" jsonschema:"description=Files the run created or changed in the workspace."`
 	// ArtifactsOmitted counts files left out by the artifact count cap.
 	ArtifactsOmitted int `json:"artifacts_omitted,omitempty" jsonschema:"description=Files left out because the artifact count cap was reached."`
+	// Displays are what the code displayed, in order (display.go).
+	Displays []Display `json:"displays,omitempty" jsonschema_description:"What the code displayed (display(), _repr_*_ objects, matplotlib figures shown or left open, a session cell's last rich value, console.table), in order: each one's representations, where it falls in the output and its resources. Absent when nothing was displayed."`
+	// DisplaysOmitted counts displays past the count a run keeps.
+	DisplaysOmitted int `json:"displays_omitted,omitempty" jsonschema_description:"Displays left out because the run made more than it keeps."`
 	// Roots are the client's MCP roots mounted in the run's box.
 	Roots []Root `json:"roots,omitempty" jsonschema:"description=Your client's roots (e.g. the open project) mounted read-only in this run: the folder's path in the box and the root it is. Absent when none are mounted."`
 	// Network lists the connections the program made or tried through

@@ -17,7 +17,7 @@ import (
 // and docs/design.md at once.
 func TestKinds(t *testing.T) {
 	want := []Kind{"syntax", "runtime", "timeout", "oom", "forbidden_syscall", "resource_limit", "output_limit",
-		"invalid_request", "sandbox", "forbidden_network", "session_lost", "session_not_found",
+		"invalid_request", "sandbox", "forbidden_network", "session_lost", "session_not_found", "workspace_busy",
 		"checkpoint_not_found", "checkpoint_invalid"}
 	if !slices.Equal(Kinds, want) {
 		t.Fatalf("Kinds %v\nwant %v", Kinds, want)
@@ -48,8 +48,8 @@ func TestKindSchemaIsKinds(t *testing.T) {
 }
 
 // TestToolDescriptionNamesTheKinds: every kind a run can end in, and
-// forbidden_network only where there is a network; never the checkpoint
-// tools' own.
+// forbidden_network only where there is a network; never workspace_busy
+// nor the checkpoint tools' own, which no run answers.
 func TestToolDescriptionNamesTheKinds(t *testing.T) {
 	m := manifest.Default()
 	d := ToolDescription(m)
@@ -57,7 +57,7 @@ func TestToolDescriptionNamesTheKinds(t *testing.T) {
 		t.Error("the description does not start with the manifest's")
 	}
 	for _, k := range Kinds {
-		runs := k != KindForbiddenNetwork && k != KindCheckpointNotFound && k != KindCheckpointInvalid
+		runs := k != KindForbiddenNetwork && k != KindWorkspaceBusy && k != KindCheckpointNotFound && k != KindCheckpointInvalid
 		if got := strings.Contains(d, string(k)); got != runs {
 			t.Errorf("without a network, names %s: %v", k, got)
 		}

@@ -66,6 +66,9 @@ type SessionInfo struct {
 	// Roots are the client's roots mounted in the session's box when it
 	// opened; a restarted server does not know them.
 	Roots []Root `json:"roots,omitempty"`
+	// Workspace names the caller's named workspace the session holds as
+	// /workspace.
+	Workspace string `json:"workspace,omitempty" jsonschema:"description=Your named workspace: the session's /workspace (kept after it)."`
 	// Running names the run of the cell the session is busy with, when a
 	// cell runs: a new call waits for it (a restarted server that adopted
 	// the cell its predecessor sent knows it too).

@@ -67,6 +67,7 @@ func Summary(res Result) string {
 			fmt.Fprintf(&b, "  (%d more files omitted by the artifact cap)\n", res.ArtifactsOmitted)
 		}
 	}
+	b.WriteString(displaysText(res))
 	if len(res.Roots) > 0 {
 		b.WriteString("your roots, read-only:\n")
 		for _, r := range res.Roots {

@@ -260,6 +260,12 @@ func clientScenarios() []clientScenario {
 		{name: "an image", calls: []toolCall{
 			runCode("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.savefig('plot.png')\nprint('saved')\n"),
 		}, facts: [][]fact{okRun(factText("artifact path", "plot.png"), factImages(1))}},
+		{name: "a figure shown with plt.show()", calls: []toolCall{
+			runCode("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()\nprint('shown')\n"),
+		}, facts: [][]fact{okRun(factText("stdout", "shown"), factText("display", "image/png"), factImages(1))}},
+		{name: "a DataFrame displayed", calls: []toolCall{
+			runCode("import pandas as pd\ndf = pd.DataFrame({'n': range(1000), 'sq': [i * i for i in range(1000)]})\ndisplay(df)\n"),
+		}, facts: [][]fact{okRun(factText("a row of the table", "| 19 | 361 |"), factText("its shape", "of 1000 rows x 2 columns)"))}},
 		{name: "60,000 characters of stdout", calls: []toolCall{runCode(code60)},
 			facts: [][]fact{okRun(factText("head", "HEAD-60K"), factText("tail", "TAIL-60K"), factStream("stdout", out60))}},
 		{name: "120,000 characters of stdout", calls: []toolCall{runCode(code120)},

@@ -51,5 +51,6 @@ func (m *Manifest) Describe() string {
 		b.WriteString("- To keep state across calls (load data once, explore it over many calls), open a session with session_open and pass its session_id: the same interpreter runs each call.\n")
 	}
 	fmt.Fprintf(&b, "- Files the code writes under /workspace come back as artifacts (up to %d files, %s); images are shown inline. Save plots with matplotlib's savefig('plot.png').\n", l.Artifacts, l.ArtifactBytes)
+	b.WriteString("- Displays come back in the result's displays, in order: plt.show() (and figures left open) as images; in Python display(obj) shows a pandas frame as a table, an image, HTML, markdown (the _repr_*_ protocol); in JavaScript display({\"image/png\": base64, \"text/html\": ...}) and console.table. A table reaches you as markdown with its whole shape.\n")
 	return b.String()
 }

@@ -67,6 +67,9 @@ type Manifest struct {
 	Sessions Sessions `json:"sessions" jsonschema_description:"Sessions: a long-lived box per session whose interpreter keeps its state between run_code calls."`
 	// Checkpoints bounds the sessions' checkpoints (checkpoints.go).
 	Checkpoints Checkpoints `json:"checkpoints" jsonschema_description:"Session checkpoints, restores and forks: kept in the state directory, bounded per client and per server. gVisor (backend oci, isolation gvisor) keeps the interpreter's memory; elsewhere a restore replays the session's cells."`
+	// Workspaces are named, persistent /workspace folders that sessions
+	// may open (workspaces.go).
+	Workspaces Workspaces `json:"workspaces" jsonschema_description:"Named workspaces: a persistent /workspace per caller and name, with a byte quota, that session_open may name; one session at a time."`
 	// Backend is where boxes run: docker, oci or kubernetes.
 	Backend string `json:"backend" jsonschema:"enum=docker,enum=oci,enum=kubernetes" jsonschema_description:"Where boxes run: docker (default: the local engine), oci (runbox runs runc, or runsc for isolation gvisor, itself, with the same profile and the engine's image, no engine per box: Linux, root) or kubernetes (one pod per run)."`
 	// Kubernetes configures the kubernetes backend.
@@ -369,6 +372,7 @@ func Default() *Manifest {
 		ToolCalls:   ToolCalls{MaxCalls: 200, MaxBytes: 64 * MiB, CallTimeoutSeconds: 60},
 		Sessions:    DefaultSessions(),
 		Checkpoints: DefaultCheckpoints(),
+		Workspaces:  DefaultWorkspaces(),
 		Mounts:      []Mount{},
 		Roots:       Roots{Under: []string{}},
 	}
@@ -504,6 +508,7 @@ func (m *Manifest) Validate() error {
 	rangeB("audit.max_bytes", m.Audit.MaxBytes, 64*KiB, 64*GiB)
 	m.Sessions.validate(rangeI, rangeF, rangeB)
 	m.Checkpoints.validate(rangeI, rangeF, rangeB)
+	m.Workspaces.validate(bad, rangeI, rangeB)
 	m.validateMounts(bad)
 	m.Roots.validate(bad)
 	m.HTTP.validateTokens(bad)

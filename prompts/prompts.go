@@ -79,7 +79,7 @@ How to work with it:
 1. Send complete, self-contained programs: every run starts from an empty /workspace and nothing persists. Pass data in files (path relative to /workspace; binary as base64) or stdin.
 2. Keep runs short: the default limit is %gs (timeout_seconds up to %g). For long jobs, process a sample first.
 3. Print summaries, not whole datasets: each stream keeps only its first and last %s.
-4. Return files by writing them under /workspace: they come back as artifacts (images inline, everything as runbox://runs/{run_id}/files/{path} resources for %s). Save plots with plt.savefig("plot.png").
+4. Return files by writing them under /workspace: they come back as artifacts (images inline, everything as runbox://runs/{run_id}/files/{path} resources for %s). Save plots with plt.savefig("plot.png"), or show them with plt.show(): each figure shown comes back as an image in the result's displays. display(df) shows a pandas frame as a table (you read its head as markdown, with its whole shape); display(obj) also shows images, HTML and markdown; in JavaScript, display({"image/png": base64}) and console.table.
 5. %s
 6. When a run fails, read error.kind, error.line and error.hint, fix that one thing, and run again. Do not retry the same code unchanged.`,
 		l.TimeoutSeconds, l.MaxTimeoutSeconds, l.OutputBytes/2, m.Artifacts.TTL(), networkAdvice(m))
@@ -217,6 +217,8 @@ func advice(m *manifest.Manifest, kind contract.Kind, limit contract.Limit) stri
 		return "- The session's interpreter is gone and its state with it. Open a new session with session_open and run the set-up code (imports, loading data) again before retrying."
 	case contract.KindSessionNotFound:
 		return "- The session_id names no open session of yours (closed, expired or mistyped). Use session_list, or open a new session."
+	case contract.KindWorkspaceBusy:
+		return "- Another open session holds that workspace (one at a time). Use that session (session_list), close it, or name another workspace."
 	case contract.KindForbiddenSyscall:
 		return "- The program made a system call the sandbox forbids. Do not use low-level system features (ptrace, mounts, namespaces, raw sockets)."
 	}

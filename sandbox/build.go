@@ -27,15 +27,21 @@ func buildResult(job contract.Job, o outcome, lim manifest.Limits) contract.Resu
 		res.Metrics.PeakMemoryBytes = max(rep.PeakMemoryBytes, 0)
 		res.ArtifactsOmitted = rep.ArtifactsOmitted
 		next := 0
+		shown := map[string][]byte{}
 		for _, a := range rep.Artifacts {
 			art := contract.Artifact{Path: a.Path, SizeBytes: a.Size, SHA256: a.SHA256, URI: contract.ArtifactURI(job.RunID, a.Path), ContentOmitted: !a.Sent}
 			if a.Sent && next < len(o.contents) {
 				art.Data = o.contents[next]
 				next++
 			}
+			if a.Display {
+				shown[a.Path] = art.Data
+				continue
+			}
 			art.MimeType = mimeType(a.Path, art.Data)
 			res.Artifacts = append(res.Artifacts, art)
 		}
+		res.Displays, res.DisplaysOmitted = buildDisplays(job.RunID, rep, shown), rep.DisplaysOmitted
 	}
 	if info := classify(job, lim, o); info != nil {
 		res.Status = contract.StatusError

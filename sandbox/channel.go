@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -47,6 +48,13 @@ type channel struct {
 	// end tells a one-off box the server has what it needed (its report
 	// and artifacts): it may exit. nil for a session's channel.
 	end func() error
+
+	// cells is a session box's cells stream (initproto.StreamCells),
+	// opened by its first call and read through cellsR; noCells says the
+	// box knows no such stream. Only the running call uses them.
+	cells   *yamux.Stream
+	cellsR  *bufio.Reader
+	noCells bool
 }
 
 // collected is what came over the channel for one call.
@@ -165,13 +173,18 @@ func (c *channel) run(b *boxStreams, job *initproto.Job, wait time.Duration, col
 		}
 	}()
 	b.trace.Mark("host: call's streams set up")
+	if b.call != 0 && !collect && !c.noCells {
+		if got, ok := c.runCell(b, job, wait); ok {
+			return got
+		}
+	}
 	st, err := c.mux.OpenStream()
 	if err != nil {
 		got.err = err
 		return got
 	}
 	b.trace.Mark("host: job stream opened")
-	close(b.jobOpen)
+	b.openJob()
 	// A box that dies before reading its job must not block the report.
 	go func() {
 		if collect {
@@ -183,6 +196,47 @@ func (c *channel) run(b *boxStreams, job *initproto.Job, wait time.Duration, col
 		b.trace.Mark("host: job sent")
 	}()
 	rep, err := initproto.ReceiveReport(st, maxReport(b.limits))
+	return c.answer(b, rep, err, wait)
+}
+
+// runCell sends a session's job on the channel's cells stream, opening it
+// for the channel's first call, and collects its outcome. ok is false when
+// the box knows no cells stream (it closed the stream without an answer):
+// the job did not run, and goes on a job stream of its own.
+func (c *channel) runCell(b *boxStreams, job *initproto.Job, wait time.Duration) (got collected, ok bool) {
+	first := c.cells == nil
+	if first {
+		st, err := c.mux.OpenStream()
+		if err != nil {
+			return collected{err: err}, true
+		}
+		c.cells, c.cellsR = st, bufio.NewReaderSize(st, 64<<10)
+	}
+	st := c.cells
+	b.trace.Mark("host: cells stream ready")
+	b.openJob()
+	// A box that dies before reading its job must not block the report.
+	go func() {
+		if err := initproto.SendCell(st, job); err != nil {
+			_ = st.Close()
+		}
+		b.trace.Mark("host: job sent")
+	}()
+	rep, err := initproto.ReceiveReport(c.cellsR, maxReport(b.limits))
+	if err != nil {
+		// The stream is spent either way: the next call opens another.
+		_ = st.Close()
+		c.cells, c.cellsR = nil, nil
+		if first && errors.Is(err, io.EOF) && !c.closed() {
+			c.noCells = true
+			return collected{}, false
+		}
+	}
+	return c.answer(b, rep, err, wait), true
+}
+
+// answer collects the artifacts rep names, once the report is in.
+func (c *channel) answer(b *boxStreams, rep *initproto.Report, err error, wait time.Duration) (got collected) {
 	b.trace.Mark("host: report received")
 	if err != nil {
 		got.err = fmt.Errorf("reading the report: %w", err)

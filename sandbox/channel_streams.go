@@ -30,6 +30,7 @@ type boxStreams struct {
 	// jobOpen is closed once the call's job stream is open: a peek
 	// (peek.go) may follow it, never precede it.
 	jobOpen chan struct{}
+	jobOnce sync.Once
 
 	accepted  int          // streams accepted (the accept loop's own)
 	live      atomic.Int64 // accepted streams not yet done with
@@ -60,6 +61,9 @@ type artifactStream struct {
 	blobs [][]byte
 	err   error
 }
+
+// openJob says the call's job stream is open (once).
+func (b *boxStreams) openJob() { b.jobOnce.Do(func() { close(b.jobOpen) }) }
 
 func newBoxStreams(ctx context.Context, l manifest.Limits, s *initproto.Streams) *boxStreams {
 	ctx, cancel := context.WithCancel(ctx)

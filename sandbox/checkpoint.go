@@ -105,7 +105,7 @@ func (r *BoxRunner) startSession(ctx context.Context, image string, spec BoxSpec
 func (r *BoxRunner) sessionSpec(ls *liveSession) BoxSpec {
 	lim := ls.limits
 	return BoxSpec{Language: ls.lang, Lifetime: time.Until(ls.ends) + backstopGrace, Session: true, Limits: &lim, Mounts: ls.mounts,
-		InitArgs: sessionArgs(r.m, ls.lang, r.d.Isolation(), r.caPEM()),
+		InitArgs: sessionArgs(r.m, ls.lang, r.d.Isolation(), r.caPEM(), false),
 		Labels: r.owner.Labels(map[string]string{LabelLanguage: ls.lang.Name, LabelSession: ls.key,
 			LabelSessionClient: clientKey(ls.client), LabelSessionExpires: strconv.FormatInt(ls.ends.Unix(), 10)})}
 }
@@ -144,6 +144,13 @@ func (r *BoxRunner) held(ctx context.Context, id, client string) (*liveSession, 
 		s.mu.Unlock()
 		ls.turn <- struct{}{}
 		return nil, nil, ptr(contract.NoSession())
+	}
+	if ls.workspace != "" {
+		s.mu.Unlock()
+		ls.turn <- struct{}{}
+		// Its /workspace is a host folder with one writer at a time: a
+		// copy would share it, a checkpoint would not hold it.
+		return nil, nil, ptr(contract.Invalid("session %s has the named workspace %q: a session with a named workspace is not checkpointed or forked (its files are kept in the workspace)", id, ls.workspace))
 	}
 	ls.busy = true
 	s.mu.Unlock()
@@ -233,7 +240,7 @@ func (r *BoxRunner) CheckpointSession(ctx context.Context, id, client string) (C
 	defer admitted()
 	tmp, err := r.ckpt.begin()
 	if err != nil {
-		return CheckpointInfo{}, ptr(contract.SandboxFailed("the checkpoint could not be written: "+err.Error()))
+		return CheckpointInfo{}, ptr(contract.SandboxFailed("the checkpoint could not be written: " + err.Error()))
 	}
 	defer os.RemoveAll(tmp)
 	if memory {
@@ -251,7 +258,7 @@ func (r *BoxRunner) CheckpointSession(ctx context.Context, id, client string) (C
 	ckID := newCheckpointID()
 	if full, err := r.ckpt.commit(tmp, ckID, rec); full != nil || err != nil {
 		if err != nil {
-			return CheckpointInfo{}, ptr(contract.SandboxFailed("the checkpoint could not be written: "+err.Error()))
+			return CheckpointInfo{}, ptr(contract.SandboxFailed("the checkpoint could not be written: " + err.Error()))
 		}
 		return CheckpointInfo{}, full
 	}
@@ -326,7 +333,7 @@ func (r *BoxRunner) ForkSession(ctx context.Context, id, client string) (Restore
 	}
 	if err != nil {
 		release()
-		return RestoreInfo{}, ptr(contract.SandboxFailed("the fork's image could not be written: "+err.Error()))
+		return RestoreInfo{}, ptr(contract.SandboxFailed("the fork's image could not be written: " + err.Error()))
 	}
 	defer os.RemoveAll(tmp)
 	image := filepath.Join(tmp, ckImage)

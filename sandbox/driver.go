@@ -71,6 +71,10 @@ type BoxSpec struct {
 	// Mounts are host folders mounted read-only besides the manifest's
 	// (a client's roots, [RunRequest].Mounts, [SessionRequest].Mounts).
 	Mounts []HostMount
+	// Workspace, when set, is a host folder (a named workspace's mount,
+	// nosuid,nodev) the box gets writable as /workspace instead of a
+	// tmpfs.
+	Workspace string
 	// Pooled: the box waits in the pool for a job. A platform that can
 	// raise a box's CPU weight later ([Claimer]) starts it with a low one,
 	// so that its start-up and preload yield the CPU to running calls.

@@ -85,6 +85,7 @@ func programEnv(m *manifest.Manifest, lang manifest.Language) []string {
 		// runbox-init writes the runbox_tools libraries there.
 		env["PYTHONPATH"], env["NODE_PATH"] = initproto.ToolsLib, initproto.ToolsLib
 	}
+	displayEnv(lang, env)
 	networkEnv(m, env)
 	for k, v := range lang.Env {
 		if k == "NODE_OPTIONS" && env[k] != "" {

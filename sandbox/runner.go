@@ -37,6 +37,9 @@ type Options struct {
 	// Checkpoints is the directory that keeps the sessions' checkpoints
 	// (checkpoint.go); "": checkpoints are off.
 	Checkpoints string
+	// Workspaces is the directory of the named workspaces (workspace.go);
+	// "": none are kept.
+	Workspaces string
 }
 
 // BoxRunner is the run algorithm, once for every platform: admission
@@ -76,6 +79,11 @@ type BoxRunner struct {
 	// sess are the open sessions (sessions.go), made on first use.
 	sess     *sessions
 	sessOnce sync.Once
+
+	// ws are the named workspaces (workspace.go), in wsDir.
+	ws     *workspaces
+	wsOnce sync.Once
+	wsDir  string
 }
 
 var _ Runner = (*BoxRunner)(nil)
@@ -97,7 +105,7 @@ func New(d Driver, o Options) *BoxRunner {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &BoxRunner{d: d, m: o.Manifest, log: log, owner: owner,
 		slots: newSlots(o.Manifest.Concurrency, o.Manifest.QueueSize), grace: backstopGrace,
-		stop: cancel, done: make(chan struct{}), network: o.Network, ca: o.CA, keep: o.Keep}
+		stop: cancel, done: make(chan struct{}), network: o.Network, ca: o.CA, keep: o.Keep, wsDir: o.Workspaces}
 	r.pool = newPool(ctx, r)
 	if o.Checkpoints != "" && o.Manifest.Checkpoints.Enabled {
 		r.ckpt = &checkpoints{dir: o.Checkpoints, c: o.Manifest.Checkpoints}

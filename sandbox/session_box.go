@@ -74,9 +74,13 @@ func newSessionID() string {
 	return "s_" + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// sessionArgs are runbox-init's arguments for a session box of lang.
-func sessionArgs(m *manifest.Manifest, lang manifest.Language, isolation string, ca []byte) []string {
+// sessionArgs are runbox-init's arguments for a session box of lang (with
+// a named workspace at /workspace, whose user installs land there).
+func sessionArgs(m *manifest.Manifest, lang manifest.Language, isolation string, ca []byte, workspace bool) []string {
 	job := initJob(m, contract.Job{Language: lang}, isolation)
+	if workspace {
+		job.Env = workspaceEnv(job.Env)
+	}
 	spec := initproto.Session{Driver: lang.ErrorFormat, Interpreter: job.Argv[0], Env: job.Env, Dir: job.Dir,
 		CodePath: job.CodePath, CPUSeconds: job.CPUSeconds, NProc: job.NProc, CA: ca}
 	return []string{initproto.SessionFlag, initproto.EncodeSession(spec)}

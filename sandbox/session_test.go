@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -22,6 +24,10 @@ type fakeSessionDriver struct {
 	fakeDriver
 	smu   sync.Mutex
 	sboxs []*fakeSessionBox
+	// cells: the boxes serve a cells stream (initproto.StreamCells) as
+	// runbox-init does; otherwise they close it unread, as an older
+	// runbox-init does, and get each cell on a job stream.
+	cells bool
 }
 
 type fakeSessionBox struct {
@@ -48,6 +54,9 @@ type fakeSessionBox struct {
 	// id, and the attach a frozen (dead) server holds.
 	kept map[string]*durableJob
 	cur  *fakeSessionAttach
+	// cellsStreams counts the cells streams opened to it, cellsJobs the
+	// jobs they carried.
+	cellsStreams, cellsJobs int
 }
 
 func (d *fakeSessionDriver) Start(ctx context.Context, spec BoxSpec) (Box, error) {
@@ -174,9 +183,28 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func (b *fakeSessionBox) stream(sess *yamux.Session, st *yamux.Stream) {
 	defer st.Close()
+	br := bufio.NewReaderSize(st, 64<<10)
 	var h initproto.Header
-	blobs, err := initproto.Receive(st, &h, 1<<20)
+	blobs, err := initproto.Receive(br, &h, 1<<20)
 	if err != nil {
+		return
+	}
+	if h.Kind == initproto.StreamCells {
+		if !b.d.cells {
+			return
+		}
+		b.mu.Lock()
+		b.cellsStreams++
+		b.mu.Unlock()
+		// Cell after cell, each answered on the stream, which stays open.
+		for err == nil && h.Kind == initproto.StreamCells && initproto.JobBlobs(h.Job, blobs) == nil {
+			b.mu.Lock()
+			b.cellsJobs++
+			b.mu.Unlock()
+			b.cell(sess, st, h.Job)
+			h = initproto.Header{}
+			blobs, err = initproto.Receive(br, &h, 1<<20)
+		}
 		return
 	}
 	if h.Kind == initproto.StreamInterrupt {
@@ -217,7 +245,14 @@ func (b *fakeSessionBox) stream(sess *yamux.Session, st *yamux.Stream) {
 		<-sess.CloseChan()
 		return
 	}
-	j := &durableJob{id: h.Job.RunID, done: make(chan struct{})}
+	b.cell(sess, st, h.Job)
+}
+
+// cell runs a job of the plain kinds (its code kept as state, "lose",
+// "hang", "slow") and answers its report on st.
+func (b *fakeSessionBox) cell(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) {
+	code := string(job.Code)
+	j := &durableJob{id: job.RunID, done: make(chan struct{})}
 	if code == "slow" {
 		// A long cell: its report is kept for a server that adopts it.
 		b.mu.Lock()
@@ -508,4 +543,76 @@ func TestSessions(t *testing.T) {
 			_ = r.CloseSession(ctx, info.ID, "a")
 		}
 	})
+}
+
+// A box that knows cells streams gets all of a channel's cells on one,
+// its state carried from cell to cell; an interrupted cell's report comes
+// on it and the next cell follows; a lost channel's next call opens
+// another channel and another cells stream.
+func TestSessionCellsStream(t *testing.T) {
+	ctx := context.Background()
+	d, r, m := sessionRunner(t, nil)
+	d.cells = true
+	lang, _ := m.Language("python")
+	info, fail := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "c", Limits: m.SessionLimits()})
+	if fail != nil {
+		t.Fatal(fail)
+	}
+	call := func(ctx context.Context, code string) contract.Result {
+		job := testJob(t, m, 5*time.Second)
+		job.Code = code
+		return r.RunInSession(ctx, info.ID, "c", RunRequest{Job: job})
+	}
+	var want []string
+	for i := range 50 {
+		code := fmt.Sprint("x", i)
+		want = append(want, code)
+		if res := call(ctx, code); res.Status != contract.StatusOK || res.Stdout != strings.Join(want, ";") || res.Session.Call != i+1 {
+			t.Fatalf("cell %d: %+v %q %+v", i, res.Error, res.Stdout, res.Session)
+		}
+	}
+	box := d.sboxs[0]
+	counts := func() (int, int) {
+		box.mu.Lock()
+		defer box.mu.Unlock()
+		return box.cellsStreams, box.cellsJobs
+	}
+	if streams, jobs := counts(); streams != 1 || jobs != 50 {
+		t.Fatalf("50 cells came on %d cells streams as %d jobs", streams, jobs)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if res := call(cctx, "hang"); res.Error == nil || !strings.Contains(res.Error.Message, "interrupted") || res.Session.State != contract.SessionAlive {
+		t.Fatalf("cancelled: %+v %+v", res.Error, res.Session)
+	}
+	if res := call(ctx, "after"); res.Status != contract.StatusOK || !strings.HasSuffix(res.Stdout, ";x49;after") {
+		t.Fatalf("after the interrupt: %+v %q", res.Error, res.Stdout)
+	}
+	if streams, jobs := counts(); streams != 1 || jobs != 52 {
+		t.Fatalf("52 cells came on %d cells streams as %d jobs", streams, jobs)
+	}
+}
+
+// A box that does not know cells streams (an older runbox-init) closes
+// the stream unread: each cell goes on a job stream of its own, and runs
+// once.
+func TestSessionCellsStreamUnknown(t *testing.T) {
+	ctx := context.Background()
+	d, r, m := sessionRunner(t, nil)
+	lang, _ := m.Language("python")
+	info, _ := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "c", Limits: m.SessionLimits()})
+	job := testJob(t, m, 5*time.Second)
+	for i, code := range []string{"a", "b", "c"} {
+		job.Code = code
+		res := r.RunInSession(ctx, info.ID, "c", RunRequest{Job: job})
+		if res.Status != contract.StatusOK || res.Session.Call != i+1 || !strings.HasSuffix(res.Stdout, code) {
+			t.Fatalf("cell %s: %+v %q %+v", code, res.Error, res.Stdout, res.Session)
+		}
+	}
+	if res := r.RunInSession(ctx, info.ID, "c", RunRequest{Job: job}); res.Stdout != "a;b;c;c" {
+		t.Fatalf("state %q: a cell ran twice or not at all", res.Stdout)
+	}
+	if box := d.sboxs[0]; box.cellsStreams != 0 {
+		t.Fatalf("the box served %d cells streams", box.cellsStreams)
+	}
 }

@@ -23,6 +23,9 @@ type SessionRequest struct {
 	// Mounts are host folders the box sees read-only besides the
 	// manifest's (a client's roots), for the session's life.
 	Mounts []HostMount
+	// Workspace names the caller's workspace the box gets as /workspace
+	// (workspace.go); "": a tmpfs, as a one-off box's.
+	Workspace string
 	// image, when set, is a checkpoint's image the box is restored from
 	// (checkpoint.go) instead of started.
 	image string
@@ -64,6 +67,7 @@ type liveSession struct {
 	idle            time.Duration
 	opened, ends    time.Time
 	roots           []contract.Root
+	workspace       string
 
 	// turn lets one call at a time use the session.
 	turn chan struct{}
@@ -162,9 +166,20 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (contra
 	now := time.Now()
 	id := newSessionID()
 	ls := &liveSession{key: sessionKey(id), id: id, client: req.Client, lang: req.Language, limits: req.Limits,
-		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1), roots: Roots(req.Mounts),
+		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1), roots: Roots(req.Mounts), workspace: req.Workspace,
 		mounts: req.Mounts}
-	b, err := r.startSession(ctx, req.image, r.sessionSpec(ls))
+	lim := req.Limits
+	labels := map[string]string{LabelLanguage: req.Language.Name, LabelSession: ls.key,
+		LabelSessionClient: clientKey(req.Client), LabelSessionExpires: strconv.FormatInt(ls.ends.Unix(), 10)}
+	ws, fail := r.holdWorkspace(ctx, req, labels)
+	if fail != nil {
+		return contract.SessionInfo{}, fail
+	}
+	b, err := r.startSession(ctx, req.image, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim, Mounts: req.Mounts,
+		InitArgs:  sessionArgs(r.m, req.Language, r.d.Isolation(), r.caPEM(), ws != nil),
+		Labels:    r.owner.Labels(labels),
+		Workspace: ws.mountPointOrNone()})
+	ws.startedOrReleased(b)
 	if err != nil {
 		if ctx.Err() != nil {
 			return contract.SessionInfo{}, ptr(contract.Cancelled())
@@ -176,7 +191,7 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (contra
 	if ls.ch, err = r.connectSession(ctx, ls); err != nil {
 		r.log.Warn("session box did not answer", "box", b.ID(), "err", err)
 		ls.box.Kill()
-		r.remove(ls.box)
+		r.removeSessionBox(ls.box)
 		if ctx.Err() != nil {
 			return contract.SessionInfo{}, ptr(contract.Cancelled())
 		}
@@ -199,7 +214,7 @@ func (s *sessions) info(ls *liveSession) contract.SessionInfo {
 	return contract.SessionInfo{ID: ls.id, Language: ls.lang.Name, Calls: ls.calls, OpenedAt: ls.opened, LastUsed: ls.lastUsed,
 		IdleTTL: ls.idle.Seconds(), ExpiresAt: exp, EndsAt: ls.ends,
 		Limits: contract.SessionLimits{Memory: int64(ls.limits.Memory), Pids: ls.limits.Pids, WorkspaceBytes: int64(ls.limits.WorkspaceBytes), CPUs: ls.limits.CPUs},
-		Roots:  ls.roots, Running: ls.running}
+		Roots:  ls.roots, Running: ls.running, Workspace: ls.workspace}
 }
 
 // ListSessions lists client's open sessions, oldest first.
@@ -280,10 +295,11 @@ func (s *sessions) adopt(ctx context.Context, id, client string) *liveSession {
 	if err != nil {
 		return nil
 	}
+	s.r.workspacesOf().adopted(b.ID(), found[0].Labels, client)
 	now := time.Now()
 	ls := &liveSession{key: key, id: id, client: client, lang: lang, limits: s.r.m.SessionLimits(),
 		idle: min(s.r.m.Sessions.IdleTTL(), time.Unix(exp, 0).Sub(now)), opened: now, ends: time.Unix(exp, 0),
-		lastUsed: now, turn: make(chan struct{}, 1), box: b,
+		lastUsed: now, turn: make(chan struct{}, 1), box: b, workspace: found[0].Labels[LabelWorkspace],
 		// Its cells ran under another server: a replay could not rebuild it.
 		cellBytes: maxCellBytes + 1}
 	ls.turn <- struct{}{}
@@ -332,7 +348,7 @@ func (s *sessions) unlink(ls *liveSession, lost string, isLost bool) Box {
 func (s *sessions) drop(b Box) {
 	if b != nil {
 		b.Kill()
-		s.r.remove(b)
+		s.r.removeSessionBox(b)
 	}
 }
 

@@ -107,10 +107,12 @@ func answer(ctx context.Context, m *manifest.Manifest, store *ArtifactStore, res
 // an image block per image artifact under the cap, and a resource link per
 // artifact.
 func ToCallToolResult(m *manifest.Manifest, res contract.Result) *mcp.CallToolResult {
+	var images []mcp.Content
+	res.Displays, images = boundDisplays(m, res.Displays)
 	out := &mcp.CallToolResult{
 		StructuredContent: res,
 		IsError:           res.Status == contract.StatusError,
-		Content:           []mcp.Content{mcp.NewTextContent(contract.Summary(res))},
+		Content:           append([]mcp.Content{mcp.NewTextContent(contract.Summary(res))}, images...),
 	}
 	for _, a := range res.Artifacts {
 		if m.Artifacts.ImageDelivery == manifest.ImagesInline && isInlineImage(a.MimeType) && a.Data != nil && a.SizeBytes <= int64(m.Limits.ImageBytes) {

@@ -77,7 +77,9 @@ func CheckpointTools(d Deps) []server.ServerTool {
 	if !m.Sessions.Enabled || !m.Checkpoints.Enabled || sr == nil {
 		return nil
 	}
-	keeper, ok := sr.(interface{ Checkpoints() sandbox.CheckpointRunner })
+	keeper, ok := sr.(interface {
+		Checkpoints() sandbox.CheckpointRunner
+	})
 	if !ok || keeper.Checkpoints() == nil {
 		return nil
 	}

@@ -26,7 +26,12 @@ func TestToolSnapshots(t *testing.T) {
 	for _, st := range RunHandleTools(Deps{Manifest: m, Handles: NewHandles(m, nil, nil, nil)}) {
 		all = append(all, st.Tool)
 	}
-	if len(all) != 6 {
+	wm := manifest.Default()
+	wm.Workspaces.Enabled = true
+	for _, st := range WorkspaceTools(Deps{Manifest: wm, Runner: (*sandbox.BoxRunner)(nil)}) {
+		all = append(all, st.Tool)
+	}
+	if len(all) != 8 {
 		t.Fatalf("%d tools", len(all))
 	}
 	for _, tool := range all {

@@ -50,6 +50,7 @@ type SessionOpenArgs struct {
 	MaxLifetimeSeconds *float64 `json:"max_lifetime_seconds,omitempty" jsonschema:"description=Close the session this long after it opened (at most the server's)."`
 	MemoryMiB          *int64   `json:"memory_mib,omitempty" jsonschema:"description=Memory of the session's box in MiB (at most the server's)."`
 	Pids               *int64   `json:"pids,omitempty" jsonschema:"description=Most processes and threads in the session's box (at most the server's)."`
+	Workspace          string   `json:"workspace,omitempty" jsonschema:"description=Name of your persistent workspace to use as /workspace (created if new): its files and packages installed with pip install --user or npm install stay for your next session that names it. One session at a time."`
 }
 
 // SessionIDArgs name one session.
@@ -82,6 +83,9 @@ func sessionAnswer(res SessionResult) *mcp.CallToolResult {
 	case res.Session != nil:
 		text = fmt.Sprintf("session %s open (%s); pass it as run_code's session_id. It closes after %.0f s idle, at the latest at %s.",
 			res.Session.ID, res.Session.Language, res.Session.IdleTTL, res.Session.EndsAt.UTC().Format(time.RFC3339))
+		if w := res.Session.Workspace; w != "" {
+			text += fmt.Sprintf("\nYour workspace %q is /workspace: what you keep there stays for your next session that names it.", w)
+		}
 		for _, r := range res.Session.Roots {
 			text += fmt.Sprintf("\nYour root %s is at %s, read-only.", r.URI, r.Path)
 		}
@@ -149,7 +153,7 @@ func SessionTools(d Deps) []server.ServerTool {
 		"Python keeps globals, imports and loaded data (a cell's last expression is shown, as in a notebook); JavaScript keeps top-level declarations and globals (top-level await works); bash keeps variables, functions and the working directory; /workspace persists.\n"+
 		"Limits: memory %s, %d processes/threads, /workspace %s, each call's own timeout as run_code's. A session closes after %gs without a call and at the latest %gs after it opened; at most %d open sessions per client, %d on the server.\n"+
 		"A call that times out or runs out of memory loses the session's state (error.kind session_lost on later calls): open a new one and re-run the set-up code.",
-		sl.Memory, sl.Pids, sl.WorkspaceBytes, s.IdleTTLSeconds, s.MaxLifetimeSeconds, s.MaxPerClient, s.MaxOpen)
+		sl.Memory, sl.Pids, sl.WorkspaceBytes, s.IdleTTLSeconds, s.MaxLifetimeSeconds, s.MaxPerClient, s.MaxOpen) + workspaceParagraph(m)
 	open := sessionTool(SessionOpenName, "Open a sandbox session", openDesc, &SessionOpenArgs{}, false, false)
 	closeT := sessionTool(SessionCloseName, "Close a sandbox session", "Close a session opened with session_open: its sandbox and all its state are removed.", &SessionIDArgs{}, false, true)
 	list := sessionTool(SessionListName, "List my sandbox sessions", "List your open sessions: id, language, calls so far and when each expires.", &SessionListArgs{}, true, false)
@@ -227,6 +231,15 @@ func validateOpen(m *manifest.Manifest, a SessionOpenArgs) (sandbox.SessionReque
 			return req, invalid("pids must be from 8 to %d", req.Limits.Pids)
 		}
 		req.Limits.Pids = *v
+	}
+	if a.Workspace != "" {
+		if !m.Workspaces.Enabled {
+			return req, invalid("named workspaces are off on this server (manifest workspaces.enabled)")
+		}
+		if !manifest.ValidWorkspaceName(a.Workspace) {
+			return req, invalid("workspace %q is not a valid name: 1 to 32 of a-z, 0-9, '-' and '_', starting with a letter or digit", a.Workspace)
+		}
+		req.Workspace = a.Workspace
 	}
 	return req, nil
 }

@@ -59,6 +59,7 @@ func (s *ArtifactStore) Put(owner string, res, shown contract.Result) {
 			run.bytes += int64(len(a.Data))
 		}
 	}
+	storeDisplays(run, res)
 	if c := shown.StdoutCut; c != nil && c.URI != "" {
 		run.streams[contract.StreamStdout] = res.Stdout
 		run.bytes += int64(len(res.Stdout))

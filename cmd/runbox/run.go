@@ -192,7 +192,7 @@ func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Intercep
 	if err != nil {
 		return nil, err
 	}
-	o := sandbox.Options{Manifest: m, Logger: logger, Network: proxies(m, icpt), CA: icpt.CAPEM(),
+	o := sandbox.Options{Manifest: m, Logger: logger, Network: proxies(m, icpt), CA: icpt.CAPEM(), Workspaces: workspacesDir(m),
 		Checkpoints: filepath.Join(audit.StateDir(), "checkpoints")}
 	if runs != nil {
 		o.Keep = tools.KeepsBox(runs)
@@ -450,4 +450,13 @@ func printJSON(v any) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// workspacesDir is where the named workspaces live: the manifest's
+// workspaces.dir, else the state directory's workspaces/.
+func workspacesDir(m *manifest.Manifest) string {
+	if m.Workspaces.Dir != "" {
+		return m.Workspaces.Dir
+	}
+	return filepath.Join(audit.StateDir(), "workspaces")
 }

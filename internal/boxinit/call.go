@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -49,7 +50,9 @@ type runResult struct {
 
 // newRunResult is a result whose captures hold the job's output cap.
 func newRunResult(job *initproto.Job) runResult {
-	return runResult{stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
+	res := runResult{stdout: newCapture(job.MaxOutputBytes), stderr: newCapture(job.MaxOutputBytes)}
+	res.stdout.peer = res.stderr
+	return res
 }
 
 // setStatus takes the exit code and signal from a process's wait status.
@@ -108,6 +111,7 @@ func call(ctx context.Context, job *initproto.Job, opts Options, prog program) (
 	st.mark("box: unpack, services")
 	before := baseline{stamps: snapshot(job.Dir), inputs: inputs}
 	st.mark("box: workspace walk before")
+	_ = clearDisplays(initproto.DisplaySpool)
 
 	cg := cgroupFiles(opts.CgroupRoot)
 	oomBefore, pidsBefore := cg.oomKills(), cg.pidsMaxEvents()
@@ -148,6 +152,8 @@ func call(ctx context.Context, job *initproto.Job, opts Options, prog program) (
 	rep.DiskFull = fullMount(opts.Scratch)
 	st.mark("box: metrics after")
 	contents := collect(job, before, rep)
+	contents = append(contents, collectDisplays(initproto.DisplaySpool, job, res.stdout.displayMarks(), rep.StdoutBytes, rep.StderrBytes, rep)...)
+	_ = clearDisplays(initproto.DisplaySpool) // a session's /tmp is the next call's
 	st.mark("box: workspace walk after")
 	if st != nil {
 		rep.Trace = st.marks
@@ -187,12 +193,45 @@ func cpuMs(pid int) int64 {
 		return ms
 	}
 	var ticks int64
-	st, _ := procstat.Read(pid)
+	st, _ := liveStat(pid)
 	for _, f := range []int{14, 15, 16, 17} { // utime, stime, cutime, cstime
 		n, _ := strconv.ParseInt(st.Field(f), 10, 64)
 		ticks += n
 	}
 	return ms + ticks*1000/100 // USER_HZ is 100 on Linux
+}
+
+// liveStat reads /proc/pid/stat through a descriptor kept open for the
+// last pid asked about: a session's interpreter is read twice a cell, and
+// a pread of the open file is one syscall where a read of the path is
+// five. The descriptor is that process's own: once it has ended, the
+// pread fails (whatever process takes its pid later), and the path is
+// read instead, as before.
+func liveStat(pid int) (procstat.Stat, bool) {
+	statOpen.mu.Lock()
+	defer statOpen.mu.Unlock()
+	if statOpen.pid != pid {
+		if statOpen.f != nil {
+			_ = statOpen.f.Close()
+		}
+		statOpen.pid = pid
+		statOpen.f, _ = os.Open("/proc/" + strconv.Itoa(pid) + "/stat")
+	}
+	if statOpen.f != nil {
+		n, _ := statOpen.f.ReadAt(statOpen.buf[:], 0)
+		if st, ok := procstat.Parse(statOpen.buf[:n]); ok && n < len(statOpen.buf) {
+			return st, true
+		}
+	}
+	return procstat.Read(pid)
+}
+
+// statOpen is liveStat's descriptor, the pid it is of and its buffer.
+var statOpen struct {
+	mu  sync.Mutex
+	pid int
+	f   *os.File
+	buf [4096]byte
 }
 
 // highWater is a live process's peak resident memory (VmHWM), or, where

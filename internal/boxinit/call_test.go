@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -183,5 +184,28 @@ func TestHighWater(t *testing.T) {
 	}
 	if hw := highWater(0); hw != 0 {
 		t.Fatalf("no pid: %d", hw)
+	}
+}
+
+// liveStat reads a live process's stat through its kept descriptor, again
+// and again, and reads nothing of one that has ended and been reaped.
+func TestLiveStat(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	for range 3 {
+		if st, ok := liveStat(pid); !ok || st.Comm != "sleep" || st.Field(14) == "" {
+			t.Fatalf("a live process: %+v %v", st, ok)
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if st, ok := liveStat(pid); ok {
+		t.Fatalf("a reaped process read as %+v", st)
+	}
+	if st, ok := liveStat(os.Getpid()); !ok || st.Field(4) != strconv.Itoa(os.Getppid()) {
+		t.Fatalf("this process: %+v %v", st, ok)
 	}
 }

@@ -20,6 +20,11 @@ type capture struct {
 	total int64
 	hcap  int
 	tcap  int
+	// pend, marks and peer follow the display marks in the stream
+	// (displays.go): peer is the other stream, whose size a mark notes.
+	pend  []byte
+	marks []displayMark
+	peer  *capture
 }
 
 func newCapture(limit int) *capture {
@@ -34,19 +39,24 @@ func (c *capture) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := len(p)
-	c.total += int64(n)
+	c.write(c.stripMarks(p))
+	return n, nil
+}
+
+func (c *capture) write(p []byte) {
+	c.total += int64(len(p))
 	if room := c.hcap - len(c.head); room > 0 {
 		k := min(room, len(p))
 		c.head = append(c.head, p[:k]...)
 		p = p[k:]
 	}
 	if len(p) == 0 {
-		return n, nil
+		return
 	}
 	if len(p) >= c.tcap {
 		c.tail = append(c.tail[:0], p[len(p)-c.tcap:]...)
 		c.next, c.full = 0, true
-		return n, nil
+		return
 	}
 	for len(p) > 0 {
 		if !c.full {
@@ -62,13 +72,15 @@ func (c *capture) Write(p []byte) (int, error) {
 		p = p[k:]
 		c.next = (c.next + k) % c.tcap
 	}
-	return n, nil
 }
 
 // bytes returns the kept output, with a marker where bytes were dropped.
 func (c *capture) bytes() (out []byte, truncated bool, total int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	pend := c.pend
+	c.pend = nil
+	c.write(pend)
 	out = append([]byte(nil), c.head...)
 	tail := c.tail
 	if c.full {

@@ -210,6 +210,12 @@ func (k *kept) finish(rep *initproto.Report, contents [][]byte) {
 // sends its artifacts; it gives up when the channel ends first (the
 // outcome stays kept for the next one).
 func (k *kept) deliver(sess *yamux.Session, st *yamux.Stream) error {
+	return k.send(sess, st, true)
+}
+
+// send is deliver, leaving st open when closeAfter is false (a cells
+// stream carries the next cell).
+func (k *kept) send(sess *yamux.Session, st *yamux.Stream, closeAfter bool) error {
 	select {
 	case <-k.done:
 	case <-sess.CloseChan():
@@ -218,7 +224,9 @@ func (k *kept) deliver(sess *yamux.Session, st *yamux.Stream) error {
 	if err := initproto.SendReport(st, k.rep); err != nil {
 		return err
 	}
-	_ = st.Close()
+	if closeAfter {
+		_ = st.Close()
+	}
 	for i, c := range k.contents {
 		if err := sendArtifact(sess, i, c); err != nil {
 			return err

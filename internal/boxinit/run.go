@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -95,6 +94,11 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 			fmt.Fprintln(os.Stderr, "runbox-init: no relay:", err)
 		}
 	}
+	// Before any interpreter starts: Python's sitecustomize and Node's
+	// preload are found there.
+	if err := writeDisplayLibraries(); err != nil {
+		fmt.Fprintln(os.Stderr, "runbox-init: no display libraries:", err)
+	}
 	if len(args) > 2 && args[1] == initproto.SessionFlag {
 		return mainSession(args[2], stdin, stdout, rl)
 	}
@@ -105,7 +109,7 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 		if pre, err := initproto.DecodePrestart(args[2]); err == nil {
 			// Before the interpreter starts: its import path must see
 			// the tool-call libraries when the server has tools to call.
-			if slices.Contains(pre.Env, "PYTHONPATH="+initproto.ToolsLib) {
+			if onPythonPath(pre.Env, initproto.ToolsLib) {
 				_ = writeLibraries(initproto.ToolsLib)
 			}
 			if self, err := os.Executable(); err == nil {

@@ -3,6 +3,7 @@
 package boxinit
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	_ "embed"
@@ -12,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -361,8 +361,10 @@ func serveSession(in io.Reader, out io.Writer, s *session, rl *relay) int {
 
 func serveSessionStream(sess *yamux.Session, host *Host, st *yamux.Stream, s *session) {
 	defer st.Close()
+	// Read through one buffer: a cells stream carries message after message.
+	br := bufio.NewReaderSize(st, 64<<10)
 	var h initproto.Header
-	blobs, err := initproto.Receive(st, &h, maxJobBytes)
+	blobs, err := initproto.Receive(br, &h, maxJobBytes)
 	if err != nil {
 		return
 	}
@@ -372,25 +374,44 @@ func serveSessionStream(sess *yamux.Session, host *Host, st *yamux.Stream, s *se
 	case initproto.StreamPeek:
 		servePeek(st, h, &s.live)
 	case initproto.StreamJob:
-		if h.Job == nil || initproto.JobBlobs(h.Job, blobs) != nil {
-			k := newKept("")
-			k.finish(&initproto.Report{InitError: "a malformed job"}, nil)
-			_ = k.deliver(sess, st)
-			return
+		_ = s.serveCell(sess, host, st, h, blobs, true)
+	case initproto.StreamCells:
+		// Cell after cell on the one stream, until it or the channel ends.
+		for s.serveCell(sess, host, st, h, blobs, false) == nil {
+			h = initproto.Header{}
+			if blobs, err = initproto.Receive(br, &h, maxJobBytes); err != nil || h.Kind != initproto.StreamCells {
+				return
+			}
 		}
-		// The cell runs to its end even when this channel is replaced
-		// meanwhile (its server died): its outcome is kept for the next
-		// server's collect stream.
-		k := s.keep(h.Job.RunID)
-		stg := newStages(h.Job)
-		stg.mark("box: job received")
-		go func() { k.finish(s.runStaged(h.Job, host, stg)) }()
-		_ = k.deliver(sess, st)
 	case initproto.StreamCollect:
 		if k := s.kept(h.Run); k != nil {
 			_ = k.deliver(sess, st)
 		}
 	}
+}
+
+// serveCell runs the job a message of st carries as a cell and answers its
+// report on st (closing st after it when last), then sends its artifacts.
+func (s *session) serveCell(sess *yamux.Session, host *Host, st *yamux.Stream, h initproto.Header, blobs [][]byte, last bool) error {
+	if h.Job == nil || initproto.JobBlobs(h.Job, blobs) != nil {
+		k := newKept("")
+		k.finish(&initproto.Report{InitError: "a malformed job"}, nil)
+		return k.send(sess, st, last)
+	}
+	// The cell runs to its end even when this channel is replaced
+	// meanwhile (its server died): its outcome is kept for the next
+	// server's collect stream.
+	k := s.keep(h.Job.RunID)
+	stg := newStages(h.Job)
+	stg.mark("box: job received")
+	if last {
+		go func() { k.finish(s.runStaged(h.Job, host, stg)) }()
+	} else {
+		// A cells stream's next message waits for this cell's report
+		// anyway: the cell runs here, without a goroutine to wake.
+		k.finish(s.runStaged(h.Job, host, stg))
+	}
+	return k.send(sess, st, last)
 }
 
 // lockedReader lets one channel's multiplexer read at a time: the next
@@ -469,7 +490,7 @@ func mainSession(arg string, stdin io.Reader, stdout io.Writer, rl *relay) int {
 	if len(spec.CA) > 0 {
 		_ = writeCABundle(initproto.CABundle, initproto.SystemCAs, spec.CA)
 	}
-	if slices.Contains(spec.Env, "PYTHONPATH="+initproto.ToolsLib) {
+	if onPythonPath(spec.Env, initproto.ToolsLib) {
 		_ = writeLibraries(initproto.ToolsLib)
 	}
 	return serveSession(stdin, stdout, newSession(spec, Options{Self: self, Services: services()}), rl)

@@ -3,6 +3,7 @@
 package boxinit
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -461,4 +462,78 @@ func waitForFile(t *testing.T, path string) {
 		}
 	}
 	t.Fatalf("%s was not made", path)
+}
+
+// A cells stream carries cell after cell, each answered on it by its
+// report (a malformed one too) with its artifacts on streams of their own;
+// a cell whose channel a reset replaced runs to its end and is collected
+// on the next channel, whose own cells stream carries on with the state.
+func TestSessionCellsStream(t *testing.T) {
+	s, _ := newTestSession(t, "bash", "bash")
+	inR, inW := io.Pipe()
+	att := &attachments{}
+	go serveSession(inR, att, s, nil)
+	t.Cleanup(func() { _ = inW.Close() })
+	b := &oneOffBox{t: t, inW: inW, w: initproto.NewResetWriter(inW), att: att}
+	job := func(code, id string) *initproto.Job {
+		return &initproto.Job{Dir: s.spec.Dir, CodePath: s.spec.CodePath, Code: []byte(code), TimeoutMs: 60000,
+			MaxOutputBytes: 1 << 16, MaxArtifacts: 10, MaxArtifactBytes: 1 << 20, RunID: id}
+	}
+	cells := func(sess *yamux.Session) (*yamux.Stream, *bufio.Reader) {
+		st, err := sess.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, bufio.NewReaderSize(st, 64<<10)
+	}
+	first := b.connect(1, false)
+	st, br := cells(first)
+	for i := 1; i <= 20; i++ {
+		code := "X=$((X+1)); echo $X"
+		if i == 20 {
+			code += "; printf art > a.txt"
+		}
+		if err := initproto.SendCell(st, job(code, fmt.Sprint("r_", i))); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := initproto.ReceiveReport(br, 1<<20)
+		if err != nil || string(rep.Stdout) != fmt.Sprintf("%d\n", i) || rep.Session == nil || rep.Session.Calls != i {
+			t.Fatalf("cell %d: %+v %v", i, rep, err)
+		}
+		if i == 20 {
+			as, err := first.AcceptStream()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ah initproto.Header
+			blobs, err := initproto.Receive(as, &ah, 1<<20)
+			if err != nil || ah.Kind != initproto.StreamArtifact || len(blobs) != 1 || string(blobs[0]) != "art" || len(rep.Artifacts) != 1 {
+				t.Fatalf("the artifact: %+v %q %v (%+v)", ah, blobs, err, rep.Artifacts)
+			}
+		}
+	}
+	if err := initproto.Send(st, initproto.Header{Kind: initproto.StreamCells}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := initproto.ReceiveReport(br, 1<<20); err != nil || rep.InitError == "" {
+		t.Fatalf("a malformed cell: %+v %v", rep, err)
+	}
+	if err := initproto.SendCell(st, job("touch started; sleep 1; echo late", "r_late")); err != nil {
+		t.Fatal(err)
+	}
+	waitForFile(t, filepath.Join(s.spec.Dir, "started"))
+	second := b.connect(2, false)
+	rep, _, err := collectRun(t, second, initproto.Header{Kind: initproto.StreamCollect, Run: "r_late"}, nil)
+	if err != nil || string(rep.Stdout) != "late\n" || rep.Session.Calls != 21 {
+		t.Fatalf("collected %+v %v", rep, err)
+	}
+	st, br = cells(second)
+	if err := initproto.SendCell(st, job("echo $X", "r_next")); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := initproto.ReceiveReport(br, 1<<20); err != nil || string(rep.Stdout) != "20\n" || rep.Session.Calls != 22 {
+		t.Fatalf("the next channel's cell: %+v %v", rep, err)
+	}
+	_ = second.Close()
+	go func() { _, _ = io.Copy(io.Discard, att.attach()) }()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -95,6 +96,9 @@ func Run(ctx context.Context, o Options) Report {
 	} else {
 		rep.add(endpointCheck(ctx, o.Discovery))
 		dockerChecks(ctx, o, m, &rep)
+	}
+	if c, ok := workspaceCheck(m, os.Geteuid()); ok {
+		rep.add(c)
 	}
 	for _, c := range clientChecks(o.ClientFiles, "runbox") {
 		rep.add(c)

@@ -187,11 +187,16 @@ func ReceiveWith(r io.Reader, body any, limit func() int64) ([][]byte, error) {
 // SendJob opens a job stream's message: the header, then the code, stdin
 // and each input file as blobs.
 func SendJob(w io.Writer, job *Job) error {
+	return sendJob(w, StreamJob, job)
+}
+
+// sendJob sends job as the message of a stream of kind.
+func sendJob(w io.Writer, kind string, job *Job) error {
 	blobs := [][]byte{job.Code, job.Stdin}
 	for _, f := range job.Files {
 		blobs = append(blobs, f.Data)
 	}
-	return Send(w, Header{Kind: StreamJob, Job: job}, blobs...)
+	return Send(w, Header{Kind: kind, Job: job}, blobs...)
 }
 
 // JobBlobs puts a job message's blobs back into its job.

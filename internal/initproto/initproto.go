@@ -127,6 +127,10 @@ type Report struct {
 	Artifacts []Artifact `json:"artifacts,omitempty"`
 	// ArtifactsOmitted counts files left out by the count cap.
 	ArtifactsOmitted int `json:"artifacts_omitted,omitempty"`
+	// Displays are what the code displayed, in order (display.go).
+	Displays []Display `json:"displays,omitempty"`
+	// DisplaysOmitted counts displays past MaxDisplays.
+	DisplaysOmitted int `json:"displays_omitted,omitempty"`
 
 	// Session is set by a session box: the session's state after the job.
 	Session *SessionState `json:"session,omitempty"`
@@ -142,6 +146,9 @@ type Artifact struct {
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
 	Sent   bool   `json:"sent"`
+	// Display: the content is a display's data ([DisplayMime]), not a
+	// workspace file; Path is "<display index>/<name>".
+	Display bool `json:"display,omitempty"`
 }
 
 // PrestartFlag, followed by an encoded Prestart, tells runbox-init to start

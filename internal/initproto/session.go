@@ -3,6 +3,7 @@ package initproto
 import (
 	"encoding/base64"
 	"encoding/json"
+	"io"
 )
 
 // SessionFlag, followed by an encoded Session, starts runbox-init in
@@ -23,6 +24,22 @@ const StreamInterrupt = "interrupt"
 // answered by closing the stream. A one-off box and a session's cell alike
 // keep their run's report when the channel that sent the job broke.
 const StreamCollect = "collect"
+
+// StreamCells is opened by the server once per channel of a session box
+// and carries all the cells sent over that channel: each message on it is
+// a job (as on a StreamJob stream), answered on it by the job's report
+// before the next is sent; artifacts follow on streams of their own. The
+// stream stays open between cells, so a cell costs no stream's opening
+// and closing frames, each a trip through the engine's copies. A box that
+// does not know the kind (an older runbox-init) reads the first message
+// and closes the stream without running its job, and the server sends its
+// cells on job streams instead.
+const StreamCells = "cells"
+
+// SendCell sends a job on a StreamCells stream.
+func SendCell(w io.Writer, job *Job) error {
+	return sendJob(w, StreamCells, job)
+}
 
 // Session is the interpreter a session box keeps running.
 type Session struct {

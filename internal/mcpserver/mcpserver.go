@@ -62,6 +62,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 		server.WithLogger(logger),
 		server.WithInstructions(instructions(m)),
 		server.WithToolFilter(tools.ToolsForClient),
+		server.WithToolFilter(tools.ViewForClient),
 		server.WithIcons(tools.Icons...),
 		server.WithTitle("runbox: run code in a sandbox"),
 	)...)
@@ -91,6 +92,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	}
 	s.AddTools(tools.SessionTools(deps)...)
 	s.AddTools(tools.CheckpointTools(deps)...)
+	s.AddTools(tools.WorkspaceTools(deps)...)
 	s.AddTools(tools.RunHandleTools(deps)...)
 	// The tools whose calls never run as tasks: every built-in but
 	// run_code (tasks.go).
@@ -104,10 +106,14 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	newTaskLayer(s, m, builtins, logger, o.Runs, deps.AdoptTask)
 	mr := tools.ManifestResource(d.current)
 	s.AddResource(mr.Resource, mr.Handler)
+	vr := tools.ViewResource()
+	s.AddResource(vr.Resource, vr.Handler)
 	at := tools.ArtifactTemplate(store, m)
 	s.AddResourceTemplate(at.Template, at.Handler)
 	st := tools.StreamTemplate(store, m)
 	s.AddResourceTemplate(st.Template, st.Handler)
+	dt := tools.DisplayTemplate(store, m)
+	s.AddResourceTemplate(dt.Template, dt.Handler)
 	if o.Described != nil {
 		go func() {
 			for dm := range o.Described {

@@ -20,6 +20,12 @@ func Read(pid int) (Stat, bool) {
 	if err != nil {
 		return Stat{}, false
 	}
+	return Parse(b)
+}
+
+// Parse reads the content of a /proc/pid/stat file; ok is false when it is
+// not one.
+func Parse(b []byte) (Stat, bool) {
 	// Fields resume after the command name's last ')'.
 	s := string(b)
 	i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')

@@ -60,10 +60,22 @@ def _rbx_report(e):
     _rbx.sys.excepthook(type(e), e.with_traceback(tb), tb)
 
 
+def _rbx_display_result(value):
+    # A cell's last value with a rich representation (a frame, a figure,
+    # _repr_png_...) is displayed (runbox-init's display library); True
+    # when it was, and is then not printed.
+    try:
+        import runbox_display
+        return runbox_display.result(value)
+    except Exception:
+        return False
+
+
 def _rbx_run(path, g, show_last):
     # Runs the file at path in the namespace g and returns the exit status
     # `python3 path` would have; show_last (a session's cell) shows the
-    # value of a last expression as a notebook does, by its repr.
+    # value of a last expression as a notebook does: displayed, or by its
+    # repr.
     with _rbx.open(path, "rb") as f:
         source = f.read()
     try:
@@ -82,7 +94,8 @@ def _rbx_run(path, g, show_last):
             value = _rbx.eval(_rbx.compile(last, path, "eval"), g)
             if value is not None:
                 g["_"] = value
-                _rbx.print(_rbx.repr(value))
+                if not _rbx_display_result(value):
+                    _rbx.print(_rbx.repr(value))
     except SystemExit as e:
         return _rbx_status(e)
     except BaseException as e:

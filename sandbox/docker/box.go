@@ -94,6 +94,7 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 	} else if err := d.withFolderVolumes(ctx, host); err != nil {
 		return nil, err
 	}
+	withWorkspace(host, spec.Workspace, d.podman.Load())
 	lowWeight := spec.Pooled && d.canReweigh()
 	if lowWeight {
 		host.CPUShares = pooledCPUShares

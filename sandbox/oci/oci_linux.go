@@ -415,7 +415,7 @@ func (o *OCI) newBox(ctx context.Context, spec sandbox.BoxSpec) (*box, *specs.Sp
 	// Every box listens on its relay: a restarted server, or a session's
 	// channel after one broke, reaches it there (Attach).
 	p := specParams{rootfs: rootfs, initDir: initDir, cgroup: cgroupParent + "/" + id,
-		initArgs: append([]string{initproto.RelayFlag}, spec.InitArgs...), labels: spec.Labels, mounts: spec.Mounts}
+		initArgs: append([]string{initproto.RelayFlag}, spec.InitArgs...), labels: spec.Labels, mounts: spec.Mounts, workspace: spec.Workspace}
 	if spec.Pooled {
 		p.shares = pooledCPUShares
 	}

@@ -80,6 +80,7 @@ func boxSpec(m *manifest.Manifest, p specParams) (*specs.Spec, error) {
 	for _, hm := range p.mounts {
 		s.Mounts = append(s.Mounts, readOnlyBind(hm.Source, hm.Target))
 	}
+	withWorkspace(s, p.workspace)
 	// After the capabilities: the profile's rules that need one are left
 	// out, as the engine leaves them out for a box with none.
 	if s.Linux.Seccomp, err = seccomp.LoadProfile(linuxbox.Seccomp(m.Isolation), s); err != nil {
@@ -94,6 +95,8 @@ type specParams struct {
 	initArgs                []string
 	labels                  map[string]string
 	mounts                  []sandbox.HostMount
+	// workspace is a named workspace's host mount, the box's /workspace.
+	workspace string
 	// shares is the box's CPU weight; 0: the kernel's default.
 	shares uint64
 }

@@ -88,6 +88,13 @@ for _rbx_line in _rbx_ctl:
         _rbx_exit = 130
     finally:
         _rbx_in_cell = False
+    # Figures still open when the cell ends are shown, as a notebook does.
+    if "matplotlib.pyplot" in _rbx.sys.modules:
+        try:
+            import runbox_display
+            runbox_display.show_open(unsaved=True)
+        except BaseException:
+            pass
     for _rbx_s in (_rbx.sys.stdout, _rbx.sys.stderr):
         try:
             _rbx_s.flush()
