@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +204,7 @@ print(tok)`)
 	for _, sid := range []string{id, f1, f2, r, fresh} {
 		s.tool(t, "session_close", map[string]any{"session_id": sid})
 	}
+	waitBundlesGone(t, s)
 	s.kill9(t)
 	s2 := gvisorOCIServer(t, state, "checkpoints:\n  max_per_client: 2\nsessions:\n  max_per_client: 8\n")
 	r2 := s2.restored(t, "session_restore", "checkpoint_id", ck.Checkpoint.ID, "memory")
@@ -247,6 +249,11 @@ print(tok)`)
 	}
 	if left := runscBoxes(t); len(left) > 0 {
 		t.Errorf("boxes left in runsc: %v", left)
+	}
+	for _, srv := range []*server{s, s2} {
+		if strings.Contains(srv.stderr.String(), "removing box failed") {
+			t.Errorf("a box was not removed at once:\n%s", srv.stderr)
+		}
 	}
 }
 
@@ -304,4 +311,29 @@ func TestCheckpointReplayRunc(t *testing.T) {
 		toolOn(t, ca, "session_close", map[string]any{"session_id": a.Restored.Session.ID})
 	}
 	toolOn(t, ca, "session_close", map[string]any{"session_id": id})
+}
+
+// waitBundlesGone waits for the oci backend's bundles of server s's boxes
+// to be removed (a removal runs after the close that asked for it).
+func waitBundlesGone(t *testing.T, s *server) {
+	t.Helper()
+	pid := `"io.runbox.owner.pid":"` + strconv.Itoa(s.cmd.Process.Pid) + `"`
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		left := 0
+		dirs, _ := filepath.Glob("/run/runbox/oci/boxes/runbox-*")
+		for _, d := range dirs {
+			if raw, _ := os.ReadFile(filepath.Join(d, "config.json")); strings.Contains(string(raw), pid) {
+				left++
+			}
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d bundles of the server's boxes left", left)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -545,6 +545,10 @@ func (o *OCI) delete(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), sandbox.APITimeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, o.runc, o.rt("delete", "--force", id)...).CombinedOutput()
+	if err != nil && o.gvisor() && !o.knows(ctx, id) {
+		// runsc may report a failed stop of a sandbox it did remove.
+		err = nil
+	}
 	if err != nil && !strings.Contains(string(out), "does not exist") {
 		return fmt.Errorf("runc delete: %v: %s", err, strings.TrimSpace(string(out)))
 	}
@@ -607,4 +611,9 @@ func (o *OCI) fromBundles(states []state) {
 			st.Created = info.ModTime()
 		}
 	}
+}
+
+// knows says whether the runtime still has box id.
+func (o *OCI) knows(ctx context.Context, id string) bool {
+	return exec.CommandContext(ctx, o.runc, o.rt("state", id)...).Run() == nil
 }
