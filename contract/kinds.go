@@ -13,7 +13,7 @@ import (
 // advice are made from.
 var Kinds = []Kind{KindSyntax, KindRuntime, KindTimeout, KindOOM, KindForbiddenSyscall,
 	KindResourceLimit, KindOutputLimit, KindInvalidRequest, KindSandbox, KindForbiddenNetwork, KindSessionLost, KindSessionNotFound,
-	KindWorkspaceBusy}
+	KindWorkspaceBusy, KindCheckpointNotFound, KindCheckpointInvalid}
 
 // JSONSchema publishes a kind as the string enum of [Kinds].
 func (Kind) JSONSchema() *jsonschema.Schema {
@@ -25,12 +25,13 @@ func (Kind) JSONSchema() *jsonschema.Schema {
 }
 
 // KindsFor are the kinds a run under m can fail with: every kind but
-// forbidden_network when m declares no network, and workspace_busy, which
-// only session_open and workspace_delete answer.
+// forbidden_network when m declares no network, workspace_busy, which
+// only session_open and workspace_delete answer, and the checkpoint tools'
+// own.
 func KindsFor(m *manifest.Manifest) []Kind {
 	var out []Kind
 	for _, k := range Kinds {
-		if k == KindForbiddenNetwork && !m.Network.Enabled() || k == KindWorkspaceBusy {
+		if k == KindForbiddenNetwork && !m.Network.Enabled() || k == KindWorkspaceBusy || k == KindCheckpointNotFound || k == KindCheckpointInvalid {
 			continue
 		}
 		out = append(out, k)

@@ -17,7 +17,8 @@ import (
 // and docs/design.md at once.
 func TestKinds(t *testing.T) {
 	want := []Kind{"syntax", "runtime", "timeout", "oom", "forbidden_syscall", "resource_limit", "output_limit",
-		"invalid_request", "sandbox", "forbidden_network", "session_lost", "session_not_found", "workspace_busy"}
+		"invalid_request", "sandbox", "forbidden_network", "session_lost", "session_not_found", "workspace_busy",
+		"checkpoint_not_found", "checkpoint_invalid"}
 	if !slices.Equal(Kinds, want) {
 		t.Fatalf("Kinds %v\nwant %v", Kinds, want)
 	}
@@ -47,8 +48,8 @@ func TestKindSchemaIsKinds(t *testing.T) {
 }
 
 // TestToolDescriptionNamesTheKinds: every kind a run can end in, and
-// forbidden_network only where there is a network; never workspace_busy,
-// which no run answers.
+// forbidden_network only where there is a network; never workspace_busy
+// nor the checkpoint tools' own, which no run answers.
 func TestToolDescriptionNamesTheKinds(t *testing.T) {
 	m := manifest.Default()
 	d := ToolDescription(m)
@@ -56,7 +57,8 @@ func TestToolDescriptionNamesTheKinds(t *testing.T) {
 		t.Error("the description does not start with the manifest's")
 	}
 	for _, k := range Kinds {
-		if got := strings.Contains(d, string(k)); got != (k != KindForbiddenNetwork && k != KindWorkspaceBusy) {
+		runs := k != KindForbiddenNetwork && k != KindWorkspaceBusy && k != KindCheckpointNotFound && k != KindCheckpointInvalid
+		if got := strings.Contains(d, string(k)); got != runs {
 			t.Errorf("without a network, names %s: %v", k, got)
 		}
 	}

@@ -65,11 +65,13 @@ type Manifest struct {
 	Outputs string `json:"outputs" jsonschema_description:"A host folder where a run_code call with save_artifacts gets its artifacts saved, in a folder named for its run id (never overwriting, never outside it); empty: off."`
 	// Sessions configures long-lived boxes that keep state between calls.
 	Sessions Sessions `json:"sessions" jsonschema_description:"Sessions: a long-lived box per session whose interpreter keeps its state between run_code calls."`
+	// Checkpoints bounds the sessions' checkpoints (checkpoints.go).
+	Checkpoints Checkpoints `json:"checkpoints" jsonschema_description:"Session checkpoints, restores and forks: kept in the state directory, bounded per client and per server. gVisor (backend oci, isolation gvisor) keeps the interpreter's memory; elsewhere a restore replays the session's cells."`
 	// Workspaces are named, persistent /workspace folders that sessions
 	// may open (workspaces.go).
 	Workspaces Workspaces `json:"workspaces" jsonschema_description:"Named workspaces: a persistent /workspace per caller and name, with a byte quota, that session_open may name; one session at a time."`
 	// Backend is where boxes run: docker, oci or kubernetes.
-	Backend string `json:"backend" jsonschema:"enum=docker,enum=oci,enum=kubernetes" jsonschema_description:"Where boxes run: docker (default: the local engine), oci (runbox runs runc itself, with the same profile and the engine's image, no engine per box: Linux, root, isolation runc) or kubernetes (one pod per run)."`
+	Backend string `json:"backend" jsonschema:"enum=docker,enum=oci,enum=kubernetes" jsonschema_description:"Where boxes run: docker (default: the local engine), oci (runbox runs runc, or runsc for isolation gvisor, itself, with the same profile and the engine's image, no engine per box: Linux, root) or kubernetes (one pod per run)."`
 	// Kubernetes configures the kubernetes backend.
 	Kubernetes Kubernetes `json:"kubernetes" jsonschema_description:"The kubernetes backend: cluster, namespace and scheduling of the sandbox pods."`
 	// Servers are MCP servers whose tools code in a box can call
@@ -369,6 +371,7 @@ func Default() *Manifest {
 		Servers:     []Server{},
 		ToolCalls:   ToolCalls{MaxCalls: 200, MaxBytes: 64 * MiB, CallTimeoutSeconds: 60},
 		Sessions:    DefaultSessions(),
+		Checkpoints: DefaultCheckpoints(),
 		Workspaces:  DefaultWorkspaces(),
 		Mounts:      []Mount{},
 		Roots:       Roots{Under: []string{}},
@@ -504,6 +507,7 @@ func (m *Manifest) Validate() error {
 	rangeB("cache.max_bytes", m.Cache.MaxBytes, 0, 16*GiB)
 	rangeB("audit.max_bytes", m.Audit.MaxBytes, 64*KiB, 64*GiB)
 	m.Sessions.validate(rangeI, rangeF, rangeB)
+	m.Checkpoints.validate(rangeI, rangeF, rangeB)
 	m.Workspaces.validate(bad, rangeI, rangeB)
 	m.Sessions.Expose.validate(bad, rangeI)
 	m.validateMounts(bad)
@@ -526,8 +530,8 @@ func (m *Manifest) Validate() error {
 	switch m.Backend {
 	case BackendDocker:
 	case BackendOCI:
-		if m.Isolation != IsolationRunc {
-			bad("isolation", m.Isolation, "runc with backend oci (gVisor runs through the docker backend)")
+		if m.Isolation != IsolationRunc && m.Isolation != IsolationGVisor {
+			bad("isolation", m.Isolation, "runc or gvisor with backend oci")
 		}
 	case BackendKubernetes:
 		m.Kubernetes.validate(bad)

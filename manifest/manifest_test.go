@@ -104,15 +104,14 @@ func TestLoadAllowedOrigins(t *testing.T) {
 
 func TestLoadRejectsUnknownAndInvalid(t *testing.T) {
 	for content, want := range map[string]string{
-		"limits:\n  memroy: 1GiB\n":         "unknown field",
-		"limits:\n  memory: 1MiB\n":         "limits.memory = 1MiB",
-		"concurrency: many\n":               "concurrency",
-		"limits:\n  memory: lots\n":         "bad size",
-		"roots:\n  mount: true\n":           "roots.under",
-		"roots:\n  under: [rel]\n":          "roots.under[0]",
-		"roots:\n  under: [/]\n":            "roots.under[0]",
-		"backend: oci\nisolation: gvisor\n": "isolation = gvisor",
-		"backend: runc\n":                   "docker, oci or kubernetes",
+		"limits:\n  memroy: 1GiB\n": "unknown field",
+		"limits:\n  memory: 1MiB\n": "limits.memory = 1MiB",
+		"concurrency: many\n":       "concurrency",
+		"limits:\n  memory: lots\n": "bad size",
+		"roots:\n  mount: true\n":   "roots.under",
+		"roots:\n  under: [rel]\n":  "roots.under[0]",
+		"roots:\n  under: [/]\n":    "roots.under[0]",
+		"backend: runc\n":           "docker, oci or kubernetes",
 	} {
 		p := t.TempDir() + "/runbox.yaml"
 		writeFile(t, p, content)

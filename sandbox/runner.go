@@ -34,6 +34,9 @@ type Options struct {
 	// finds it. It is asked from the runner's first reap on, which New
 	// starts: the store must be loaded before. nil: none is kept.
 	Keep func(boxID string) bool
+	// Checkpoints is the directory that keeps the sessions' checkpoints
+	// (checkpoint.go); "": checkpoints are off.
+	Checkpoints string
 	// Workspaces is the directory of the named workspaces (workspace.go);
 	// "": none are kept.
 	Workspaces string
@@ -71,6 +74,8 @@ type BoxRunner struct {
 	// peeks are the runs on their boxes' channels now (peek.go).
 	peeks liveRuns
 
+	// ckpt keeps the sessions' checkpoints (checkpoint.go); nil: off.
+	ckpt *checkpoints
 	// sess are the open sessions (sessions.go), made on first use.
 	sess     *sessions
 	sessOnce sync.Once
@@ -102,6 +107,9 @@ func New(d Driver, o Options) *BoxRunner {
 		slots: newSlots(o.Manifest.Concurrency, o.Manifest.QueueSize), grace: backstopGrace,
 		stop: cancel, done: make(chan struct{}), network: o.Network, ca: o.CA, keep: o.Keep, wsDir: o.Workspaces}
 	r.pool = newPool(ctx, r)
+	if o.Checkpoints != "" && o.Manifest.Checkpoints.Enabled {
+		r.ckpt = &checkpoints{dir: o.Checkpoints, c: o.Manifest.Checkpoints}
+	}
 	go r.background(ctx)
 	return r
 }

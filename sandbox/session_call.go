@@ -50,6 +50,9 @@ func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, req Run
 				withNetwork(&res, px.Records())
 			}
 			s.settle(ls, &res, lost)
+			if lost == "" {
+				s.keepCell(ls, job.Code)
+			}
 			tr.Mark("host: session settled")
 			return res
 		})

@@ -27,6 +27,9 @@ type SessionRequest struct {
 	// Workspace names the caller's workspace the box gets as /workspace
 	// (workspace.go); "": a tmpfs, as a one-off box's.
 	Workspace string
+	// image, when set, is a checkpoint's image the box is restored from
+	// (checkpoint.go) instead of started.
+	image string
 }
 
 // SessionStats count sessions, for metrics.
@@ -77,6 +80,11 @@ type liveSession struct {
 	busy     bool
 	// running is the run id of the cell in progress, while busy.
 	running string
+	// cells are the sources of the calls that ran, in order, for a
+	// restore that replays them (checkpoint.go); cellBytes their size.
+	cells     []string
+	cellBytes int
+	mounts    []HostMount
 
 	// Under turn:
 	ch *channel
@@ -164,7 +172,8 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (contra
 	now := time.Now()
 	id := newSessionID()
 	ls := &liveSession{key: sessionKey(id), id: id, client: req.Client, lang: req.Language, limits: req.Limits,
-		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1), roots: Roots(req.Mounts), workspace: req.Workspace}
+		idle: idle, opened: now, ends: now.Add(life), lastUsed: now, turn: make(chan struct{}, 1), roots: Roots(req.Mounts), workspace: req.Workspace,
+		mounts: req.Mounts}
 	lim := req.Limits
 	labels := map[string]string{LabelLanguage: req.Language.Name, LabelSession: ls.key,
 		LabelSessionClient: clientKey(req.Client), LabelSessionExpires: strconv.FormatInt(ls.ends.Unix(), 10)}
@@ -172,7 +181,7 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (contra
 	if fail != nil {
 		return contract.SessionInfo{}, fail
 	}
-	b, err := r.start(ctx, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim, Mounts: req.Mounts,
+	b, err := r.startSession(ctx, req.image, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim, Mounts: req.Mounts,
 		InitArgs:  sessionArgs(r.m, req.Language, r.d.Isolation(), r.caPEM(), ws != nil),
 		Labels:    r.owner.Labels(labels),
 		Workspace: ws.mountPointOrNone()})
@@ -296,7 +305,9 @@ func (s *sessions) adopt(ctx context.Context, id, client string) *liveSession {
 	now := time.Now()
 	ls := &liveSession{key: key, id: id, client: client, lang: lang, limits: s.r.m.SessionLimits(),
 		idle: min(s.r.m.Sessions.IdleTTL(), time.Unix(exp, 0).Sub(now)), opened: now, ends: time.Unix(exp, 0),
-		lastUsed: now, turn: make(chan struct{}, 1), box: b, workspace: found[0].Labels[LabelWorkspace]}
+		lastUsed: now, turn: make(chan struct{}, 1), box: b, workspace: found[0].Labels[LabelWorkspace],
+		// Its cells ran under another server: a replay could not rebuild it.
+		cellBytes: maxCellBytes + 1}
 	ls.turn <- struct{}{}
 	s.mu.Lock()
 	if other := s.live[key]; other != nil {

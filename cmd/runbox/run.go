@@ -192,7 +192,8 @@ func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Intercep
 	if err != nil {
 		return nil, err
 	}
-	o := sandbox.Options{Manifest: m, Logger: logger, Network: proxies(m, icpt), CA: icpt.CAPEM(), Workspaces: workspacesDir(m)}
+	o := sandbox.Options{Manifest: m, Logger: logger, Network: proxies(m, icpt), CA: icpt.CAPEM(), Workspaces: workspacesDir(m),
+		Checkpoints: filepath.Join(audit.StateDir(), "checkpoints")}
 	if runs != nil {
 		o.Keep = tools.KeepsBox(runs)
 	}

@@ -91,6 +91,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 		o.Upstream.OnToolsChanged(d.again)
 	}
 	s.AddTools(tools.SessionTools(deps)...)
+	s.AddTools(tools.CheckpointTools(deps)...)
 	s.AddTools(tools.WorkspaceTools(deps)...)
 	s.AddTools(tools.ExposeTools(exposures(m, r, o))...)
 	s.AddTools(tools.RunHandleTools(deps)...)

@@ -66,6 +66,19 @@ var (
 // box may still fail to start: its end and runc's words come on the
 // channel's end and Diag).
 func (b *box) run(s *specs.Spec) error {
+	return b.launch(s, func() *exec.Cmd {
+		run := []string{"run", "--keep"}
+		if b.o.gvisor() {
+			// runsc has no --keep: the sandbox's end is its own.
+			run = []string{"run"}
+		}
+		return exec.Command(b.o.runc, b.o.rt(append(run, "--bundle", b.bundle, "--pid-file", filepath.Join(b.bundle, "pid"), b.id)...)...)
+	})
+}
+
+// launch writes the bundle and starts the runtime's command on it (run,
+// or restore).
+func (b *box) launch(s *specs.Spec, cmd func() *exec.Cmd) error {
 	if err := os.Mkdir(b.bundle, 0o700); err != nil {
 		return err
 	}
@@ -78,7 +91,7 @@ func (b *box) run(s *specs.Spec) error {
 	}
 	// --keep: the box stays in runc's state after its end, its cgroup
 	// with it, until Remove; Verdict reads its OOM count there.
-	return b.start(exec.Command(b.o.runc, "--root", b.o.stateDir(), "run", "--keep", "--bundle", b.bundle, "--pid-file", filepath.Join(b.bundle, "pid"), b.id))
+	return b.start(cmd())
 }
 
 // start starts cmd (runc run, or runc exec of the box's relay) with pipes
@@ -188,7 +201,7 @@ func (b *box) Kill() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sandbox.KillTimeout)
 	defer cancel()
-	_ = exec.CommandContext(ctx, b.o.runc, "--root", b.o.stateDir(), "kill", b.id, "KILL").Run()
+	_ = exec.CommandContext(ctx, b.o.runc, b.o.rt("kill", b.id, "KILL")...).Run()
 }
 
 // pid is the box's first process, from runc's pid file; 0 before runc

@@ -22,6 +22,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/manifest"
@@ -111,8 +112,8 @@ func cmp(v, def string) string {
 	return v
 }
 
-// Isolation is runc: the only level this backend runs.
-func (o *OCI) Isolation() string { return manifest.IsolationRunc }
+// Isolation is runc, or gvisor when the boxes run under runsc.
+func (o *OCI) Isolation() string { return o.m.Isolation }
 
 // Close stops following the kernel log and closes the engine's client.
 func (o *OCI) Close() error {
@@ -145,8 +146,8 @@ func (o *OCI) Ready(ctx context.Context) error {
 }
 
 func (o *OCI) prepare(ctx context.Context) error {
-	if o.m.Isolation != manifest.IsolationRunc {
-		return &sandbox.EngineError{Msg: "the oci backend runs isolation runc only", Hint: "Set isolation: runc, or backend: docker for gVisor."}
+	if o.m.Isolation != manifest.IsolationRunc && !o.gvisor() {
+		return &sandbox.EngineError{Msg: "the oci backend runs isolation runc or gvisor", Hint: "Set isolation: runc or gvisor."}
 	}
 	if os.Geteuid() != 0 {
 		return &sandbox.EngineError{Msg: "the oci backend runs boxes with runc, which needs root", Hint: "Run the server as root, or use backend: docker."}
@@ -155,11 +156,16 @@ func (o *OCI) prepare(ctx context.Context) error {
 	if err != nil {
 		return &sandbox.EngineError{Msg: "runc is not on PATH", Hint: "Install runc (Debian: apt-get install runc; `make setup` installs the engine, which brings it)."}
 	}
+	if o.gvisor() {
+		if runc, err = exec.LookPath("runsc"); err != nil {
+			return &sandbox.EngineError{Msg: "runsc (gVisor) is not on PATH", Hint: "Install gVisor (`make setup` installs runsc), or set isolation: runc."}
+		}
+	}
 	o.runc = runc
 	// Root's alone: the unpacked images hold the image's set-uid files,
 	// which no user of the host may reach. runc needs no path to be open
 	// to the box's user: it mounts them as root.
-	for _, d := range []string{o.dir, filepath.Join(o.dir, "boxes"), o.images, filepath.Join(o.images, "rootfs")} {
+	for _, d := range []string{o.dir, filepath.Join(o.dir, "boxes"), o.stateDir(), o.images, filepath.Join(o.images, "rootfs")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return &sandbox.EngineError{Msg: err.Error(), Hint: "Check that the server may write there."}
 		}
@@ -373,15 +379,31 @@ func (o *OCI) unpack(ctx context.Context, image, dir string) error {
 // foreground, whose stdin and stdout become runbox-init's (the channel)
 // and whose stderr carries runc's and runbox-init's diagnostics.
 func (o *OCI) Start(ctx context.Context, spec sandbox.BoxSpec) (sandbox.Box, error) {
-	if err := o.Ready(ctx); err != nil {
+	b, s, err := o.newBox(ctx, spec)
+	if err != nil {
 		return nil, err
+	}
+	if err := b.run(s); err != nil {
+		b.Remove()
+		return nil, &sandbox.EngineError{Msg: "starting a box with runc: " + err.Error(), Hint: "Run `runbox doctor`; check runc and " + o.dir + "."}
+	}
+	o.mu.Lock()
+	o.live[b.id] = b
+	o.mu.Unlock()
+	return b, nil
+}
+
+// newBox is a box not yet run, and its spec.
+func (o *OCI) newBox(ctx context.Context, spec sandbox.BoxSpec) (*box, *specs.Spec, error) {
+	if err := o.Ready(ctx); err != nil {
+		return nil, nil, err
 	}
 	o.mu.Lock()
 	rootfs, err := o.unpacked(ctx, spec.Language.Image)
 	initDir := o.initDir
 	o.mu.Unlock()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m := o.m
 	if spec.Limits != nil {
@@ -399,18 +421,11 @@ func (o *OCI) Start(ctx context.Context, spec sandbox.BoxSpec) (sandbox.Box, err
 	}
 	s, err := boxSpec(m, p)
 	if err != nil {
-		return nil, &sandbox.EngineError{Msg: err.Error(), Hint: "Check the manifest (`runbox doctor`)."}
+		return nil, nil, &sandbox.EngineError{Msg: err.Error(), Hint: "Check the manifest (`runbox doctor`)."}
 	}
 	b := &box{o: o, id: id, bundle: filepath.Join(o.dir, "boxes", id), exited: make(chan struct{}),
 		diag: &sandbox.Capped{Max: 16 << 10}, lowWeight: spec.Pooled}
-	if err := b.run(s); err != nil {
-		b.Remove()
-		return nil, &sandbox.EngineError{Msg: "starting a box with runc: " + err.Error(), Hint: "Run `runbox doctor`; check runc and " + o.dir + "."}
-	}
-	o.mu.Lock()
-	o.live[id] = b
-	o.mu.Unlock()
-	return b, nil
+	return b, s, nil
 }
 
 // cgroupParent holds every box's cgroup (cgroupfs: /sys/fs/cgroup/<controller>/runbox/<id>).
@@ -510,13 +525,16 @@ type state struct {
 func (o *OCI) list(ctx context.Context) ([]state, error) {
 	ctx, cancel := context.WithTimeout(ctx, sandbox.APITimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, o.runc, "--root", o.stateDir(), "list", "--format", "json").Output()
+	out, err := exec.CommandContext(ctx, o.runc, o.rt("list", "--format", "json")...).Output()
 	if err != nil {
 		return nil, fmt.Errorf("runc list: %w", err)
 	}
 	var states []state
 	if err := json.Unmarshal(out, &states); err != nil && len(strings.TrimSpace(string(out))) > 0 && strings.TrimSpace(string(out)) != "null" {
 		return nil, fmt.Errorf("runc list: %w", err)
+	}
+	if o.gvisor() {
+		o.fromBundles(states)
 	}
 	return states, nil
 }
@@ -526,14 +544,38 @@ func (o *OCI) list(ctx context.Context) ([]state, error) {
 func (o *OCI) delete(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), sandbox.APITimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, o.runc, "--root", o.stateDir(), "delete", "--force", id).CombinedOutput()
+	out, err := exec.CommandContext(ctx, o.runc, o.rt("delete", "--force", id)...).CombinedOutput()
+	if err != nil && o.gvisor() && !o.knows(ctx, id) {
+		// runsc may report a failed stop of a sandbox it did remove.
+		err = nil
+	}
 	if err != nil && !strings.Contains(string(out), "does not exist") {
 		return fmt.Errorf("runc delete: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return os.RemoveAll(filepath.Join(o.dir, "boxes", id))
 }
 
-func (o *OCI) stateDir() string { return filepath.Join(o.dir, "runc") }
+// stateDir is the runtime's state: runc's, or runsc's for gVisor.
+func (o *OCI) stateDir() string {
+	if o.gvisor() {
+		return filepath.Join(o.dir, "runsc")
+	}
+	return filepath.Join(o.dir, "runc")
+}
+
+// gvisor says whether boxes run under runsc.
+func (o *OCI) gvisor() bool { return o.m.Isolation == manifest.IsolationGVisor }
+
+// rt are the runtime's arguments for a command: its state directory and,
+// for runsc, a sandbox with loopback only and the spec's seccomp filter
+// applied inside it, as the Docker engine runs runsc.
+func (o *OCI) rt(args ...string) []string {
+	global := []string{"--root", o.stateDir()}
+	if o.gvisor() {
+		global = append(global, "--network=none", "--oci-seccomp")
+	}
+	return append(global, args...)
+}
 
 func imageMissing(image string) error {
 	return &sandbox.EngineError{Msg: fmt.Sprintf("the sandbox image %s is missing on the local engine, where the oci backend takes it from", image),
@@ -547,4 +589,31 @@ func engineError(err error) error {
 	}
 	return &sandbox.EngineError{Msg: "the Docker engine refused a request: " + err.Error(),
 		Hint: "Retry once; if it persists, the operator should run `runbox doctor`."}
+}
+
+// fromBundles fills in what `runsc list` does not show (annotations,
+// creation, root file system) from each box's bundle, which runbox wrote.
+func (o *OCI) fromBundles(states []state) {
+	for i := range states {
+		st := &states[i]
+		if !isBoxID(st.ID) {
+			continue
+		}
+		dir := filepath.Join(o.dir, "boxes", st.ID)
+		var spec struct {
+			Annotations map[string]string     `json:"annotations"`
+			Root        struct{ Path string } `json:"root"`
+		}
+		if raw, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil && json.Unmarshal(raw, &spec) == nil {
+			st.Annotations, st.Rootfs = spec.Annotations, spec.Root.Path
+		}
+		if info, err := os.Stat(dir); err == nil && st.Created.IsZero() {
+			st.Created = info.ModTime()
+		}
+	}
+}
+
+// knows says whether the runtime still has box id.
+func (o *OCI) knows(ctx context.Context, id string) bool {
+	return exec.CommandContext(ctx, o.runc, o.rt("state", id)...).Run() == nil
 }

@@ -112,7 +112,7 @@ func (o *OCI) Attach(ctx context.Context, id string) (sandbox.Box, error) {
 func (o *OCI) viaRelay(id string) (*box, error) {
 	b := &box{o: o, id: id, bundle: filepath.Join(o.dir, "boxes", id), exited: make(chan struct{}),
 		diag: &sandbox.Capped{Max: 16 << 10}, attached: true}
-	if err := b.start(exec.Command(o.runc, "--root", o.stateDir(), "exec", "--user", "0:0", id, sandbox.InitPath, initproto.RelayArg)); err != nil {
+	if err := b.start(exec.Command(o.runc, o.rt("exec", "--user", "0:0", id, sandbox.InitPath, initproto.RelayArg)...)); err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*box, error) {
