@@ -18,7 +18,6 @@ import (
 	"github.com/runbox-mcp/runbox/sandbox/backend"
 
 	"github.com/lmittmann/tint"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/egress"
@@ -114,7 +113,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 		}
 		defer stop()
 		if cfg.transport == mcpserver.TransportStdio {
-			return 0, mcpserver.ServeStdio(ctx, s, m, os.Stdin, os.Stdout, logger)
+			return 0, s.ServeStdio(ctx, os.Stdin, os.Stdout)
 		}
 		hc := mcpserver.HTTPConfig{Transport: cfg.transport, Addr: cfg.listen, Token: cfg.authToken, Tokens: tokens,
 			AllowedOrigins: m.HTTP.AllowedOrigins, Logger: logger, MetricsAddr: m.Metrics.Listen, Refused: mx.HTTPRefused,
@@ -123,7 +122,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 		if mx != nil {
 			hc.Metrics = mx.Handler()
 		}
-		return 0, mcpserver.ServeHTTP(ctx, s, hc)
+		return 0, s.ServeHTTP(ctx, hc)
 	case "sessions":
 		return listSessions(ctx, cfg, runner)
 	case "run":
@@ -139,7 +138,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 // servers, metrics, and the MCP server, told the images' descriptions as
 // they come. m is read-only: every description is a copy (describe). stop
 // closes what it opened. mx is nil when metrics are off.
-func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sandbox.BoxRunner, runs *runstore.Store, derivedImages []derived.Image, logger *slog.Logger) (s *server.MCPServer, mx *metrics.Metrics, stop func(), err error) {
+func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sandbox.BoxRunner, runs *runstore.Store, derivedImages []derived.Image, logger *slog.Logger) (s *mcpserver.Server, mx *metrics.Metrics, stop func(), err error) {
 	auditLog, err := audit.Open(m.Audit)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w (set audit.path to a writable file, or audit.enabled: false)", err)

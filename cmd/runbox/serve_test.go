@@ -86,7 +86,7 @@ func TestServeLeavesTheManifestAsLoaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	c, err := client.NewInProcessClient(s)
+	c, err := client.NewInProcessClient(s.MCP())
 	if err != nil {
 		t.Fatal(err)
 	}
