@@ -37,15 +37,14 @@ type Detached struct {
 const keepUncollected = initproto.DefaultKeep
 
 // MarkKept marks boxID as holding a run the caller's store keeps, when the
-// driver can ([Marker]); the mark is made in the background, bounded by the
-// driver's own API deadline.
+// driver can ([Driver].MarkKept); the mark is made in the background,
+// bounded by the driver's own API deadline.
 func (r *BoxRunner) MarkKept(boxID string) {
-	m, ok := r.d.(Marker)
-	if !ok || boxID == "" {
+	if boxID == "" {
 		return
 	}
 	go func() {
-		if err := m.MarkKept(context.Background(), boxID); err != nil {
+		if err := r.d.MarkKept(context.Background(), boxID); err != nil {
 			r.log.Warn("marking a kept run's box failed: a server of another state directory may reap it once this one is gone", "box", boxID, "err", err)
 		}
 	}()
@@ -81,11 +80,7 @@ func (r *BoxRunner) Adopt(ctx context.Context, d Detached) contract.Result {
 	case d.Session != "":
 		return r.adoptCell(ctx, d, job, lost)
 	}
-	sd, ok := r.d.(SessionDriver)
-	if !ok {
-		return lost("this backend cannot find a box again")
-	}
-	found, err := sd.FindBoxes(ctx, map[string]string{LabelManaged: "true"})
+	found, err := r.d.FindBoxes(ctx, map[string]string{LabelManaged: "true"})
 	if err != nil {
 		if ctx.Err() != nil {
 			return cancelledResult()
@@ -95,7 +90,7 @@ func (r *BoxRunner) Adopt(ctx context.Context, d Detached) contract.Result {
 	if why := adoptable(found, d); why != "" {
 		return lost(why)
 	}
-	b, err := sd.Attach(ctx, d.BoxID)
+	b, err := r.d.Attach(ctx, d.BoxID)
 	if err != nil {
 		if ctx.Err() != nil {
 			return cancelledResult()

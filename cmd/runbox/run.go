@@ -182,7 +182,7 @@ func openRuns(m *manifest.Manifest, logger *slog.Logger) (*runstore.Store, error
 func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Interception, runs *runstore.Store) (*sandbox.BoxRunner, error) {
 	// A box whose run the store keeps is marked with the store's state
 	// directory, which other state directories' reapers leave
-	// (sandbox.Marker).
+	// (sandbox.Driver.MarkKept).
 	owner := sandbox.CurrentOwner()
 	if runs != nil {
 		owner.State = sandbox.StateKey(runs.Dir())
