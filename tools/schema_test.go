@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -19,11 +20,11 @@ import (
 // its golden file; UPDATE_TOOLSNAPS=true rewrites them.
 func TestToolSnapshots(t *testing.T) {
 	m := manifest.Default()
-	all := []mcp.Tool{RunCode(Deps{Manifest: m}).Tool}
-	for _, st := range SessionTools(Deps{Manifest: m, Runner: (*sandbox.BoxRunner)(nil)}) {
+	all := []mcp.Tool{RunCode(Deps{Service: runs.Service{Manifest: m}}).Tool}
+	for _, st := range SessionTools(Deps{Service: runs.Service{Manifest: m, Runner: (*sandbox.BoxRunner)(nil)}}) {
 		all = append(all, st.Tool)
 	}
-	for _, st := range RunHandleTools(Deps{Manifest: m, Handles: NewHandles(m, nil, nil, nil)}) {
+	for _, st := range RunHandleTools(Deps{Service: runs.Service{Manifest: m}, Handles: NewHandles(m, nil, nil, nil)}) {
 		all = append(all, st.Tool)
 	}
 	if len(all) != 6 {

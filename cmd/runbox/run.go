@@ -27,8 +27,8 @@ import (
 	"github.com/runbox-mcp/runbox/internal/runstore"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/metrics"
+	"github.com/runbox-mcp/runbox/runs"
 	"github.com/runbox-mcp/runbox/sandbox"
-	"github.com/runbox-mcp/runbox/tools"
 )
 
 // run carries out one command and returns the process exit code.
@@ -179,21 +179,21 @@ func openRuns(m *manifest.Manifest, logger *slog.Logger) (*runstore.Store, error
 
 // newBackend makes the runner over the driver the manifest's backend
 // names; runs, when set, holds boxes its reaper must leave.
-func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Interception, runs *runstore.Store) (*sandbox.BoxRunner, error) {
+func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Interception, store *runstore.Store) (*sandbox.BoxRunner, error) {
 	// A box whose run the store keeps is marked with the store's state
 	// directory, which other state directories' reapers leave
 	// (sandbox.Driver.MarkKept).
 	owner := sandbox.CurrentOwner()
-	if runs != nil {
-		owner.State = sandbox.StateKey(runs.Dir())
+	if store != nil {
+		owner.State = sandbox.StateKey(store.Dir())
 	}
 	d, err := newDriver(m, owner, logger)
 	if err != nil {
 		return nil, err
 	}
 	o := sandbox.Options{Manifest: m, Logger: logger, Network: proxies(m, icpt), CA: icpt.CAPEM()}
-	if runs != nil {
-		o.Keep = tools.KeepsBox(runs)
+	if store != nil {
+		o.Keep = runs.KeepsBox(store)
 	}
 	return sandbox.New(d, o), nil
 }
@@ -360,12 +360,12 @@ func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Ru
 	if err != nil {
 		return 2, err
 	}
-	args := tools.RunCodeArgs{Language: lang, Code: string(code), Stdin: stdin}
+	args := runs.RunCodeArgs{Language: lang, Code: string(code), Stdin: stdin}
 	if cfg.timeout > 0 {
 		args.TimeoutSeconds = &cfg.timeout
 	}
 	d, done := cliDeps(m, r, "cli", logger)
-	res := d.Run(ctx, cliCall(tools.Call{Args: args}))
+	res := d.Run(ctx, cliCall(runs.Call{Args: args}))
 	done()
 
 	if cfg.outDir != "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/metrics"
 	"github.com/runbox-mcp/runbox/prompts"
+	"github.com/runbox-mcp/runbox/runs"
 	"github.com/runbox-mcp/runbox/sandbox"
 	"github.com/runbox-mcp/runbox/tools"
 	"github.com/runbox-mcp/runbox/upstream"
@@ -98,9 +99,9 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 		server.WithIcons(tools.Icons...),
 		server.WithTitle("runbox: run code in a sandbox"),
 	)...)
-	store := tools.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
-	deps := tools.Deps{Manifest: m, Runner: r, Store: store, Budgets: tools.NewBudgets(m.Budgets),
-		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics}
+	store := runs.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
+	deps := tools.Deps{Service: runs.Service{Manifest: m, Runner: r, Budgets: runs.NewBudgets(m.Budgets),
+		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics, Ask: tools.Elicit}, Store: store}
 	var bm tools.BackgroundMetrics
 	if o.Metrics != nil {
 		bm = o.Metrics
