@@ -10,7 +10,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 ARCH    := $(shell $(GO) env GOARCH)
 
-.PHONY: all setup build demo test prefetch unit e2e e2e-prep vet fmt clean bench stress soak fuzz release k8s-up k8s-down clients
+.PHONY: all setup build demo test prefetch unit e2e e2e-prep chromium vet fmt clean bench stress soak fuzz release k8s-up k8s-down clients
 
 all: build
 
@@ -76,8 +76,13 @@ e2e: e2e-prep
 	RUNBOX_K8S_KUBECONFIG=$$(bash scripts/k8s/up.sh 2>/dev/null) \
 	  $(GO) test -count=1 -tags e2e -timeout $(E2E_TIMEOUT) -json ./e2e/ | $(GO) run ./scripts/testreport -times .cache/logs/e2e-times.tsv
 
-## e2e-prep: what e2e needs beside the engine: the npm packages of its clients and the test cluster
-e2e-prep: e2e/ts/node_modules e2e/clients/node_modules k8s-up
+## e2e-prep: what e2e needs beside the engine: the npm packages of its clients, Debian's chromium
+## and the npm packages that drive it (the view's test), and the test cluster
+e2e-prep: e2e/ts/node_modules e2e/clients/node_modules e2e/view/node_modules chromium k8s-up
+
+## chromium: Debian's chromium, for the view's end-to-end test (installed when missing)
+chromium:
+	bash scripts/chromium.sh >/dev/null
 
 ## E2E_TIMEOUT: e2e's alarm (go test -timeout), which prints every goroutine and fails the run
 E2E_TIMEOUT ?= 70m
@@ -94,6 +99,12 @@ k8s-down:
 
 e2e/ts/node_modules: e2e/ts/package.json e2e/ts/package-lock.json
 	bash scripts/npm.sh e2e/ts ci
+	@touch $@
+
+## e2e/view/node_modules: the view's test host (playwright-core, ext-apps' AppBridge, the reference
+## TypeScript SDK client; versions pinned in e2e/view/package.json)
+e2e/view/node_modules: e2e/view/package.json e2e/view/package-lock.json
+	bash scripts/npm.sh e2e/view ci
 	@touch $@
 
 ## e2e/clients/node_modules: the agent CLIs TestClients drives (Claude Code, Codex, Gemini CLI,

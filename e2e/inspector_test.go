@@ -33,7 +33,8 @@ func TestInspectorCLI(t *testing.T) {
 	if strings.Join(names, ",") != "run_cancel,run_code,run_wait,session_close,session_list,session_open" {
 		t.Fatalf("tools: %v", names)
 	}
-	if r := inspect("--method", "resources/list")["resources"].([]any); len(r) != 1 {
+	// The manifest, and the view of a run for hosts that render MCP Apps.
+	if r := inspect("--method", "resources/list")["resources"].([]any); len(r) != 2 || r[1].(map[string]any)["uri"] != "ui://runbox/run" {
 		t.Fatalf("resources: %v", r)
 	}
 	// Each run's artifacts, and the streams an answer cut.

@@ -96,6 +96,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 		server.WithLogger(logger),
 		server.WithInstructions(instructions(m)),
 		server.WithToolFilter(tools.ToolsForClient),
+		server.WithToolFilter(tools.ViewForClient),
 		server.WithIcons(tools.Icons...),
 		server.WithTitle("runbox: run code in a sandbox"),
 	)...)
@@ -136,6 +137,8 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 	layer := newTaskLayer(s, m, builtins, logger, o.Runs, deps.AdoptTask)
 	mr := tools.ManifestResource(d.current)
 	s.AddResource(mr.Resource, mr.Handler)
+	vr := tools.ViewResource()
+	s.AddResource(vr.Resource, vr.Handler)
 	at := tools.ArtifactTemplate(store, m)
 	s.AddResourceTemplate(at.Template, at.Handler)
 	st := tools.StreamTemplate(store, m)
