@@ -350,7 +350,7 @@ func TestDurableRunLost(t *testing.T) {
 // TestDurableRunOutlivesAnotherStateDirsReaper: a server of this host
 // with another state directory starts while a killed server's run goes on.
 // The run's box is marked with the state directory that keeps its record
-// (sandbox.Marker): the other server's reaper leaves it, as it gets ready
+// (sandbox.Driver.MarkKept): the other server's reaper leaves it, as it gets ready
 // and as it runs, and a server restarted on the first directory adopts the
 // run. The servers run under one host name of the test's own, so that the
 // reaper judges the box by its dead owner process, as on a user's machine.
@@ -397,7 +397,7 @@ func TestDurableRunOutlivesAnotherStateDirsReaper(t *testing.T) {
 }
 
 // waitMarked waits for run id's box to carry the mark of a kept run
-// (sandbox.Marker): its name on a Docker-API engine, an annotation on
+// (sandbox.Driver.MarkKept): its name on a Docker-API engine, an annotation on
 // Kubernetes.
 func (b durableBackend) waitMarked(t *testing.T, id string) {
 	t.Helper()

@@ -219,6 +219,10 @@ func advice(m *manifest.Manifest, kind contract.Kind, limit contract.Limit) stri
 		return "- The session_id names no open session of yours (closed, expired or mistyped). Use session_list, or open a new session."
 	case contract.KindWorkspaceBusy:
 		return "- Another open session holds that workspace (one at a time). Use that session (session_list), close it, or name another workspace."
+	case contract.KindCheckpointNotFound:
+		return "- The checkpoint id names no checkpoint of yours (mistyped, expired, or evicted by the caps). Checkpoint the session again with session_checkpoint."
+	case contract.KindCheckpointInvalid:
+		return "- The checkpoint failed its integrity check and was refused; it will never run. Rebuild the state from the cells in a new session."
 	case contract.KindForbiddenSyscall:
 		return "- The program made a system call the sandbox forbids. Do not use low-level system features (ptrace, mounts, namespaces, raw sockets)."
 	}

@@ -37,6 +37,7 @@ func (d *durableDriver) ImageDigest(context.Context, string) (string, error) {
 func (d *durableDriver) Reap(context.Context, func(string) bool) (int, error) { return 0, nil }
 func (d *durableDriver) Isolation() string                                    { return manifest.IsolationRunc }
 func (d *durableDriver) Close() error                                         { return nil }
+func (d *durableDriver) MarkKept(context.Context, string) error               { return nil }
 
 func (d *durableDriver) Start(_ context.Context, spec BoxSpec) (Box, error) {
 	r, w := io.Pipe()

@@ -98,16 +98,16 @@ wait:
 		case c = <-got:
 			break wait
 		case <-backstop.C:
-			o.backstop = true
+			o.endTo(backstopped)
 			c = r.killAndCollect(b, ch, got)
 			break wait
 		case <-ctx.Done():
 			if !session {
-				o.cancelled = true
+				o.endTo(cancelled)
 				c = r.killAndCollect(b, ch, got)
 				break wait
 			}
-			o.interrupted = true
+			o.endTo(interrupted)
 			ch.interrupt()
 			backstop.Reset(sessionInterruptWait + r.grace)
 			ctx = context.WithoutCancel(ctx)
@@ -132,8 +132,8 @@ wait:
 	if c.violation != "" {
 		// A box that floods or lies on the channel is not believed.
 		b.Kill()
-		o.report, o.contents, o.violation = nil, nil, true
-		o.lost = "the box broke the channel protocol (" + c.violation + ") and was killed"
+		o.report, o.contents = nil, nil
+		o.lost = loss{cause: lossViolation, why: "the box broke the channel protocol (" + c.violation + ") and was killed"}
 		r.log.Warn("box broke the channel protocol", "run_id", job.RunID, "box", b.ID(), "why", c.violation)
 		return o
 	}
@@ -147,21 +147,21 @@ wait:
 		// The report came, its artifacts did not: not the call's answer,
 		// though what it says of a session's state holds.
 		o.session = sessionState(session, c.unsent)
-		o.lost = "the box's report came without the artifacts it names: " + c.err.Error()
+		o.lost.why = "the box's report came without the artifacts it names: " + c.err.Error()
 		r.log.Warn("box sent a report without its artifacts", "run_id", job.RunID, "box", b.ID(), "err", c.err)
 	default:
-		o.lost = "the box ended without a report"
+		o.lost.why = "the box ended without a report"
 		if c.err != nil {
-			o.lost += ": " + c.err.Error()
+			o.lost.why += ": " + c.err.Error()
 		}
 		if first, _, _ := strings.Cut(strings.TrimSpace(ch.conn.Diag()), "\n"); first != "" {
-			o.lost += " (runbox-init: " + first + ")"
+			o.lost.why += " (runbox-init: " + first + ")"
 		}
-		if !o.cancelled {
+		if o.end != cancelled {
 			r.log.Warn("box ended without a report", "run_id", job.RunID, "box", b.ID(), "err", c.err, "init_stderr", ch.conn.Diag())
 		}
 	}
-	if o.cancelled {
+	if o.end == cancelled {
 		return o
 	}
 	return r.judge(ctx, b, o, sent)
@@ -213,12 +213,12 @@ func (r *BoxRunner) judge(ctx context.Context, b Box, o outcome, sent time.Time)
 	o.syscall = v.Syscall
 	switch {
 	case v.Deadline && o.report == nil:
-		o.backstop = true
-	case v.Gone != "" && o.report == nil && !o.backstop:
-		o.lost, o.gone = v.Gone, true
+		o.endTo(backstopped)
+	case v.Gone != "" && o.report == nil && o.end != backstopped:
+		o.lost = loss{cause: lossGone, why: v.Gone}
 	}
-	if v.Err != nil && o.report == nil && !o.oomKilled && !o.backstop {
-		o.lost = AsEngineError(v.Err).Msg
+	if v.Err != nil && o.report == nil && !o.oomKilled && o.end != backstopped {
+		o.lost.why = AsEngineError(v.Err).Msg
 	}
 	return o
 }
@@ -248,11 +248,11 @@ func (r *BoxRunner) killAndCollect(b Box, ch *channel, got <-chan collected) col
 // answer costs the box's exit under runsc (~200-280 ms a call, the most
 // of a warm gVisor call) plus an inspect and an events query.
 func needsVerdict(o outcome) bool {
-	if o.session != nil && o.session.Lost == "" && !o.backstop {
+	if o.session != nil && o.session.Lost == "" && o.end != backstopped {
 		return false
 	}
 	rep := o.report
-	if rep == nil || o.backstop || rep.OOMKills > 0 || (rep.Signal == sigKILL && !rep.TimedOut) {
+	if rep == nil || o.end == backstopped || rep.OOMKills > 0 || (rep.Signal == sigKILL && !rep.TimedOut) {
 		return true
 	}
 	return rep.OOMKills < 0 && !cleanExit(rep)

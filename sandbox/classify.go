@@ -11,26 +11,16 @@ import (
 type outcome struct {
 	report   *initproto.Report // nil when none arrived
 	contents [][]byte          // the sent artifacts' content, in the report's order
+	// end is how the host ended the call (endTo moves it).
+	end ending
+	// lost says why no report is believed; zero when one is.
+	lost loss
 	// oomKilled is the platform's word that the box's memory cgroup killed
 	// a process; exit codes never decide OOM.
 	oomKilled bool
-	// backstop: the server killed the box because runbox-init did not
-	// end the run by its deadline.
-	backstop bool
-	// cancelled: the call was cancelled and the box killed.
-	cancelled bool
-	// interrupted: a session's call was cancelled and its cell
-	// interrupted; the box lives on.
-	interrupted bool
-	// violation: the box broke the channel protocol and was killed.
-	violation bool
 	// session is what a session box's report said of its state (nil for
 	// a one-off box, or when no report came).
 	session *initproto.SessionState
-	// lost explains why no report arrived (platform error, stream cut).
-	lost string
-	// gone: the platform took the box away.
-	gone bool
 	// syscall names the call the seccomp filter killed the program for,
 	// when the kernel log told.
 	syscall string
@@ -38,10 +28,57 @@ type outcome struct {
 	program string
 }
 
+// ending is how the host ended a call. A call's ending only moves forward
+// (endTo): a session's interrupted call may still reach its deadline.
+type ending int
+
+const (
+	// answered: the host ended nothing; the box answered, or its channel
+	// ended of itself.
+	answered ending = iota
+	// interrupted: a session's call was cancelled and its cell
+	// interrupted; the box lives on.
+	interrupted
+	// cancelled: the call was cancelled and the box killed.
+	cancelled
+	// backstopped: the server killed the box because runbox-init did not
+	// end the run by its deadline.
+	backstopped
+)
+
+// endTo moves the call's ending to e, unless it has already moved past it.
+func (o *outcome) endTo(e ending) {
+	if e > o.end {
+		o.end = e
+	}
+}
+
+// loss is why a call has no report to believe: a cause and the sentence
+// that says it. It is independent of the call's ending: a box killed at
+// its deadline may also have broken the channel protocol.
+type loss struct {
+	cause lossCause
+	why   string
+}
+
+// lossCause is what took a call's report.
+type lossCause int
+
+const (
+	// lossNoReport: the channel or the engine failed, or the box ended
+	// without a report.
+	lossNoReport lossCause = iota
+	// lossViolation: the box broke the channel protocol and was killed;
+	// what it sent is not believed.
+	lossViolation
+	// lossGone: the platform took the box away.
+	lossGone
+)
+
 // classify turns an outcome into the contract's typed error; nil means ok.
 func classify(job contract.Job, lim manifest.Limits, o outcome) *contract.ErrorInfo {
 	info := classifyKind(job, lim, o)
-	if info != nil && info.Kind == contract.KindSandbox && o.gone {
+	if info != nil && info.Kind == contract.KindSandbox && o.lost.cause == lossGone {
 		gone := contract.BoxTakenAway(info.Message)
 		info = &gone
 	}
@@ -58,10 +95,10 @@ func classifyKind(job contract.Job, lim manifest.Limits, o outcome) *contract.Er
 		return ptr(contract.OOM(lim.Memory))
 	}
 	if rep == nil || rep.InitError != "" {
-		if o.backstop {
+		if o.end == backstopped {
 			return timeoutError(job, lim)
 		}
-		msg := o.lost
+		msg := o.lost.why
 		if rep != nil {
 			msg = "runbox-init: " + rep.InitError
 		}
@@ -70,7 +107,7 @@ func classifyKind(job contract.Job, lim manifest.Limits, o outcome) *contract.Er
 	if rep.StartError != "" {
 		return ptr(contract.InterpreterMissing(rep.StartError, job.Language.Name, job.Language.Image))
 	}
-	if rep.TimedOut || o.backstop {
+	if rep.TimedOut || o.end == backstopped {
 		return timeoutError(job, lim)
 	}
 	codePath := manifest.Workspace + "/" + job.Language.File

@@ -29,12 +29,12 @@ func TestClassify(t *testing.T) {
 		{"ok", job, outcome{report: &initproto.Report{}}, "", "", ""},
 		{"oom from the engine beats exit 0", job, outcome{report: &initproto.Report{}, oomKilled: true}, contract.KindOOM, contract.LimitMemory, "512MiB"},
 		{"oom from the cgroup counter", job, outcome{report: &initproto.Report{OOMKills: 1, ExitCode: 137, Signal: 9}}, contract.KindOOM, contract.LimitMemory, ""},
-		{"oom without a report", job, outcome{oomKilled: true, lost: "stream cut"}, contract.KindOOM, contract.LimitMemory, ""},
-		{"no report", job, outcome{lost: "the box ended without a report"}, contract.KindSandbox, "", "without a report"},
+		{"oom without a report", job, outcome{oomKilled: true, lost: loss{why: "stream cut"}}, contract.KindOOM, contract.LimitMemory, ""},
+		{"no report", job, outcome{lost: loss{why: "the box ended without a report"}}, contract.KindSandbox, "", "without a report"},
 		{"init error", job, outcome{report: &initproto.Report{InitError: "writing x: no space"}}, contract.KindSandbox, "", "runbox-init: writing x"},
 		{"interpreter missing", job, outcome{report: &initproto.Report{StartError: "python3: command not found in the box"}}, contract.KindSandbox, "", "command not found"},
 		{"timeout", job, outcome{report: &initproto.Report{TimedOut: true, Signal: 9, ExitCode: 137}}, contract.KindTimeout, contract.LimitWallTime, "30s"},
-		{"backstop", job, outcome{backstop: true}, contract.KindTimeout, contract.LimitWallTime, ""},
+		{"backstop", job, outcome{end: backstopped}, contract.KindTimeout, contract.LimitWallTime, ""},
 		{"runtime", job, outcome{report: &initproto.Report{ExitCode: 1, Stderr: []byte(tb)}}, contract.KindRuntime, "", "division by zero"},
 		{"pids", job, outcome{report: &initproto.Report{ExitCode: 1, PidsLimitHit: true, Stderr: []byte(tb)}}, contract.KindResourceLimit, contract.LimitPids, "128 processes"},
 		{"disk", job, outcome{report: &initproto.Report{ExitCode: 1, DiskFull: "/workspace"}}, contract.KindResourceLimit, contract.LimitDisk, "64MiB"},
@@ -103,7 +103,7 @@ func TestNeedsVerdict(t *testing.T) {
 		"no counter (gVisor), could not start":     {outcome{report: &initproto.Report{OOMKills: -1, StartError: "x"}}, true},
 		"counter says OOM":                         {outcome{report: &initproto.Report{OOMKills: 1}}, true},
 		"an unexplained SIGKILL":                   {outcome{report: &initproto.Report{Signal: 9}}, true},
-		"backstop":                                 {outcome{report: clean, backstop: true}, true},
+		"backstop":                                 {outcome{report: clean, end: backstopped}, true},
 	} {
 		if got := needsVerdict(tc.o); got != tc.want {
 			t.Errorf("%s: got %v", name, got)
@@ -134,5 +134,19 @@ func TestKernelComm(t *testing.T) {
 	}
 	if kernelComm(nil) != "" {
 		t.Error("no argv, no name")
+	}
+}
+
+// A call's ending only moves forward: an interrupted session's call may
+// still reach its deadline, never the reverse.
+func TestEndingMovesForward(t *testing.T) {
+	var o outcome
+	for _, step := range []struct{ to, want ending }{
+		{interrupted, interrupted}, {backstopped, backstopped}, {interrupted, backstopped}, {answered, backstopped},
+	} {
+		o.endTo(step.to)
+		if o.end != step.want {
+			t.Fatalf("endTo(%d): %d, want %d", step.to, o.end, step.want)
+		}
 	}
 }

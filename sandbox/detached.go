@@ -37,15 +37,14 @@ type Detached struct {
 const keepUncollected = initproto.DefaultKeep
 
 // MarkKept marks boxID as holding a run the caller's store keeps, when the
-// driver can ([Marker]); the mark is made in the background, bounded by the
-// driver's own API deadline.
+// driver can ([Driver].MarkKept); the mark is made in the background,
+// bounded by the driver's own API deadline.
 func (r *BoxRunner) MarkKept(boxID string) {
-	m, ok := r.d.(Marker)
-	if !ok || boxID == "" {
+	if boxID == "" {
 		return
 	}
 	go func() {
-		if err := m.MarkKept(context.Background(), boxID); err != nil {
+		if err := r.d.MarkKept(context.Background(), boxID); err != nil {
 			r.log.Warn("marking a kept run's box failed: a server of another state directory may reap it once this one is gone", "box", boxID, "err", err)
 		}
 	}()
@@ -68,7 +67,7 @@ func (r *BoxRunner) Adopt(ctx context.Context, d Detached) contract.Result {
 		res.Isolation = r.d.Isolation()
 		return res
 	}
-	cancelled := func() contract.Result {
+	cancelledResult := func() contract.Result {
 		res := contract.Fail(job, contract.Cancelled())
 		res.Isolation = r.d.Isolation()
 		return res
@@ -81,24 +80,20 @@ func (r *BoxRunner) Adopt(ctx context.Context, d Detached) contract.Result {
 	case d.Session != "":
 		return r.adoptCell(ctx, d, job, lost)
 	}
-	sd, ok := r.d.(SessionDriver)
-	if !ok {
-		return lost("this backend cannot find a box again")
-	}
-	found, err := sd.FindBoxes(ctx, map[string]string{LabelManaged: "true"})
+	found, err := r.d.FindBoxes(ctx, map[string]string{LabelManaged: "true"})
 	if err != nil {
 		if ctx.Err() != nil {
-			return cancelled()
+			return cancelledResult()
 		}
 		return lost("its box could not be looked for (" + AsEngineError(err).Msg + ")")
 	}
 	if why := adoptable(found, d); why != "" {
 		return lost(why)
 	}
-	b, err := sd.Attach(ctx, d.BoxID)
+	b, err := r.d.Attach(ctx, d.BoxID)
 	if err != nil {
 		if ctx.Err() != nil {
-			return cancelled()
+			return cancelledResult()
 		}
 		return lost("its box is gone (" + AsEngineError(err).Msg + ")")
 	}
@@ -114,7 +109,7 @@ func (r *BoxRunner) Adopt(ctx context.Context, d Detached) contract.Result {
 	if err != nil {
 		if ctx.Err() != nil {
 			b.Kill()
-			return cancelled()
+			return cancelledResult()
 		}
 		if !b.Alive() {
 			return lost("its box ended before this server reached it")
@@ -122,11 +117,11 @@ func (r *BoxRunner) Adopt(ctx context.Context, d Detached) contract.Result {
 		return lost("its box did not answer (" + err.Error() + ")")
 	}
 	o := r.call(ctx, b, ch, job, r.callJob(job), r.m.Limits, nil, callMode{adopt: true, sent: d.Sent})
-	if o.cancelled {
-		return cancelled()
+	if o.end == cancelled {
+		return cancelledResult()
 	}
 	if unheld(o) {
-		return lost(o.lost)
+		return lost(o.lost.why)
 	}
 	res := r.result(ctx, job, o, r.m.Limits)
 	res.Isolation = r.d.Isolation()
@@ -188,7 +183,7 @@ func (r *BoxRunner) adoptCell(ctx context.Context, d Detached, job contract.Job,
 // the run's result is lost. A box killed at the deadline, out of memory
 // or breaking the protocol is judged as any run.
 func unheld(o outcome) bool {
-	return o.report == nil && !o.backstop && !o.oomKilled && !o.violation && !o.interrupted
+	return o.report == nil && o.end == answered && !o.oomKilled && o.lost.cause != lossViolation
 }
 
 // firstChannel starts a fresh one-off box's channel: a reset without

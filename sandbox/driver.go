@@ -30,6 +30,17 @@ type Driver interface {
 	// record of its run for a restarted server ([Options].Keep). keep may
 	// be nil.
 	Reap(ctx context.Context, keep func(boxID string) bool) (int, error)
+	// FindBoxes lists the running boxes that carry all of labels (an
+	// empty value: the label with any value): what sessions and kept runs
+	// need to outlive a server.
+	FindBoxes(ctx context.Context, labels map[string]string) ([]FoundBox, error)
+	// Attach opens a running box again (a new channel to its runbox-init).
+	Attach(ctx context.Context, id string) (Box, error)
+	// MarkKept marks a started box as holding a run a store keeps, with
+	// its owner's [Owner].State ([LabelKept]), so that the reaper of a
+	// server of another state directory leaves the box when its server
+	// dies ([KeptElsewhere]). An owner without a State marks nothing.
+	MarkKept(ctx context.Context, boxID string) error
 	// Isolation names the isolation level the boxes run under.
 	Isolation() string
 	// Close releases the platform's client.
@@ -41,14 +52,6 @@ type Driver interface {
 // [Options].Keep before its first reap.
 type Keeper interface {
 	SetKeep(keep func(boxID string) bool)
-}
-
-// Marker is a Driver that can mark a started box as holding a run a store
-// keeps, with its owner's [Owner].State ([LabelKept]), so that the reaper of
-// a server of another state directory leaves the box when its server dies
-// ([KeptElsewhere]). An owner without a State marks nothing.
-type Marker interface {
-	MarkKept(ctx context.Context, boxID string) error
 }
 
 // BoxSpec is what a box is started for.

@@ -51,6 +51,16 @@ func (d *fakeDriver) Reap(context.Context, func(string) bool) (int, error) { ret
 func (d *fakeDriver) Isolation() string                                    { return manifest.IsolationRunc }
 func (d *fakeDriver) Close() error                                         { return nil }
 
+// fakeDriver's boxes cannot be found or reached again (fakeSessionDriver's
+// and durableDriver's can).
+func (d *fakeDriver) FindBoxes(context.Context, map[string]string) ([]FoundBox, error) {
+	return nil, nil
+}
+func (d *fakeDriver) Attach(_ context.Context, id string) (Box, error) {
+	return nil, &EngineError{Msg: "no such box " + id}
+}
+func (d *fakeDriver) MarkKept(context.Context, string) error { return nil }
+
 func (d *fakeDriver) Start(ctx context.Context, spec BoxSpec) (Box, error) {
 	d.mu.Lock()
 	err, block, gate := d.startErr, d.startBlock, d.pooledGate

@@ -11,7 +11,7 @@ const (
 	// so a reused pid is not mistaken for a live owner.
 	LabelOwnerStart = "io.runbox.owner.start"
 	LabelRunID      = "io.runbox.run"
-	// LabelKept marks a box whose run a server's store keeps ([Marker]),
+	// LabelKept marks a box whose run a server's store keeps ([Driver].MarkKept),
 	// with the state directory of that store ([StateKey]); Docker, whose
 	// labels are fixed at creation, carries it in the box's name instead
 	// (runbox-kept-<state>-<id>).

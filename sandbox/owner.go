@@ -20,7 +20,7 @@ type Owner struct {
 	Start    string
 	// State names the state directory whose run store keeps this
 	// server's runs ([StateKey]), "" for none: a box holding one of them
-	// is marked with it ([Marker]).
+	// is marked with it ([Driver].MarkKept).
 	State string
 }
 

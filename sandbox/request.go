@@ -58,7 +58,7 @@ type Runner interface {
 	// (contract.RunLost). It never hangs.
 	Adopt(ctx context.Context, d Detached) contract.Result
 	// MarkKept marks the box of a run whose record the caller's store now
-	// keeps ([Marker]), so that a server of another state directory on the
+	// keeps ([Driver].MarkKept), so that a server of another state directory on the
 	// same engine does not reap it once its server is gone. It returns at
 	// once; a mark that fails is logged (the box is then reaped as any
 	// dead server's, and a restarted server answers its run lost).

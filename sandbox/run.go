@@ -56,7 +56,7 @@ func (r *BoxRunner) run(ctx context.Context, req RunRequest) contract.Result {
 		}
 	}
 	o := r.exchange(ctx, b, job, streams, mode)
-	if o.cancelled {
+	if o.end == cancelled {
 		return contract.Fail(job, contract.Cancelled())
 	}
 	res := r.result(ctx, job, o, r.m.Limits)
@@ -81,7 +81,7 @@ func (r *BoxRunner) exchange(ctx context.Context, b Box, job contract.Job, strea
 		}
 		_ = conn.Close()
 	}
-	o.lost = "the box's channel could not be opened: " + AsEngineError(err).Msg
+	o.lost.why = "the box's channel could not be opened: " + AsEngineError(err).Msg
 	b.Kill()
 	return r.judge(ctx, b, o, sent)
 }

@@ -31,16 +31,7 @@ const (
 	LabelSessionExpires = "io.runbox.session.expires"
 )
 
-// SessionDriver is a Driver whose running boxes can be found by their
-// labels and attached to again: what sessions need to outlive a server.
-type SessionDriver interface {
-	// FindBoxes lists the running boxes that carry all of labels.
-	FindBoxes(ctx context.Context, labels map[string]string) ([]FoundBox, error)
-	// Attach opens a running box again (a new channel to its runbox-init).
-	Attach(ctx context.Context, id string) (Box, error)
-}
-
-// FoundBox is a running box found by its labels.
+// FoundBox is a running box found by its labels ([Driver].FindBoxes).
 type FoundBox struct {
 	ID     string
 	Labels map[string]string
@@ -98,11 +89,7 @@ func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*chann
 	if err != nil {
 		// The box's first channel is gone (a previous call's, broken):
 		// attach again.
-		sd, ok := r.d.(SessionDriver)
-		if !ok {
-			return nil, err
-		}
-		if b, err = sd.Attach(ctx, b.ID()); err != nil {
+		if b, err = r.d.Attach(ctx, b.ID()); err != nil {
 			return nil, err
 		}
 		if conn, err = b.Exchange(ctx); err != nil {

@@ -150,15 +150,15 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 	if mode.adopt && unheld(o) && ls.box.Alive() {
 		// The box lives on but holds no report of the cell: the run is
 		// lost, the session is not.
-		return r.sessionRef(contract.Fail(job, contract.RunLost(o.lost)), ls, 0), ""
+		return r.sessionRef(contract.Fail(job, contract.RunLost(o.lost.why)), ls, 0), ""
 	}
 	res = r.result(ctx, job, o, ls.limits)
 	tr.Mark("host: result built")
 	call := 0
 	switch {
-	case o.violation:
+	case o.lost.cause == lossViolation:
 		lost = "the box broke the channel protocol"
-	case o.backstop:
+	case o.end == backstopped:
 		lost = "the call ran past its timeout and the session's box was killed"
 	case o.session == nil && o.oomKilled:
 		lost = "the session's box ran out of memory"
@@ -167,7 +167,7 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 	default:
 		call, lost = o.session.Calls, o.session.Lost
 	}
-	if o.interrupted && lost == "" {
+	if o.end == interrupted && lost == "" {
 		info := contract.Cancelled()
 		info.Message = "the call was cancelled and the running code interrupted; the session and its state live on"
 		res.Status, res.Error = contract.StatusError, &info

@@ -87,7 +87,7 @@ func (d *fakeSessionDriver) FindBoxes(_ context.Context, labels map[string]strin
 }
 
 // hasLabels says whether have carries every label of want, as a
-// SessionDriver's FindBoxes matches them.
+// Driver.FindBoxes matches them.
 func hasLabels(have, want map[string]string) bool {
 	for k, v := range want {
 		if have[k] != v {

@@ -117,9 +117,6 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (contra
 	if !m.Enabled {
 		return contract.SessionInfo{}, ptr(contract.Invalid("sessions are off on this server (manifest sessions.enabled)"))
 	}
-	if _, ok := r.d.(SessionDriver); !ok {
-		return contract.SessionInfo{}, ptr(contract.Invalid("sessions are not available on the %s backend yet", r.m.Backend))
-	}
 	// A place is reserved before the box starts, so concurrent opens
 	// cannot pass the caps together.
 	s.mu.Lock()
@@ -280,12 +277,11 @@ func (s *sessions) find(ctx context.Context, id, client string) (*liveSession, s
 // adopt finds a session box by its labels and takes it over: its owner is
 // gone (or is another replica) and the session lives in the box.
 func (s *sessions) adopt(ctx context.Context, id, client string) *liveSession {
-	sd, ok := s.r.d.(SessionDriver)
-	if !ok || !s.r.m.Sessions.Enabled {
+	if !s.r.m.Sessions.Enabled {
 		return nil
 	}
 	key := sessionKey(id)
-	found, err := sd.FindBoxes(ctx, map[string]string{LabelSession: key, LabelSessionClient: clientKey(client)})
+	found, err := s.r.d.FindBoxes(ctx, map[string]string{LabelSession: key, LabelSessionClient: clientKey(client)})
 	if err != nil || len(found) != 1 {
 		return nil
 	}
@@ -297,7 +293,7 @@ func (s *sessions) adopt(ctx context.Context, id, client string) *liveSession {
 	if !ok {
 		return nil
 	}
-	b, err := sd.Attach(ctx, found[0].ID)
+	b, err := s.r.d.Attach(ctx, found[0].ID)
 	if err != nil {
 		return nil
 	}
@@ -449,5 +445,5 @@ type SessionRunner interface {
 var _ SessionRunner = (*BoxRunner)(nil)
 
 // Sessions is the runner itself: a BoxRunner keeps sessions (when the
-// manifest enables them and its driver is a [SessionDriver]).
+// manifest enables them).
 func (r *BoxRunner) Sessions() SessionRunner { return r }

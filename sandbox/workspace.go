@@ -82,9 +82,6 @@ func (w *workspaces) usable() string {
 	case w.r.m.Backend == manifest.BackendKubernetes:
 		return "named workspaces are not available on the kubernetes backend yet (docs/design.md, Named workspaces)"
 	}
-	if _, ok := w.r.d.(SessionDriver); !ok {
-		return "named workspaces need sessions, which the " + w.r.m.Backend + " backend does not keep"
-	}
 	return ""
 }
 
@@ -220,11 +217,7 @@ func (w *workspaces) boxGone(boxID string) {
 // boxHolds asks the platform whether a running session box holds the
 // workspace.
 func (w *workspaces) boxHolds(ctx context.Context, client, name string) (bool, error) {
-	sd, ok := w.r.d.(SessionDriver)
-	if !ok {
-		return false, nil
-	}
-	found, err := sd.FindBoxes(ctx, map[string]string{LabelWorkspace: name, LabelSessionClient: clientKey(client)})
+	found, err := w.r.d.FindBoxes(ctx, map[string]string{LabelWorkspace: name, LabelSessionClient: clientKey(client)})
 	return len(found) > 0, err
 }
 
@@ -303,14 +296,12 @@ func (w *workspaces) list(ctx context.Context, client string) ([]contract.Worksp
 		return nil, ptr(contract.Invalid("%s", why))
 	}
 	inUse := map[string]bool{}
-	if sd, ok := w.r.d.(SessionDriver); ok {
-		found, err := sd.FindBoxes(ctx, map[string]string{LabelWorkspace: "", LabelSessionClient: clientKey(client)})
-		if err != nil {
-			return nil, engineFail(contract.Job{}, err).Error
-		}
-		for _, b := range found {
-			inUse[b.Labels[LabelWorkspace]] = true
-		}
+	found, err := w.r.d.FindBoxes(ctx, map[string]string{LabelWorkspace: "", LabelSessionClient: clientKey(client)})
+	if err != nil {
+		return nil, engineFail(contract.Job{}, err).Error
+	}
+	for _, b := range found {
+		inUse[b.Labels[LabelWorkspace]] = true
 	}
 	out := []contract.WorkspaceInfo{}
 	for _, name := range w.names(client) {

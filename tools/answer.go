@@ -10,6 +10,7 @@ import (
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/icon"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs"
 )
 
 // A client hands its model either the structured content (as JSON text)
@@ -90,7 +91,7 @@ func withSizeHint(m *manifest.Manifest, t mcp.Tool) mcp.Tool {
 // caller's: PrincipalOf(ctx)), the structured content and a text summary
 // with every fact, an image block per image artifact under the cap, and a
 // link per artifact.
-func answer(ctx context.Context, m *manifest.Manifest, store *ArtifactStore, res contract.Result) *mcp.CallToolResult {
+func answer(ctx context.Context, m *manifest.Manifest, store *runs.ArtifactStore, res contract.Result) *mcp.CallToolResult {
 	shown := contract.ForModel(res, m.Limits.AnswerChars)
 	if store != nil {
 		store.Put(PrincipalOf(ctx), res, shown)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs"
 )
 
 func TestContentOnlyClients(t *testing.T) {
@@ -23,7 +24,7 @@ func TestContentOnlyClients(t *testing.T) {
 // store holds all that was kept for the resource the cut names.
 func TestAnswerKeepsTheWholeStreams(t *testing.T) {
 	m := manifest.Default()
-	store := NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
+	store := runs.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
 	code := 0
 	whole := "HEAD\n" + strings.Repeat("line of output\n", 5000) + "TAIL\n"
 	out := answer(context.Background(), m, store, contract.Result{RunID: "r_a", Status: contract.StatusOK, ExitCode: &code, Stdout: whole, StdoutBytes: int64(len(whole))})

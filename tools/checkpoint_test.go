@@ -10,13 +10,15 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs"
+	"github.com/runbox-mcp/runbox/runs/runstest"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // ckRunner is a runner whose sessions checkpoint: it records who asked
 // for what.
 type ckRunner struct {
-	noRunner
+	runstest.NoRunner
 	calls []string
 }
 
@@ -49,7 +51,7 @@ func ptr[T any](v T) *T { return &v }
 
 // TestCheckpointToolSnapshots pins the checkpoint tools' definitions.
 func TestCheckpointToolSnapshots(t *testing.T) {
-	tools := CheckpointTools(Deps{Manifest: manifest.Default(), Runner: &ckRunner{}})
+	tools := CheckpointTools(Deps{Service: runs.Service{Manifest: manifest.Default(), Runner: &ckRunner{}}})
 	if len(tools) != 3 {
 		t.Fatalf("%d tools", len(tools))
 	}
@@ -64,7 +66,7 @@ func TestCheckpointToolSnapshots(t *testing.T) {
 func TestCheckpointTools(t *testing.T) {
 	r := &ckRunner{}
 	byName := map[string]func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error){}
-	for _, st := range CheckpointTools(Deps{Manifest: manifest.Default(), Runner: r}) {
+	for _, st := range CheckpointTools(Deps{Service: runs.Service{Manifest: manifest.Default(), Runner: r}}) {
 		byName[st.Tool.Name] = st.Handler
 	}
 	call := func(name, args string) (*mcp.CallToolResult, CheckpointResult) {

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"path"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs"
 )
 
 // What an answer shows the model of a run's display images: at most
@@ -29,26 +29,6 @@ var displayMimeTypes = map[string]string{
 	"image.png": "image/png", "image.jpg": "image/jpeg", "image.svg": "image/svg+xml",
 	"index.html": "text/html", "text.md": "text/markdown", "text.tex": "text/latex",
 	"text.txt": "text/plain", "data.json": "application/json", "table.json": contract.TableMime,
-}
-
-// displayKey is where the store keeps a display's data among its run's
-// files: a key no workspace path can be (those are relative).
-func displayKey(index int, name string) string {
-	return "/displays/" + strconv.Itoa(index) + "/" + name
-}
-
-// storeDisplays adds a result's displays' data to a stored run's files.
-func storeDisplays(run *storedRun, res contract.Result) {
-	for _, d := range res.Displays {
-		for mime, m := range d.Mimes {
-			if m.Data == nil || m.URI == "" {
-				continue
-			}
-			_, _, name, _ := contract.ParseDisplayURI(m.URI)
-			run.files[displayKey(d.Index, name)] = contract.Artifact{Path: name, MimeType: mime, SizeBytes: int64(len(m.Data)), Data: m.Data}
-			run.bytes += int64(len(m.Data))
-		}
-	}
 }
 
 // boundDisplays picks the display images the answer shows as image
@@ -85,7 +65,7 @@ func boundDisplays(m *manifest.Manifest, displays []contract.Display) ([]contrac
 }
 
 // DisplayTemplate serves the displays' data of the caller's recent runs.
-func DisplayTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerResourceTemplate {
+func DisplayTemplate(store *runs.ArtifactStore, m *manifest.Manifest) server.ServerResourceTemplate {
 	tmpl := mcp.NewResourceTemplate(contract.DisplayURITemplate, "run display",
 		mcp.WithTemplateDescription(fmt.Sprintf("The whole data of one representation of something a run displayed (image.png, table.json, index.html, text.md...), readable for %s after the run.", m.Artifacts.TTL())))
 	return server.ServerResourceTemplate{Template: tmpl, Handler: func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
@@ -95,7 +75,7 @@ func DisplayTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerRe
 		if !ok || !known {
 			return nil, fmt.Errorf("%w: %s is not runbox://runs/{run_id}/displays/{index}/{name}", server.ErrResourceNotFound, uri)
 		}
-		a, err := store.Get(PrincipalOf(ctx), runID, displayKey(index, name))
+		a, err := store.Get(PrincipalOf(ctx), runID, runs.DisplayKey(index, name))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s", server.ErrResourceNotFound, err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs"
 )
 
 func pngDisplay(i, w, h int, data []byte) contract.Display {
@@ -43,7 +44,7 @@ func TestBoundDisplays(t *testing.T) {
 
 func TestDisplayResources(t *testing.T) {
 	m := manifest.Default()
-	store := NewArtifactStore(time.Hour, 1<<20)
+	store := runs.NewArtifactStore(time.Hour, 1<<20)
 	res := contract.Result{RunID: "r_1", Status: contract.StatusOK, Displays: []contract.Display{
 		pngDisplay(0, 1, 1, []byte("\x89PNG")),
 		{Index: 1, Source: "display", Mimes: map[string]contract.DisplayMime{"text/html": {Bytes: 3, URI: contract.DisplayURI("r_1", 1, "index.html"), Data: []byte("<b>")}}},

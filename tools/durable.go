@@ -11,6 +11,7 @@ import (
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/runstore"
+	"github.com/runbox-mcp/runbox/runs"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -27,10 +28,8 @@ import (
 
 // Record kinds in the run store.
 const (
-	// recordRun is a run answered with a handle, by run id.
-	recordRun = "run"
-	// recordTaskRun is the run of an MCP task's call, by task id.
-	recordTaskRun = "taskrun"
+	recordRun     = runs.RecordRun
+	recordTaskRun = runs.RecordTaskRun
 )
 
 // Adopter finds a run's box again in a restarted server and waits (a
@@ -77,7 +76,7 @@ func recordCall(c Call) recordedCall {
 }
 
 func (r recordedCall) call() Call {
-	c := DecodeCall(r.Args)
+	c := runs.DecodeCall(r.Args)
 	c.Client, c.App = r.Client, r.App
 	return c
 }
@@ -119,21 +118,11 @@ func (hd *handle) kindID() (string, string) {
 // beginTask registers the run of task's call, durable at once (so that a
 // restarted server finds it by task id), outside the run_wait registry.
 func (h *Handles) beginTask(owner, tool, task string, c Call) *handle {
-	hd := &handle{Held: Held{RunID: NewRunID(), Owner: owner, Tool: tool, Language: c.Args.Language, Started: h.now()},
+	hd := &handle{Held: Held{RunID: runs.NewRunID(), Owner: owner, Tool: tool, Language: c.Args.Language, Started: h.now()},
 		cancel: func() {}, done: make(chan struct{})}
 	hd.taskID, hd.call = task, recordCall(c)
 	h.persist(hd)
 	return hd
-}
-
-// onSent is the run's RunRequest.OnSent: the box's record joins the
-// run's handle, if it has one.
-func (d Deps) onSent(ctx context.Context) func(sandbox.Detached) {
-	hd, ok := ctx.Value(handleKey{}).(*handle)
-	if !ok || d.Handles == nil || d.Handles.store == nil {
-		return nil
-	}
-	return func(det sandbox.Detached) { d.Handles.sent(hd, det) }
 }
 
 // persist makes hd durable: its record is held by this process and
@@ -348,7 +337,7 @@ func (d Deps) adopt(ctx context.Context, hd *handle) {
 		d.Metrics.Observe(res)
 	}
 	if d.Audit != nil {
-		e := AuditEntry(d.Manifest, d.Transport, hd.call.call(), res)
+		e := runs.AuditEntry(d.Manifest, d.Transport, hd.call.call(), res)
 		if !h.hold(hd, &e) {
 			h.record(&e)
 		}
@@ -419,32 +408,6 @@ func (h *Handles) sweepStore() {
 		rec.Audit.Background = string(EndAbandoned)
 		h.record(rec.Audit)
 	})
-}
-
-// KeepsBox says, from store's records, whether a run the records hold
-// runs in box id: a restarted server's reaper must leave that box to be
-// adopted (sandbox.Options.Keep). Records are read again at most every
-// few seconds.
-func KeepsBox(store *runstore.Store) func(boxID string) bool {
-	var mu sync.Mutex
-	var read time.Time
-	var boxes map[string]bool
-	return func(id string) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if boxes == nil || time.Since(read) > 5*time.Second {
-			boxes, read = map[string]bool{}, time.Now()
-			for _, kind := range []string{recordRun, recordTaskRun} {
-				for _, e := range store.List(kind) {
-					var rec runRecord
-					if !e.Finished && json.Unmarshal(e.Data, &rec) == nil && rec.Detached != nil {
-						boxes[rec.Detached.BoxID] = true
-					}
-				}
-			}
-		}
-		return boxes[id]
-	}
 }
 
 // AdoptTask finishes, in a restarted server, the run of an MCP task

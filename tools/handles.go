@@ -13,6 +13,7 @@ import (
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/runstore"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs"
 )
 
 // Ending says how a long run ended for its client: the audit line's
@@ -180,7 +181,7 @@ func (h *Handles) LongRuns(owner string) (total, ofOwner int) {
 // begin registers a run of owner's call of tool, not yet a long run.
 func (h *Handles) begin(owner, tool, language string, cancel context.CancelFunc) *handle {
 	h.sweep()
-	hd := &handle{Held: Held{RunID: NewRunID(), Owner: owner, Tool: tool, Language: language, Started: h.now()},
+	hd := &handle{Held: Held{RunID: runs.NewRunID(), Owner: owner, Tool: tool, Language: language, Started: h.now()},
 		cancel: cancel, done: make(chan struct{})}
 	h.mu.Lock()
 	h.runs[hd.RunID] = hd

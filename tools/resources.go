@@ -13,6 +13,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs"
 )
 
 // ManifestURI is the resource holding the effective manifest.
@@ -34,7 +35,7 @@ func ManifestResource(current func() *manifest.Manifest) server.ServerResource {
 }
 
 // ArtifactTemplate serves the files of the caller's recent runs.
-func ArtifactTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerResourceTemplate {
+func ArtifactTemplate(store *runs.ArtifactStore, m *manifest.Manifest) server.ServerResourceTemplate {
 	tmpl := mcp.NewResourceTemplate(contract.ArtifactURITemplate, "run artifact",
 		mcp.WithTemplateDescription(fmt.Sprintf("A file a run created or changed in /workspace, readable for %s after the run.", m.Artifacts.TTL())))
 	return server.ServerResourceTemplate{Template: tmpl, Handler: func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
@@ -56,7 +57,7 @@ func ArtifactTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerR
 
 // StreamTemplate serves the stdout and stderr of the caller's recent runs
 // whose answer showed only part of them.
-func StreamTemplate(store *ArtifactStore, m *manifest.Manifest) server.ServerResourceTemplate {
+func StreamTemplate(store *runs.ArtifactStore, m *manifest.Manifest) server.ServerResourceTemplate {
 	tmpl := mcp.NewResourceTemplate(contract.StreamURITemplate, "run output",
 		mcp.WithTemplateDescription(fmt.Sprintf("All that runbox kept of a run's stdout or stderr (up to the first and last %s) when its answer showed only part of it; readable for %s after the run.",
 			m.Limits.OutputBytes/2, m.Artifacts.TTL())),

@@ -3,47 +3,26 @@ package tools
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
-	"github.com/runbox-mcp/runbox/egress"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/runbox-mcp/runbox/audit"
-	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/internal/stagetrace"
-	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/sandbox"
-	"github.com/runbox-mcp/runbox/upstream"
+	"github.com/runbox-mcp/runbox/runs"
 )
 
 // RunCodeName is the tool's name.
-const RunCodeName = "run_code"
+const RunCodeName = contract.ToolRunCode
 
-// Deps are what the tools need.
+// Deps are what the tools need: the run service, whose pipeline
+// (Service.Run) every call runs through, and the MCP layer's own.
 type Deps struct {
-	Manifest *manifest.Manifest
-	Runner   sandbox.Runner
+	runs.Service
 	// Store keeps artifacts readable as resources; nil keeps none.
-	Store *ArtifactStore
-	// Budgets bound each client session; nil means none.
-	Budgets *Budgets
-	// Audit logs every call; nil logs none.
-	Audit *audit.Log
-	// Transport names how calls arrive (stdio, http, sse), for the log.
-	Transport string
-	// Logger reports what cannot be logged.
-	Logger *slog.Logger
-	// Metrics counts every answered call; nil counts none.
-	Metrics interface{ Observe(contract.Result) }
-	// Upstream are the servers the code may call (toolcalls.go); nil:
-	// none.
-	Upstream *upstream.Set
-	// ToolMetrics counts the code's tool calls; nil counts none.
-	ToolMetrics ToolCallMetrics
+	Store *runs.ArtifactStore
 	// Handles answers runs past limits.answer_within_seconds with a
 	// handle and caps long runs (runwait.go); nil: every call waits for
 	// its run.
@@ -63,7 +42,7 @@ func RunCode(d Deps) server.ServerTool {
 	// Every hint set explicitly: the defaults say the opposite of what
 	// run_code is.
 	tool.Annotations = mcp.ToolAnnotation{
-		Title:           "Run code in a sandbox",
+		Title:           contract.RunCodeTitle,
 		ReadOnlyHint:    mcp.ToBoolPtr(false),
 		DestructiveHint: mcp.ToBoolPtr(false),
 		IdempotentHint:  mcp.ToBoolPtr(false),
@@ -71,11 +50,11 @@ func RunCode(d Deps) server.ServerTool {
 	}
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		tr := stagetrace.Start("host: handler entered")
-		c := DecodeCall(arguments(req))
+		c := runs.DecodeCall(arguments(req))
 		tr.Mark("host: arguments decoded")
 		out := d.callTool(stagetrace.With(ctx, tr), req, c)
 		tr.Mark("host: answer rendered")
-		tr.Log(d.Logger, runIDOf(ctx))
+		tr.Log(d.Logger, runs.NewRunID())
 		return out, nil
 	}}
 }
@@ -135,113 +114,4 @@ func reportProgress(ctx context.Context, token mcp.ProgressToken) (stop func()) 
 		}
 	}()
 	return func() { close(done) }
-}
-
-// Call is one run_code call, decoded once, and who makes it: the
-// arguments as they came (kept verbatim by the audit log's store_code) and
-// as read, or why they could not be read; the client, and what it settled
-// for this call (its roots, its approvals).
-type Call struct {
-	// Raw are the arguments as they came; nil: Args, marshalled when the
-	// audit log keeps them.
-	Raw  []byte
-	Args RunCodeArgs
-	// Bad says why Raw could not be read; the call answers it.
-	Bad *contract.ErrorInfo
-	// Client is who calls, for sessions (PrincipalOf); empty: the one in
-	// the run's context.
-	Client string
-	// App is the calling application as the audit log names it (ClientOf);
-	// its Session is what the client's budgets bound.
-	App audit.Client
-	// Roots are the client's roots mounted for a run outside a session (a
-	// session's box has those it was opened with).
-	Roots []sandbox.HostMount
-	// Approver answers for the network endpoints the manifest asks about;
-	// nil refuses them.
-	Approver egress.Approver
-}
-
-// DecodeCall reads a call's raw arguments, strictly (see DecodeArgs).
-func DecodeCall(raw []byte) Call {
-	args, bad := DecodeArgs(raw)
-	return Call{Raw: raw, Args: args, Bad: bad}
-}
-
-// Run is the run_code pipeline, once for every caller (the MCP handler,
-// saved tools, `runbox run`, `runbox replay` and doctor): admit the call
-// against its client's budget, validate it against the manifest, run it
-// (in a fresh box or its session), then charge the budget, count it and
-// audit it. What a Deps leaves nil is skipped. The answer is the caller's
-// to render.
-func (d Deps) Run(ctx context.Context, c Call) contract.Result {
-	m := d.Manifest
-	if d.Budgets != nil {
-		if bad := d.Budgets.Admit(c.App.Session); bad != nil {
-			res := contract.Fail(contract.Job{RunID: NewRunID()}, *bad)
-			res.Isolation = m.Isolation
-			return res
-		}
-	}
-	streams, calls := d.toolCalls()
-	res := d.ended(ctx, d.run(ctx, c, streams))
-	tr := stagetrace.From(ctx)
-	tr.Mark("host: run's result")
-	if c.Args.SessionID == "" {
-		res.Roots = sandbox.Roots(c.Roots)
-	}
-	if d.Budgets != nil {
-		d.Budgets.Charge(c.App.Session, time.Duration(res.Metrics.WallMs)*time.Millisecond)
-	}
-	if d.Metrics != nil {
-		d.Metrics.Observe(res)
-	}
-	if d.Audit != nil {
-		e := AuditEntry(m, d.Transport, c, res)
-		var n int
-		e.ToolCalls, n = calls()
-		e.Redacted += n
-		if err := d.record(ctx, e); err != nil && d.Logger != nil {
-			d.Logger.Warn("audit log", "run_id", res.RunID, "err", err)
-		}
-	}
-	tr.Mark("host: budgets, metrics, audit")
-	return res
-}
-
-// run validates the call and runs its job, with its roots, its approver
-// and streams serving its code's tool calls: the one place the pipeline
-// calls the runner.
-func (d Deps) run(ctx context.Context, c Call, streams *initproto.Streams) contract.Result {
-	m := d.Manifest
-	runID := runIDOf(ctx)
-	var job contract.Job
-	bad := c.Bad
-	if bad == nil {
-		job, bad = Validate(m, c.Args, runID)
-	}
-	if bad != nil {
-		res := contract.Fail(contract.Job{RunID: runID}, *bad)
-		res.Language = c.Args.Language
-		res.Isolation = m.Isolation
-		return res
-	}
-	var res contract.Result
-	req := sandbox.RunRequest{Job: job, Mounts: c.Roots, Streams: streams, Approve: c.Approver, OnSent: d.onSent(ctx)}
-	if c.Args.SessionID == "" {
-		res = d.Runner.Run(ctx, req)
-	} else if sr := d.Runner.Sessions(); sr != nil && m.Sessions.Enabled {
-		client := c.Client
-		if client == "" {
-			client = PrincipalOf(ctx)
-		}
-		res = sr.RunInSession(ctx, c.Args.SessionID, client, req)
-	} else {
-		res = contract.Fail(job, contract.Invalid("this server keeps no sessions: run the code without session_id"))
-		res.Isolation = m.Isolation
-	}
-	if c.Args.SaveArtifacts {
-		saveArtifacts(m.Outputs, &res)
-	}
-	return res
 }

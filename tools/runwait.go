@@ -12,6 +12,8 @@ import (
 
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/runs"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // A run that outlasts limits.answer_within_seconds answers with a handle
@@ -21,8 +23,8 @@ import (
 
 // Tool names of the handle.
 const (
-	RunWaitName   = "run_wait"
-	RunCancelName = "run_cancel"
+	RunWaitName   = contract.ToolRunWait
+	RunCancelName = contract.ToolRunCancel
 )
 
 // TaskCallPrefix begins the progress token of a call made as an MCP task
@@ -83,39 +85,6 @@ func (h *Handles) answerWithin(req mcp.CallToolRequest) time.Duration {
 	return time.Duration(secs * float64(time.Second))
 }
 
-type runIDKey struct{}
-type handleKey struct{}
-
-// runIDOf is the run id the layer chose for the call's run, or a new one.
-func runIDOf(ctx context.Context) string {
-	if id, ok := ctx.Value(runIDKey{}).(string); ok {
-		return id
-	}
-	return NewRunID()
-}
-
-// ended tells the run's handle, if it has one, that the run is over
-// (so its call waits for the answer rather than answering running), and
-// returns the result as the pipeline counts and audits it: a run stopped
-// at the long runs' cap is that refusal.
-func (d Deps) ended(ctx context.Context, res contract.Result) contract.Result {
-	if hd, ok := ctx.Value(handleKey{}).(*handle); ok && d.Handles != nil {
-		if bad := d.Handles.end(hd); bad != nil {
-			res.Status, res.Error = contract.StatusError, bad
-		}
-	}
-	return res
-}
-
-// record writes a run's audit line, unless its handle holds it until the
-// client collects or abandons the run.
-func (d Deps) record(ctx context.Context, e audit.Entry) error {
-	if hd, ok := ctx.Value(handleKey{}).(*handle); ok && d.Handles != nil && d.Handles.hold(hd, &e) {
-		return nil
-	}
-	return d.Audit.Record(e)
-}
-
 // answerCall runs the call and answers it: at its end, or with a handle
 // once limits.answer_within_seconds pass (a task's call is never cut, a
 // long run past the caps is refused).
@@ -136,8 +105,8 @@ func (d Deps) answerCall(ctx context.Context, req mcp.CallToolRequest, c Call) *
 		// A task's call is durable from its start: its record, by task
 		// id, lets a restarted server finish the task.
 		hd := h.beginTask(owner, req.Params.Name, task, c)
-		runCtx := context.WithValue(context.WithValue(ctx, runIDKey{}, hd.RunID), handleKey{}, hd)
-		out := answer(runCtx, m, d.Store, d.Run(runCtx, c))
+		c.RunID, c.Hold = hd.RunID, heldRun{h, hd}
+		out := answer(ctx, m, d.Store, d.Run(ctx, c))
 		h.finish(hd, out)
 		return out
 	}
@@ -150,7 +119,7 @@ func (d Deps) answerCall(ctx context.Context, req mcp.CallToolRequest, c Call) *
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	unhook := context.AfterFunc(h.base, cancel)
 	hd := h.begin(owner, req.Params.Name, c.Args.Language, cancel)
-	runCtx = context.WithValue(context.WithValue(runCtx, runIDKey{}, hd.RunID), handleKey{}, hd)
+	c.RunID, c.Hold = hd.RunID, heldRun{h, hd}
 	go func() {
 		defer unhook()
 		defer cancel()
@@ -187,9 +156,31 @@ func (d Deps) answerCall(ctx context.Context, req mcp.CallToolRequest, c Call) *
 	return hd.Answer
 }
 
+// heldRun is a run handle as the pipeline sees it (runs.Hold).
+type heldRun struct {
+	h  *Handles
+	hd *handle
+}
+
+// OnSent joins the box's record to a durable handle's.
+func (r heldRun) OnSent() func(sandbox.Detached) {
+	if r.h.store == nil {
+		return nil
+	}
+	return func(det sandbox.Detached) { r.h.sent(r.hd, det) }
+}
+
+// End tells the handle the run is over, so its call waits for the answer
+// rather than answering running.
+func (r heldRun) End() *contract.ErrorInfo { return r.h.end(r.hd) }
+
+// Keep holds the run's audit line until the run is collected or
+// abandoned.
+func (r heldRun) Keep(e *audit.Entry) bool { return r.h.hold(r.hd, e) }
+
 // refused is the result of a call refused before it ran.
 func (d Deps) refused(c Call, bad contract.ErrorInfo) contract.Result {
-	res := contract.Fail(contract.Job{RunID: NewRunID()}, bad)
+	res := contract.Fail(contract.Job{RunID: runs.NewRunID()}, bad)
 	res.Language, res.Isolation = c.Args.Language, d.Manifest.Isolation
 	return res
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs/runstest"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -264,9 +265,8 @@ func TestLongRunCaps(t *testing.T) {
 	// It is counted as what it answered.
 	deadline := time.Now().Add(20 * time.Second)
 	for counted := false; !counted; {
-		obs := d.Metrics.(*observed)
-		obs.mu.Lock()
-		for _, res := range obs.res {
+		obs := d.Metrics.(*runstest.Observed)
+		for _, res := range obs.Results() {
 			if res.RunID == refused.RunID {
 				counted = true
 				if res.Error == nil || res.Error.Limit != contract.LimitBackgroundRuns {
@@ -274,7 +274,6 @@ func TestLongRunCaps(t *testing.T) {
 				}
 			}
 		}
-		obs.mu.Unlock()
 		if !counted && time.Now().After(deadline) {
 			t.Fatal("the refused run was never counted")
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs"
 )
 
 // reflectSchema reflects a Go type inline: no $ref, no $defs, no $id, so
@@ -32,7 +33,7 @@ func InputSchema(m *manifest.Manifest) json.RawMessage {
 	}
 	if p, ok := s.Properties.Get("timeout_seconds"); ok {
 		p.Maximum = json.Number(jsonNumber(m.Limits.MaxTimeoutSeconds))
-		p.Minimum = json.Number(jsonNumber(MinTimeoutSeconds))
+		p.Minimum = json.Number(jsonNumber(runs.MinTimeoutSeconds))
 		p.Default = m.Limits.TimeoutSeconds
 	}
 	return mustJSON(s)

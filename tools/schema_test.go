@@ -13,6 +13,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/expose"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -20,16 +21,16 @@ import (
 // its golden file; UPDATE_TOOLSNAPS=true rewrites them.
 func TestToolSnapshots(t *testing.T) {
 	m := manifest.Default()
-	all := []mcp.Tool{RunCode(Deps{Manifest: m}).Tool}
-	for _, st := range SessionTools(Deps{Manifest: m, Runner: (*sandbox.BoxRunner)(nil)}) {
+	all := []mcp.Tool{RunCode(Deps{Service: runs.Service{Manifest: m}}).Tool}
+	for _, st := range SessionTools(Deps{Service: runs.Service{Manifest: m, Runner: (*sandbox.BoxRunner)(nil)}}) {
 		all = append(all, st.Tool)
 	}
-	for _, st := range RunHandleTools(Deps{Manifest: m, Handles: NewHandles(m, nil, nil, nil)}) {
+	for _, st := range RunHandleTools(Deps{Service: runs.Service{Manifest: m}, Handles: NewHandles(m, nil, nil, nil)}) {
 		all = append(all, st.Tool)
 	}
 	wm := manifest.Default()
 	wm.Workspaces.Enabled = true
-	for _, st := range WorkspaceTools(Deps{Manifest: wm, Runner: (*sandbox.BoxRunner)(nil)}) {
+	for _, st := range WorkspaceTools(Deps{Service: runs.Service{Manifest: wm, Runner: (*sandbox.BoxRunner)(nil)}}) {
 		all = append(all, st.Tool)
 	}
 	on := manifest.DefaultExpose()

@@ -17,9 +17,9 @@ import (
 
 // Session tools' names.
 const (
-	SessionOpenName  = "session_open"
-	SessionCloseName = "session_close"
-	SessionListName  = "session_list"
+	SessionOpenName  = contract.ToolSessionOpen
+	SessionCloseName = contract.ToolSessionClose
+	SessionListName  = contract.ToolSessionList
 )
 
 type principalKey struct{}

@@ -2,13 +2,10 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 func TestValidateOpen(t *testing.T) {
@@ -51,48 +48,3 @@ func TestPrincipal(t *testing.T) {
 		t.Fatal(p)
 	}
 }
-
-// A runner without sessions answers a session_id with a typed error, not
-// a one-off run.
-func TestSessionIDWithoutSessions(t *testing.T) {
-	m := manifest.Default()
-	res := Deps{Manifest: m, Runner: noRunner{}}.Run(context.Background(), DecodeCall([]byte(`{"language":"python","code":"print(1)","session_id":"s_x"}`)))
-	if res.Error == nil || res.Error.Kind != contract.KindInvalidRequest {
-		t.Fatalf("%+v", res.Error)
-	}
-}
-
-type noRunner struct{}
-
-func (noRunner) Run(context.Context, sandbox.RunRequest) contract.Result {
-	panic("a session call ran as a one-off run")
-}
-func (noRunner) Sessions() sandbox.SessionRunner                   { return nil }
-func (noRunner) Peek(context.Context, string) (sandbox.Peek, bool) { return sandbox.Peek{}, false }
-func (noRunner) Close() error                                      { return nil }
-
-// The audit log names a session by its key, never by its id (a
-// capability), even in the stored arguments.
-func TestAuditKeepsNoSessionID(t *testing.T) {
-	m := manifest.Default()
-	m.Audit.StoreCode = true
-	id := "s_secretsecretsecretsecretsecretsecr"
-	raw := []byte(`{"language":"python","code":"print(1)","session_id":"` + id + `"}`)
-	call := DecodeCall(raw)
-	call.Client = "alice"
-	res := contract.Result{RunID: "r_1", Language: "python", Status: contract.StatusOK, Session: &contract.SessionRef{ID: id, Call: 3, State: contract.SessionAlive}}
-	e := AuditEntry(m, "http", call, res)
-	line, _ := json.Marshal(e)
-	if strings.Contains(string(line), id) {
-		t.Fatalf("the audit line holds the session id: %s", line)
-	}
-	if e.Session == nil || e.Session.Call != 3 || e.Session.Key == "" || e.Client.Principal != "alice" || !strings.Contains(string(e.Args), e.Session.Key) {
-		t.Fatalf("entry %+v", e)
-	}
-}
-
-func (noRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
-	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
-}
-
-func (noRunner) MarkKept(string) {}

@@ -18,7 +18,6 @@ import (
 	"github.com/runbox-mcp/runbox/sandbox/backend"
 
 	"github.com/lmittmann/tint"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/egress"
@@ -28,8 +27,8 @@ import (
 	"github.com/runbox-mcp/runbox/internal/runstore"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/metrics"
+	"github.com/runbox-mcp/runbox/runs"
 	"github.com/runbox-mcp/runbox/sandbox"
-	"github.com/runbox-mcp/runbox/tools"
 )
 
 // run carries out one command and returns the process exit code.
@@ -114,7 +113,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 		}
 		defer stop()
 		if cfg.transport == mcpserver.TransportStdio {
-			return 0, mcpserver.ServeStdio(ctx, s, m, os.Stdin, os.Stdout, logger)
+			return 0, s.ServeStdio(ctx, os.Stdin, os.Stdout)
 		}
 		hc := mcpserver.HTTPConfig{Transport: cfg.transport, Addr: cfg.listen, Token: cfg.authToken, Tokens: tokens,
 			AllowedOrigins: m.HTTP.AllowedOrigins, Logger: logger, MetricsAddr: m.Metrics.Listen, Refused: mx.HTTPRefused,
@@ -123,7 +122,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 		if mx != nil {
 			hc.Metrics = mx.Handler()
 		}
-		return 0, mcpserver.ServeHTTP(ctx, s, hc)
+		return 0, s.ServeHTTP(ctx, hc)
 	case "sessions":
 		return listSessions(ctx, cfg, runner)
 	case "run":
@@ -139,7 +138,7 @@ func run(ctx context.Context, cfg config) (int, error) {
 // servers, metrics, and the MCP server, told the images' descriptions as
 // they come. m is read-only: every description is a copy (describe). stop
 // closes what it opened. mx is nil when metrics are off.
-func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sandbox.BoxRunner, runs *runstore.Store, derivedImages []derived.Image, logger *slog.Logger) (s *server.MCPServer, mx *metrics.Metrics, stop func(), err error) {
+func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sandbox.BoxRunner, runs *runstore.Store, derivedImages []derived.Image, logger *slog.Logger) (s *mcpserver.Server, mx *metrics.Metrics, stop func(), err error) {
 	auditLog, err := audit.Open(m.Audit)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w (set audit.path to a writable file, or audit.enabled: false)", err)
@@ -180,13 +179,13 @@ func openRuns(m *manifest.Manifest, logger *slog.Logger) (*runstore.Store, error
 
 // newBackend makes the runner over the driver the manifest's backend
 // names; runs, when set, holds boxes its reaper must leave.
-func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Interception, runs *runstore.Store) (*sandbox.BoxRunner, error) {
+func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Interception, store *runstore.Store) (*sandbox.BoxRunner, error) {
 	// A box whose run the store keeps is marked with the store's state
 	// directory, which other state directories' reapers leave
-	// (sandbox.Marker).
+	// (sandbox.Driver.MarkKept).
 	owner := sandbox.CurrentOwner()
-	if runs != nil {
-		owner.State = sandbox.StateKey(runs.Dir())
+	if store != nil {
+		owner.State = sandbox.StateKey(store.Dir())
 	}
 	d, err := newDriver(m, owner, logger)
 	if err != nil {
@@ -194,8 +193,8 @@ func newBackend(m *manifest.Manifest, logger *slog.Logger, icpt *egress.Intercep
 	}
 	o := sandbox.Options{Manifest: m, Logger: logger, Network: proxies(m, icpt), CA: icpt.CAPEM(), Workspaces: workspacesDir(m),
 		Checkpoints: filepath.Join(audit.StateDir(), "checkpoints")}
-	if runs != nil {
-		o.Keep = tools.KeepsBox(runs)
+	if store != nil {
+		o.Keep = runs.KeepsBox(store)
 	}
 	return sandbox.New(d, o), nil
 }
@@ -362,12 +361,12 @@ func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Ru
 	if err != nil {
 		return 2, err
 	}
-	args := tools.RunCodeArgs{Language: lang, Code: string(code), Stdin: stdin}
+	args := runs.RunCodeArgs{Language: lang, Code: string(code), Stdin: stdin}
 	if cfg.timeout > 0 {
 		args.TimeoutSeconds = &cfg.timeout
 	}
 	d, done := cliDeps(m, r, "cli", logger)
-	res := d.Run(ctx, cliCall(tools.Call{Args: args}))
+	res := d.Run(ctx, cliCall(runs.Call{Args: args}))
 	done()
 
 	if cfg.outDir != "" {

@@ -14,23 +14,23 @@ import (
 
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs"
 	"github.com/runbox-mcp/runbox/sandbox"
-	"github.com/runbox-mcp/runbox/tools"
 )
 
 // cliDeps are the run_code pipeline's for runs started from the command
 // line: no budgets, metrics or upstream servers; the audit log, when it
 // opens (one that does not is said on stderr, not fatal), until done.
-func cliDeps(m *manifest.Manifest, r sandbox.Runner, transport string, logger *slog.Logger) (d tools.Deps, done func()) {
+func cliDeps(m *manifest.Manifest, r sandbox.Runner, transport string, logger *slog.Logger) (d runs.Service, done func()) {
 	l, err := audit.Open(m.Audit)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "runbox: audit log:", err)
 	}
-	return tools.Deps{Manifest: m, Runner: r, Audit: l, Transport: transport, Logger: logger}, func() { _ = l.Close() }
+	return runs.Service{Manifest: m, Runner: r, Audit: l, Transport: transport, Logger: logger}, func() { _ = l.Close() }
 }
 
 // cliCall is c made by runbox itself, as the audit log names it.
-func cliCall(c tools.Call) tools.Call {
+func cliCall(c runs.Call) runs.Call {
 	c.App = audit.Client{Name: "runbox", Version: version}
 	return c
 }
@@ -105,11 +105,11 @@ func replay(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Run
 	if len(e.Args) == 0 {
 		return 1, fmt.Errorf("run %s was logged without its code: set audit.store_code: true in the manifest to replay later runs", cfg.runID)
 	}
-	call := tools.DecodeCall(e.Args)
+	call := runs.DecodeCall(e.Args)
 	d, done := cliDeps(m, r, "replay", logger)
 	res := d.Run(ctx, cliCall(call))
 	done()
-	again := tools.AuditEntry(m, "replay", call, res)
+	again := runs.AuditEntry(m, "replay", call, res)
 	diffs := compare(e, again)
 	if cfg.jsonOut {
 		if err := printJSON(map[string]any{"run_id": e.RunID, "replay_run_id": res.RunID, "match": len(diffs) == 0, "differences": diffs, "result": res}); err != nil {

@@ -40,6 +40,13 @@ func (downEngine) Start(context.Context, sandbox.BoxSpec) (sandbox.Box, error) {
 func (downEngine) Reap(context.Context, func(string) bool) (int, error) { return 0, nil }
 func (downEngine) Isolation() string                                    { return "test" }
 func (downEngine) Close() error                                         { return nil }
+func (downEngine) FindBoxes(context.Context, map[string]string) ([]sandbox.FoundBox, error) {
+	return nil, errors.New("no engine")
+}
+func (downEngine) Attach(context.Context, string) (sandbox.Box, error) {
+	return nil, errors.New("no engine")
+}
+func (downEngine) MarkKept(context.Context, string) error { return nil }
 
 // The manifest is read-only once loaded: the one step that derives the
 // manifest the server runs with (derived images) makes a copy, and
@@ -86,7 +93,7 @@ func TestServeLeavesTheManifestAsLoaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	c, err := client.NewInProcessClient(s)
+	c, err := client.NewInProcessClient(s.MCP())
 	if err != nil {
 		t.Fatal(err)
 	}

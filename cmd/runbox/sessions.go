@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -25,14 +24,10 @@ type sessionRow struct {
 
 // listSessions lists the session boxes on the backend, any server's.
 func listSessions(ctx context.Context, cfg config, r *sandbox.BoxRunner) (int, error) {
-	sd, ok := r.Driver().(sandbox.SessionDriver)
-	if !ok {
-		return 1, errors.New("this backend keeps no sessions")
-	}
 	if err := r.Ready(ctx); err != nil {
 		return 1, err
 	}
-	found, err := sd.FindBoxes(ctx, map[string]string{sandbox.LabelSession: ""})
+	found, err := r.Driver().FindBoxes(ctx, map[string]string{sandbox.LabelSession: ""})
 	if err != nil {
 		return 1, err
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/runbox-mcp/runbox/images"
 	"github.com/runbox-mcp/runbox/images/derived"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs"
 	"github.com/runbox-mcp/runbox/sandbox"
-	"github.com/runbox-mcp/runbox/tools"
 )
 
 // Status of one check.
@@ -403,7 +403,7 @@ func selfTestCheck(ctx context.Context, l level, pm *manifest.Manifest, r sandbo
 
 func run(ctx context.Context, m *manifest.Manifest, r sandbox.Runner, lang, code string) contract.Result {
 	timeout := 60.0
-	return tools.Deps{Manifest: m, Runner: r}.Run(ctx, tools.Call{Args: tools.RunCodeArgs{Language: lang, Code: code, TimeoutSeconds: &timeout}})
+	return runs.Service{Manifest: m, Runner: r}.Run(ctx, runs.Call{Args: runs.RunCodeArgs{Language: lang, Code: code, TimeoutSeconds: &timeout}})
 }
 
 func parseFacts(out string) map[string]string {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -36,7 +37,7 @@ func TestPromptArgumentsOnTheWire(t *testing.T) {
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = ServeStdio(ctx, promptServer(), manifest.Default(), inR, outW, discard()) }()
+	go func() { _ = bare(promptServer()).ServeStdio(ctx, inR, outW) }()
 	lines := bufio.NewScanner(outR)
 	ask := func(msg string) map[string]any {
 		t.Helper()
@@ -96,13 +97,13 @@ func TestPromptArgumentsOverClients(t *testing.T) {
 		outR, outW := io.Pipe()
 		sctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		go func() { _ = ServeStdio(sctx, promptServer(), manifest.Default(), inR, outW, discard()) }()
+		go func() { _ = bare(promptServer()).ServeStdio(sctx, inR, outW) }()
 		c := client.NewClient(transport.NewIO(outR, inW, io.NopCloser(strings.NewReader(""))))
 		defer c.Close()
 		check(t, c)
 	})
 	t.Run("streamable http", func(t *testing.T) {
-		h, shutdown := Handler(promptServer(), HTTPConfig{Transport: TransportHTTP, Addr: "127.0.0.1:0", Logger: discard()})
+		h, shutdown := bare(promptServer()).Handler(HTTPConfig{Transport: TransportHTTP, Addr: "127.0.0.1:0", Logger: discard()})
 		defer shutdown(ctx)
 		srv := httptest.NewServer(h)
 		defer srv.Close()
@@ -117,3 +118,17 @@ func TestPromptArgumentsOverClients(t *testing.T) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// bare serves s as a Server with no runbox tools and no Tasks extension.
+func bare(s *server.MCPServer) *Server {
+	return &Server{mcp: s, m: manifest.Default(), logger: discard(), tasks: passThrough{}}
+}
+
+// passThrough is a tasksLayer that serves no tasks: every message passes.
+type passThrough struct{}
+
+func (passThrough) stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer)    { return in, out }
+func (passThrough) http(next http.Handler) http.Handler                         { return next }
+func (passThrough) sse(_ *server.SSEServer, messages http.Handler) http.Handler { return messages }
+func (passThrough) sseEvents(events http.Handler) http.Handler                  { return events }
+func (passThrough) close()                                                      {}

@@ -97,15 +97,15 @@ func CheckListen(addr, token string) error {
 // Handler returns the HTTP handler of a transport. Every MCP path checks
 // the Origin header first, then the bearer token, then bounds the body;
 // /healthz checks neither.
-func Handler(s *server.MCPServer, cfg HTTPConfig) (http.Handler, func(context.Context) error) {
+func (s *Server) Handler(cfg HTTPConfig) (http.Handler, func(context.Context) error) {
 	cfg = cfg.withDefaults()
-	return handler(s, cfg, cfg.Addr, newRefusals(cfg.Refused, cfg.Logger))
+	return s.handler(cfg, cfg.Addr, newRefusals(cfg.Refused, cfg.Logger))
 }
 
 // handler is Handler for a listener bound to bound (host:port), whose
 // origin is also the listener's own: the port of a :0 listener, the
 // address a host name resolved to. f counts and logs what it refuses.
-func handler(s *server.MCPServer, cfg HTTPConfig, bound string, f *refusals) (http.Handler, func(context.Context) error) {
+func (s *Server) handler(cfg HTTPConfig, bound string, f *refusals) (http.Handler, func(context.Context) error) {
 	origins := newOriginPolicy([]string{cfg.Addr, bound}, cfg.AllowedOrigins, cfg.Logger)
 	tokens := cfg.tokenSet()
 	owners := newSessionOwners()
@@ -120,32 +120,26 @@ func handler(s *server.MCPServer, cfg HTTPConfig, bound string, f *refusals) (ht
 	var shutdown func(context.Context) error
 	switch cfg.Transport {
 	case TransportSSE:
-		sse := server.NewSSEServer(s, server.WithSSEEndpoint(PathSSE), server.WithMessageEndpoint(PathMessage), server.WithKeepAlive(true),
+		sse := server.NewSSEServer(s.mcp, server.WithSSEEndpoint(PathSSE), server.WithMessageEndpoint(PathMessage), server.WithKeepAlive(true),
 			server.WithSSEContextFunc(principalFromRequest), server.WithSessionIDGenerator(owners.sseID))
-		var events, messages http.Handler = sse.SSEHandler(), paramsGuard{s}.sse(sse, sse.MessageHandler())
-		shutdown = sse.Shutdown
-		if l := taskLayerOf(s); l != nil {
-			events, messages = l.sseEvents(events), l.sse(sse, messages)
-			shutdown = func(ctx context.Context) error { l.stop(); return sse.Shutdown(ctx) }
-		}
+		var events, messages http.Handler = sse.SSEHandler(), paramsGuard{s.mcp}.sse(sse, sse.MessageHandler())
+		events, messages = s.tasks.sseEvents(events), s.tasks.sse(sse, messages)
+		shutdown = func(ctx context.Context) error { s.tasks.close(); return sse.Shutdown(ctx) }
 		mux.Handle(PathSSE, guard(events))
 		mux.Handle(PathMessage, guard(owners.sse(messages)))
 	default:
-		h := server.NewStreamableHTTPServer(s, server.WithEndpointPath(PathMCP), server.WithHTTPContextFunc(principalFromRequest),
+		h := server.NewStreamableHTTPServer(s.mcp, server.WithEndpointPath(PathMCP), server.WithHTTPContextFunc(principalFromRequest),
 			server.WithSessionIdManagerResolver(owners))
-		var mcpPath http.Handler = paramsGuard{s}.http(streamable{h})
-		shutdown = h.Shutdown
-		if l := taskLayerOf(s); l != nil {
-			mcpPath = l.http(mcpPath)
-			shutdown = func(ctx context.Context) error { l.stop(); return h.Shutdown(ctx) }
-		}
+		mcpPath := s.tasks.http(paramsGuard{s.mcp}.http(streamable{h}))
+		shutdown = func(ctx context.Context) error { s.tasks.close(); return h.Shutdown(ctx) }
 		mux.Handle(PathMCP, guard(owners.http(newCallerCancels().http(mcpPath))))
 	}
 	return guardStalls(mux), shutdown
 }
 
-// ServeHTTP serves the transport until ctx ends, then shuts down.
-func ServeHTTP(ctx context.Context, s *server.MCPServer, cfg HTTPConfig) error {
+// ServeHTTP serves the transport until ctx ends, then shuts down and
+// closes s.
+func (s *Server) ServeHTTP(ctx context.Context, cfg HTTPConfig) error {
 	token := cfg.Token
 	for _, v := range cfg.Tokens {
 		token += v
@@ -162,7 +156,7 @@ func ServeHTTP(ctx context.Context, s *server.MCPServer, cfg HTTPConfig) error {
 		return err
 	}
 	f := newRefusals(cfg.Refused, cfg.Logger)
-	h, shutdownMCP := handler(s, cfg, ln.Addr().String(), f)
+	h, shutdownMCP := s.handler(cfg, ln.Addr().String(), f)
 	unauthenticated := cfg.MaxUnauthenticatedConnections
 	if cfg.tokenSet() == nil {
 		unauthenticated = 0 // no token to show: no connection is unauthenticated
@@ -203,7 +197,7 @@ func ServeHTTP(ctx context.Context, s *server.MCPServer, cfg HTTPConfig) error {
 		_ = msrv.Shutdown(sctx)
 	}
 	_ = shutdownMCP(sctx)
-	CloseHandles(s)
+	s.Close()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -1,12 +1,16 @@
 package mcpserver
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/runbox-mcp/runbox/manifest"
 )
 
 func TestBearer(t *testing.T) {
@@ -41,7 +45,7 @@ func TestCheckListen(t *testing.T) {
 func TestHandlerGuardsEveryMCPPath(t *testing.T) {
 	s := server.NewMCPServer("t", "1")
 	for _, tr := range []string{TransportHTTP, TransportSSE} {
-		h, _ := Handler(s, HTTPConfig{Transport: tr, Token: "x"})
+		h, _ := bare(s).Handler(HTTPConfig{Transport: tr, Token: "x"})
 		for _, p := range []string{PathMCP, PathSSE, PathMessage} {
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, httptest.NewRequest("GET", p, nil))
@@ -50,4 +54,16 @@ func TestHandlerGuardsEveryMCPPath(t *testing.T) {
 			}
 		}
 	}
+}
+
+// ServeHTTP serves until its context ends, then shuts down and closes the
+// server; closing it again does nothing.
+func TestServeHTTPClosesTheServer(t *testing.T) {
+	s := New(manifest.Default(), &echoRunner{}, Options{Version: "test", Transport: TransportHTTP})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := s.ServeHTTP(ctx, HTTPConfig{Transport: TransportHTTP, Addr: "127.0.0.1:0", Logger: discard()}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
 }

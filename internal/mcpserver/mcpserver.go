@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"net/http"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -15,6 +16,7 @@ import (
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/metrics"
 	"github.com/runbox-mcp/runbox/prompts"
+	"github.com/runbox-mcp/runbox/runs"
 	"github.com/runbox-mcp/runbox/sandbox"
 	"github.com/runbox-mcp/runbox/tools"
 	"github.com/runbox-mcp/runbox/upstream"
@@ -45,9 +47,41 @@ type Options struct {
 	Described <-chan *manifest.Manifest
 }
 
+// Server is runbox's MCP server: mcp-go's server with every runbox tool
+// registered, the long runs' registry and the Tasks extension's layer in
+// front of it. It serves one transport (ServeStdio, ServeHTTP or Handler)
+// and stops its runs on Close.
+type Server struct {
+	mcp    *server.MCPServer
+	m      *manifest.Manifest
+	logger *slog.Logger
+	// handles are the long runs in the background; nil for a server
+	// without runbox's tools.
+	handles *tools.Handles
+	tasks   tasksLayer
+
+	closeOnce sync.Once
+}
+
+// tasksLayer serves the Tasks extension around mcp-go's transports. The
+// layer of tasks*.go does it in front of mcp-go today; once an mcp-go
+// release serves SEP-2663 itself, an implementation that passes every
+// message through takes its place, and nothing else changes.
+type tasksLayer interface {
+	stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer)
+	http(next http.Handler) http.Handler
+	sse(srv *server.SSEServer, messages http.Handler) http.Handler
+	sseEvents(events http.Handler) http.Handler
+	// close ends every task's call that runs here.
+	close()
+}
+
 // New returns the MCP server with every runbox tool registered.
-func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
+func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	// List changes are always possible: the images' probes (Options.Described)
 	// change run_code's description after the server answers.
 	opts := upstreamOptions(o)
@@ -66,9 +100,9 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 		server.WithIcons(tools.Icons...),
 		server.WithTitle("runbox: run code in a sandbox"),
 	)...)
-	store := tools.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
-	deps := tools.Deps{Manifest: m, Runner: r, Store: store, Budgets: tools.NewBudgets(m.Budgets),
-		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics}
+	store := runs.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
+	deps := tools.Deps{Service: runs.Service{Manifest: m, Runner: r, Budgets: runs.NewBudgets(m.Budgets),
+		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics, Ask: tools.Elicit}, Store: store}
 	var bm tools.BackgroundMetrics
 	if o.Metrics != nil {
 		bm = o.Metrics
@@ -77,7 +111,6 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	if o.Runs != nil {
 		deps.Handles.Durable(o.Runs, r)
 	}
-	handles.Store(s, deps.Handles)
 	if hasUpstream(o) {
 		deps.Upstream = o.Upstream
 		if o.Metrics != nil {
@@ -104,7 +137,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 	// Last: every tool registered before the saved ones is a built-in,
 	// which no saved tool may shadow or delete.
 	addSaved(s, m, deps, o)
-	newTaskLayer(s, m, builtins, logger, o.Runs, deps.AdoptTask)
+	layer := newTaskLayer(s, m, builtins, logger, o.Runs, deps.AdoptTask)
 	mr := tools.ManifestResource(d.current)
 	s.AddResource(mr.Resource, mr.Handler)
 	vr := tools.ViewResource()
@@ -122,7 +155,22 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *server.MCPServer {
 			}
 		}()
 	}
-	return s
+	return &Server{mcp: s, m: m, logger: logger, handles: deps.Handles, tasks: layer}
+}
+
+// MCP is mcp-go's server, for an in-process client.
+func (s *Server) MCP() *server.MCPServer { return s.mcp }
+
+// Close stops the server's tasks and its background runs (their boxes are
+// killed) and writes the audit lines of those nobody collected: when it
+// stops serving. Closing again does nothing.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.tasks.close()
+		if s.handles != nil {
+			s.handles.Close()
+		}
+	})
 }
 
 // described holds the manifest as the agent is told it: the loaded one,
@@ -158,36 +206,22 @@ func (d *described) current() *manifest.Manifest {
 	return d.m
 }
 
-// ServeStdio serves s on in/out until in closes or ctx ends. Tool calls
-// run concurrently; the runner's own queue bounds them.
-func ServeStdio(ctx context.Context, s *server.MCPServer, m *manifest.Manifest, in io.Reader, out io.Writer, logger *slog.Logger) error {
-	workers := min(m.Concurrency+m.QueueSize+1, 100)
-	stdio := server.NewStdioServer(s)
+// ServeStdio serves s on in/out until in closes or ctx ends, then closes
+// s. Tool calls run concurrently; the runner's own queue bounds them.
+func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	workers := min(s.m.Concurrency+s.m.QueueSize+1, 100)
+	stdio := server.NewStdioServer(s.mcp)
 	server.WithWorkerPoolSize(workers)(stdio)
 	server.WithQueueSize(workers * 2)(stdio)
-	stdio.SetErrorLogger(log.New(slogWriter{logger}, "", 0))
-	in, out = paramsGuard{s}.stdio(ctx, in, out)
-	defer CloseHandles(s)
-	if l := taskLayerOf(s); l != nil {
-		defer l.stop()
-		in, out = l.stdio(in, out)
-	}
+	stdio.SetErrorLogger(log.New(slogWriter{s.logger}, "", 0))
+	in, out = paramsGuard{s.mcp}.stdio(ctx, in, out)
+	defer s.Close()
+	in, out = s.tasks.stdio(in, out)
 	err := stdio.Listen(ctx, in, out)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
-}
-
-// handles finds the long runs' registry of a server New returned.
-var handles sync.Map // *server.MCPServer → *tools.Handles
-
-// CloseHandles stops s's background runs (their boxes are killed) and
-// writes the audit lines of those nobody collected: when s stops serving.
-func CloseHandles(s *server.MCPServer) {
-	if h, ok := handles.LoadAndDelete(s); ok {
-		h.(*tools.Handles).Close()
-	}
 }
 
 // slogWriter sends mcp-go's log.Logger lines to slog.

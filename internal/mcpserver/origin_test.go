@@ -53,7 +53,7 @@ func TestForeignOriginIsRefusedOnEveryMCPPath(t *testing.T) {
 	s := server.NewMCPServer("t", "1")
 	for _, token := range []string{"", "x"} {
 		for tr, reqs := range mcpRequests {
-			h, _ := Handler(s, HTTPConfig{Transport: tr, Addr: "127.0.0.1:8080", Token: token})
+			h, _ := bare(s).Handler(HTTPConfig{Transport: tr, Addr: "127.0.0.1:8080", Token: token})
 			for _, req := range reqs {
 				for _, auth := range []string{"", "Bearer x", "Bearer wrong"} {
 					for _, origin := range []string{"http://evil.example", "http://evil.example:8080", "null", "http://127.0.0.1:8081", "https://127.0.0.1:8080", "http://localhost"} {
@@ -86,7 +86,7 @@ func TestOwnOriginAndNoOriginPass(t *testing.T) {
 	}
 	for addr, origins := range cases {
 		for tr, reqs := range mcpRequests {
-			h, _ := Handler(s, HTTPConfig{Transport: tr, Addr: addr, Token: "x"})
+			h, _ := bare(s).Handler(HTTPConfig{Transport: tr, Addr: addr, Token: "x"})
 			for _, req := range reqs {
 				for _, origin := range origins {
 					if code, body := send(t, h, req[0], req[1], origin, "Bearer x"); code == http.StatusForbidden || code == http.StatusUnauthorized {
@@ -101,7 +101,7 @@ func TestOwnOriginAndNoOriginPass(t *testing.T) {
 		}
 	}
 	// A non-loopback listener's origin is its own address only.
-	h, _ := Handler(s, HTTPConfig{Transport: TransportHTTP, Addr: "10.1.2.3:8080"})
+	h, _ := bare(s).Handler(HTTPConfig{Transport: TransportHTTP, Addr: "10.1.2.3:8080"})
 	if code, _ := send(t, h, http.MethodPost, PathMCP, "http://localhost:8080", ""); code != http.StatusForbidden {
 		t.Errorf("10.1.2.3:8080 let in Origin http://localhost:8080: %d", code)
 	}
@@ -109,7 +109,7 @@ func TestOwnOriginAndNoOriginPass(t *testing.T) {
 
 // TestHealthzIgnoresOrigin: probes are not MCP and are never refused.
 func TestHealthzIgnoresOrigin(t *testing.T) {
-	h, _ := Handler(server.NewMCPServer("t", "1"), HTTPConfig{Transport: TransportHTTP, Addr: "127.0.0.1:8080", Token: "x"})
+	h, _ := bare(server.NewMCPServer("t", "1")).Handler(HTTPConfig{Transport: TransportHTTP, Addr: "127.0.0.1:8080", Token: "x"})
 	if code, _ := send(t, h, http.MethodGet, PathHealth, "http://evil.example", ""); code != http.StatusOK {
 		t.Fatalf("/healthz with a foreign Origin: %d", code)
 	}
@@ -121,7 +121,7 @@ func TestDeclaredOriginsPass(t *testing.T) {
 	s := server.NewMCPServer("t", "1")
 	declared := []string{"https://runbox.example.com", "http://Tools.Example:8443"}
 	for tr, reqs := range mcpRequests {
-		h, _ := Handler(s, HTTPConfig{Transport: tr, Addr: "127.0.0.1:8080", Token: "x", AllowedOrigins: declared})
+		h, _ := bare(s).Handler(HTTPConfig{Transport: tr, Addr: "127.0.0.1:8080", Token: "x", AllowedOrigins: declared})
 		for _, req := range reqs {
 			for origin, want := range map[string]bool{
 				"https://runbox.example.com":      true,

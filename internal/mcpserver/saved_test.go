@@ -38,7 +38,7 @@ func (r *echoRunner) Close() error                                      { return
 
 func inProcess(t *testing.T, m *manifest.Manifest, r *echoRunner) (*client.Client, chan string) {
 	t.Helper()
-	c, err := client.NewInProcessClient(New(m, r, Options{Version: "test"}))
+	c, err := client.NewInProcessClient(New(m, r, Options{Version: "test"}).MCP())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,9 +80,6 @@ type taskLayer struct {
 	stop context.CancelFunc
 }
 
-// layers finds the task layer of a server New returned.
-var layers sync.Map // *server.MCPServer → *taskLayer
-
 // sweepEvery is how often expired tasks are dropped (and a task whose
 // run outlived its TTL cancelled) when no new task does it.
 const sweepEvery = time.Minute
@@ -109,7 +106,6 @@ func newTaskLayer(s *server.MCPServer, m *manifest.Manifest, builtins map[string
 		store = disk
 	}
 	l := &taskLayer{s: s, tasks: tasks.New(store, ttl), builtins: builtins, base: base, stop: stop, logger: logger, disk: disk, adopt: adopt}
-	layers.Store(s, l)
 	go func() {
 		t := time.NewTicker(sweepEvery)
 		defer t.Stop()
@@ -132,12 +128,8 @@ func newTaskLayer(s *server.MCPServer, m *manifest.Manifest, builtins map[string
 	return l
 }
 
-func taskLayerOf(s *server.MCPServer) *taskLayer {
-	if l, ok := layers.Load(s); ok {
-		return l.(*taskLayer)
-	}
-	return nil
-}
+// close ends every task's call that runs here.
+func (l *taskLayer) close() { l.stop() }
 
 // rpcMessage is a JSON-RPC message as the layer reads it.
 type rpcMessage struct {

@@ -79,7 +79,7 @@ func httpTasks(t *testing.T, r *gateRunner) func(token string, id int, method st
 
 func httpTasksOf(t *testing.T, r *gateRunner, m *manifest.Manifest) func(token string, id int, method string, params map[string]any, tasks bool) rpcAnswer {
 	t.Helper()
-	h, shutdown := Handler(New(m, r, Options{Version: "test", Transport: TransportHTTP}),
+	h, shutdown := New(m, r, Options{Version: "test", Transport: TransportHTTP}).Handler(
 		HTTPConfig{Transport: TransportHTTP, Addr: "127.0.0.1:0", Tokens: map[string]string{"alice": "alice-token-0123456789", "bob": "bob-token-0123456789abc"}})
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { close(r.gate); _ = shutdown(context.Background()); srv.Close() })
@@ -293,7 +293,7 @@ func TestTasksOverStdio(t *testing.T) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	go func() {
-		_ = ServeStdio(ctx, New(m, r, Options{Version: "test", Transport: TransportStdio}), m, inR, outW, discard())
+		_ = New(m, r, Options{Version: "test", Transport: TransportStdio}).ServeStdio(ctx, inR, outW)
 	}()
 	answers := make(chan rpcAnswer, 16)
 	var lines atomic.Int32
@@ -438,7 +438,7 @@ func (*gateRunner) MarkKept(string) {}
 // its messages reach the client.
 func TestTasksOverSSE(t *testing.T) {
 	r := &gateRunner{gate: make(chan struct{})}
-	h, shutdown := Handler(New(manifest.Default(), r, Options{Version: "test", Transport: TransportSSE}),
+	h, shutdown := New(manifest.Default(), r, Options{Version: "test", Transport: TransportSSE}).Handler(
 		HTTPConfig{Transport: TransportSSE, Addr: "127.0.0.1:0", Tokens: map[string]string{"alice": "alice-token-0123456789"}})
 	srv := httptest.NewServer(h)
 	defer srv.Close()

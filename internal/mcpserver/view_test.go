@@ -16,7 +16,7 @@ import (
 // viewClient is an in-process client that declares caps at initialize.
 func viewClient(t *testing.T, caps mcp.ClientCapabilities) *client.Client {
 	t.Helper()
-	c, err := client.NewInProcessClient(New(manifest.Default(), &echoRunner{}, Options{Version: "test"}))
+	c, err := client.NewInProcessClient(New(manifest.Default(), &echoRunner{}, Options{Version: "test"}).MCP())
 	if err != nil {
 		t.Fatal(err)
 	}

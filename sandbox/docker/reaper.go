@@ -66,8 +66,6 @@ var _ sandbox.Keeper = (*Docker)(nil)
 // labels are fixed at creation, a name is not.
 const keptPrefix = "runbox-kept-"
 
-var _ sandbox.Marker = (*Docker)(nil)
-
 // MarkKept renames box id runbox-kept-<state>-<id>: the mark the reapers
 // of other state directories read (keptState).
 func (d *Docker) MarkKept(ctx context.Context, id string) error {

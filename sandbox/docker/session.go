@@ -10,8 +10,6 @@ import (
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
-var _ sandbox.SessionDriver = (*Docker)(nil)
-
 // FindBoxes lists the running boxes that carry all of labels (an empty
 // value: the label with any value).
 func (d *Docker) FindBoxes(ctx context.Context, labels map[string]string) ([]sandbox.FoundBox, error) {

@@ -103,8 +103,6 @@ func (k *Kube) Reap(ctx context.Context, keep func(string) bool) (int, error) {
 	return removed, nil
 }
 
-var _ sandbox.Marker = (*Kube)(nil)
-
 // MarkKept annotates pod name with its owner's state directory
 // (sandbox.LabelKept), which the reapers of other state directories read.
 func (k *Kube) MarkKept(ctx context.Context, name string) error {

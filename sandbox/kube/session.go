@@ -14,8 +14,6 @@ import (
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
-var _ sandbox.SessionDriver = (*Kube)(nil)
-
 // sessionPod makes a pod a session's, with the session's own limits (its
 // stdin, as every pod's, stays open between attaches).
 func sessionPod(p *corev1.Pod, lim *manifest.Limits) {

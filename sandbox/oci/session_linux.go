@@ -13,11 +13,6 @@ import (
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
-var (
-	_ sandbox.SessionDriver = (*OCI)(nil)
-	_ sandbox.Marker        = (*OCI)(nil)
-)
-
 // keptFile, in a box's bundle, names the state directory whose store keeps
 // the box's run (MarkKept): runc's annotations are fixed at creation.
 const keptFile = "kept"

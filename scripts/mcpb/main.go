@@ -15,9 +15,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/icon"
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/tools"
 )
 
 // platforms maps Go's OS names to the bundle's.
@@ -110,18 +110,19 @@ func run() error {
 		ToolsGenerated: true,
 		Compatibility:  compat{Platforms: []string{platform}},
 	}
-	// run_code as the server registers it, and the session and run handle
-	// tools by name
-	// (their descriptions depend on the running server's sessions); the
-	// server tells the rest at run time (saved tools, search_tools).
-	rc := tools.RunCode(tools.Deps{Manifest: manifest.Default()}).Tool
+	// run_code with its title and description as the server registers
+	// it, and the session and run handle tools by name (their
+	// descriptions depend on the running server's sessions); the server
+	// tells the rest at run time (saved tools, search_tools). Read from
+	// contract: the bundle's script imports no MCP code.
+	rc := contract.ToolDescription(manifest.Default())
 	b.Tools = []tool{
-		{Name: rc.Name, Description: rc.Annotations.Title + ": " + strings.SplitN(rc.Description, "\n", 2)[0]},
-		{Name: tools.SessionOpenName, Description: "Open a session whose interpreter keeps its state between run_code calls."},
-		{Name: tools.SessionCloseName, Description: "Close a session and remove its sandbox."},
-		{Name: tools.SessionListName, Description: "List your open sessions."},
-		{Name: tools.RunWaitName, Description: "Wait for a run that run_code answered with status running, and get its result."},
-		{Name: tools.RunCancelName, Description: "Stop a run that run_code answered with status running."},
+		{Name: contract.ToolRunCode, Description: contract.RunCodeTitle + ": " + strings.SplitN(rc, "\n", 2)[0]},
+		{Name: contract.ToolSessionOpen, Description: "Open a session whose interpreter keeps its state between run_code calls."},
+		{Name: contract.ToolSessionClose, Description: "Close a session and remove its sandbox."},
+		{Name: contract.ToolSessionList, Description: "List your open sessions."},
+		{Name: contract.ToolRunWait, Description: "Wait for a run that run_code answered with status running, and get its result."},
+		{Name: contract.ToolRunCancel, Description: "Stop a run that run_code answered with status running."},
 	}
 	data, err := json.MarshalIndent(b, "", "  ")
 	if err != nil {

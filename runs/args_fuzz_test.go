@@ -1,4 +1,4 @@
-package tools
+package runs
 
 import (
 	"bytes"
@@ -129,7 +129,7 @@ func tightManifest() *manifest.Manifest {
 }
 
 // FuzzRunCodeArgs feeds raw run_code arguments through DecodeArgs and
-// Validate, as the pipeline (Deps.Run) does, and checks that a refusal is always a
+// Validate, as the pipeline (Service.Run) does, and checks that a refusal is always a
 // well-formed invalid_request and that an accepted job keeps every promise
 // of the input schema and the manifest's limits.
 //

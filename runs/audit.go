@@ -1,8 +1,7 @@
-package tools
+package runs
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,27 +11,10 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 
-	"github.com/mark3labs/mcp-go/server"
-
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
-
-// ClientOf says who is calling, from the MCP session in ctx.
-func ClientOf(ctx context.Context) audit.Client {
-	var c audit.Client
-	cs := server.ClientSessionFromContext(ctx)
-	if cs == nil {
-		return c
-	}
-	c.Session = cs.SessionID()
-	if ci, ok := cs.(server.SessionWithClientInfo); ok {
-		info := ci.GetClientInfo()
-		c.Name, c.Version = info.Name, info.Version
-	}
-	return c
-}
 
 // AuditEntry is the audit line of one call: who made it, its arguments
 // and its result.

@@ -1,9 +1,10 @@
-package tools
+package runs
 
 import (
 	"strings"
 	"testing"
 
+	"encoding/json"
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
 )
@@ -20,5 +21,25 @@ func TestAuditEntryNetwork(t *testing.T) {
 	}
 	if strings.Contains(e.Network[1].Reason, "ghp_abcdef") || e.Redacted == 0 {
 		t.Fatalf("reason not redacted: %q", e.Network[1].Reason)
+	}
+}
+
+// The audit log names a session by its key, never by its id (a
+// capability), even in the stored arguments.
+func TestAuditKeepsNoSessionID(t *testing.T) {
+	m := manifest.Default()
+	m.Audit.StoreCode = true
+	id := "s_secretsecretsecretsecretsecretsecr"
+	raw := []byte(`{"language":"python","code":"print(1)","session_id":"` + id + `"}`)
+	call := DecodeCall(raw)
+	call.Client = "alice"
+	res := contract.Result{RunID: "r_1", Language: "python", Status: contract.StatusOK, Session: &contract.SessionRef{ID: id, Call: 3, State: contract.SessionAlive}}
+	e := AuditEntry(m, "http", call, res)
+	line, _ := json.Marshal(e)
+	if strings.Contains(string(line), id) {
+		t.Fatalf("the audit line holds the session id: %s", line)
+	}
+	if e.Session == nil || e.Session.Call != 3 || e.Session.Key == "" || e.Client.Principal != "alice" || !strings.Contains(string(e.Args), e.Session.Key) {
+		t.Fatalf("entry %+v", e)
 	}
 }

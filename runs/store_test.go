@@ -1,4 +1,4 @@
-package tools
+package runs
 
 import (
 	"strings"
@@ -65,6 +65,9 @@ func TestArtifactStoreOwners(t *testing.T) {
 	}
 	if text, err := s.Stream("alice", "r_kept", contract.StreamStdout); err != nil || text != "all of it" {
 		t.Fatalf("alice's stream: %q %v", text, err)
+	}
+	if _, err := s.Stream("alice", "r_kept", contract.StreamStderr); err == nil || !strings.Contains(err.Error(), "showed all of its stderr") {
+		t.Fatalf("a stream the answer did not cut: %v", err)
 	}
 	unknown := func(id string) (string, string) {
 		_, gerr := s.Get("bob", "r_never", "a.txt")

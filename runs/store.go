@@ -1,4 +1,4 @@
-package tools
+package runs
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 
 // ArtifactStore keeps the artifacts of recent runs readable as resources,
 // for a time to live and within a byte cap (the oldest runs go first).
-// A run's resources belong to its caller ([PrincipalOf]): to another, a
+// A run's resources belong to its caller (the MCP layer's principal): to another, a
 // run that is kept, gone or never was reads the same, as unknown.
 type ArtifactStore struct {
 	mu       sync.Mutex

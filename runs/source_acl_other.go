@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package tools
+package runs
 
 import "os"
 

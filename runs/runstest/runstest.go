@@ -1,0 +1,105 @@
+// Package runstest has what the run service's tests and its callers'
+// share: a runner that echoes, a metrics counter and an audit log read
+// back. It imports no runbox package above sandbox.
+package runstest
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runbox-mcp/runbox/audit"
+	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// Echo answers every job with its stdin as stdout, after a wall time of
+// Wall, and keeps the jobs it ran.
+type Echo struct {
+	Wall time.Duration
+	mu   sync.Mutex
+	jobs []contract.Job
+}
+
+func (r *Echo) Run(_ context.Context, req sandbox.RunRequest) contract.Result {
+	job := req.Job
+	r.mu.Lock()
+	r.jobs = append(r.jobs, job)
+	r.mu.Unlock()
+	code := 0
+	return contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, ExitCode: &code,
+		Stdout: job.Stdin, Artifacts: []contract.Artifact{}, Metrics: contract.Metrics{WallMs: r.Wall.Milliseconds()}}
+}
+func (r *Echo) Sessions() sandbox.SessionRunner                   { return nil }
+func (r *Echo) Peek(context.Context, string) (sandbox.Peek, bool) { return sandbox.Peek{}, false }
+func (r *Echo) Close() error                                      { return nil }
+func (r *Echo) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
+	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
+}
+func (r *Echo) MarkKept(string) {}
+
+// Ran is the jobs run so far.
+func (r *Echo) Ran() []contract.Job {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]contract.Job(nil), r.jobs...)
+}
+
+// Observed counts the results the pipeline reports to its metrics.
+type Observed struct {
+	mu  sync.Mutex
+	res []contract.Result
+}
+
+func (o *Observed) Observe(r contract.Result) {
+	o.mu.Lock()
+	o.res = append(o.res, r)
+	o.mu.Unlock()
+}
+
+// Results is the results observed so far.
+func (o *Observed) Results() []contract.Result {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]contract.Result(nil), o.res...)
+}
+
+// AuditLog turns m's audit log on, keeping the code, in a file of the
+// test's; read returns its lines.
+func AuditLog(t *testing.T, m *manifest.Manifest) (l *audit.Log, read func() []audit.Entry) {
+	t.Helper()
+	m.Audit.Enabled, m.Audit.Path, m.Audit.StoreCode = true, filepath.Join(t.TempDir(), "audit.jsonl"), true
+	l, err := audit.Open(m.Audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l, func() []audit.Entry {
+		t.Helper()
+		es, err := audit.Read(m.Audit.Path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return es
+	}
+}
+
+// NoRunner runs nothing: a one-off run panics, it keeps no sessions and
+// adopts nothing. Tests embed it for the methods they do not exercise.
+type NoRunner struct{}
+
+func (NoRunner) Run(context.Context, sandbox.RunRequest) contract.Result {
+	panic("a session call ran as a one-off run")
+}
+func (NoRunner) Sessions() sandbox.SessionRunner                   { return nil }
+func (NoRunner) Peek(context.Context, string) (sandbox.Peek, bool) { return sandbox.Peek{}, false }
+func (NoRunner) Close() error                                      { return nil }
+
+func (NoRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
+	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
+}
+
+func (NoRunner) MarkKept(string) {}
