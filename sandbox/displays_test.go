@@ -42,7 +42,7 @@ func TestImageSizesFromHeaders(t *testing.T) {
 		}
 	}
 	for svg, want := range map[string][2]int{
-		`<svg xmlns="http://www.w3.org/2000/svg" width="30" height="20px">`:   {30, 20},
+		`<svg xmlns="http://www.w3.org/2000/svg" width="30" height="20px">`:    {30, 20},
 		`<?xml version="1.0"?><svg height='12pt' viewBox="0 0 1 1" width='6'>`: {6, 16},
 		`<svg width="100%" height="50%">`:                                      {0, 0},
 		`<svg>`:                                                                {0, 0},
