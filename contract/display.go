@@ -50,13 +50,13 @@ type DisplayMime struct {
 
 // Table is the data of a display of mime TableMime.
 type Table struct {
-	Columns []any   `json:"columns"`
-	Index   []any   `json:"index,omitempty"`
+	Columns []any `json:"columns"`
+	Index   []any `json:"index,omitempty"`
 	// IndexName names the index, when it has a name.
-	IndexName any `json:"index_name,omitempty"`
-	Rows    [][]any `json:"rows"`
-	Shape   []int64 `json:"shape"`
-	Cut     string  `json:"cut,omitempty"`
+	IndexName any     `json:"index_name,omitempty"`
+	Rows      [][]any `json:"rows"`
+	Shape     []int64 `json:"shape"`
+	Cut       string  `json:"cut,omitempty"`
 }
 
 // TableMime is the mime of a table display.
