@@ -87,22 +87,19 @@ async function mount(theme = "light") {
 
 // show makes a real call through the client and hands the view its input
 // and result, as a host does: the view is mounted while the call runs.
-// patch changes the result the host hands over (the host decides what
-// result the view gets), serve answers resources/read for given URIs,
-// reads collects what the view read through the host.
+// reads collects what the view read through the host (resources/read).
 // ms is the time from tools/call to the view painted with its result.
-async function show(name, args, { patch, serve, reads, theme } = {}) {
+async function show(name, args, { reads, theme } = {}) {
   const t0 = performance.now();
-  const [frame, called] = await Promise.all([
+  const [frame, result] = await Promise.all([
     mount(theme).then(async (f) => { await bridge.sendToolInput({ arguments: args }); return f; }),
     client.callTool({ name, arguments: args }),
   ]);
-  if (serve || reads) bridge.onreadresource = async (p) => {
-    const r = serve?.[p.uri] ? { contents: [serve[p.uri]] } : await client.readResource(p);
-    reads?.push(r.contents[0]);
+  if (reads) bridge.onreadresource = async (p) => {
+    const r = await client.readResource(p);
+    reads.push(r.contents[0]);
     return r;
   };
-  const result = patch ? patch(called) : called;
   const t1 = performance.now();
   await bridge.sendToolResult(result);
   await frame.waitForFunction(() => document.body.getAttribute("data-rendered") === "1", null, { polling: "raf", timeout: 30000 });
@@ -132,33 +129,25 @@ if (mode === "bench") {
 }
 
 if (mode === "shot") {
-  // The README's picture: a real analysis with a chart, a table and a
-  // runtime error on its line (the table as a display, as the host hands it).
+  // The README's picture: a real analysis with a chart, a table displayed
+  // from the box and a runtime error on its line.
   const code = [
-    "import matplotlib; matplotlib.use('Agg')",
     "import matplotlib.pyplot as plt, pandas as pd",
     "sales = pd.DataFrame({'region': ['north', 'south', 'east', 'west'], 'amount': [8, 4, 11, 6]})",
     "print('\\x1b[1;32mloaded\\x1b[0m', len(sales), 'rows')",
+    "display(sales)",
     "sales.plot.bar(x='region', y='amount', figsize=(4, 2.4), legend=False, color='#2962d9')",
-    "plt.tight_layout(); plt.savefig('sales.png', dpi=80)",
+    "plt.tight_layout(); plt.show()",
     "totals = dict(zip(sales.region, sales.amount))",
     "print('share of central:', totals['central'] / sum(totals.values()))",
   ].join("\n");
-  const serve = {};
-  await show("run_code", { language: "python", code }, {
-    serve,
-    patch: (r) => {
-      const u = `runbox://runs/${r.structuredContent.run_id}/displays/0/table.json`;
-      serve[u] = { uri: u, mimeType: "application/vnd.runbox.table+json", text: JSON.stringify({ columns: ["region", "amount"], rows: [["north", 8], ["south", 4], ["east", 11], ["west", 6]], shape: [4, 2] }) };
-      r.structuredContent.displays = [{ index: 0, source: "result", after: { stdout: 1, stderr: 0 }, mimes: { "application/vnd.runbox.table+json": { bytes: 90, rows: 4, columns: 2, uri: u } } }];
-      return r;
-    },
-  });
+  await show("run_code", { language: "python", code });
   const frame = page.frames().find((f) => f !== page.mainFrame());
   await frame.waitForFunction(() => [...document.querySelectorAll("img.display")].every((i) => i.complete && i.naturalWidth > 0) && document.querySelector("table.rt tbody tr"), null, { timeout: 15000 });
   const h = await frame.evaluate(() => document.documentElement.scrollHeight);
   await page.setViewportSize({ width: 900, height: Math.min(h + 4, 1400) });
   await page.evaluate((h) => { document.querySelector("iframe").style.height = h + "px"; }, h + 4);
+  await page.waitForTimeout(500); // the frame's newly shown part painted
   await page.screenshot({ path: arg });
   await browser.close(); await client.close(); await bare.close();
   process.exit(0);
