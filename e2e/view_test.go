@@ -38,7 +38,11 @@ type viewFacts struct {
 	TableRows, CsvLines         int
 	TableFirst, SortedFirst     []string
 	SortedDescFirst             []string
-	Page2                       string
+	Page1, Page2                string
+	RealDisplays                [][]string
+	PngMeta, PngRead            []int
+	SeriesHead, SeriesFirst     []string
+	CutNotes                    []string
 	DisplayImages               [][]any
 	Markdown                    []string
 	MarkdownScripts, HTMLFrames int
@@ -131,13 +135,37 @@ func TestView(t *testing.T) {
 	if f.SyntaxLine == 0 || !slices.Equal(f.Highlighted, []int{f.SyntaxLine}) || !strings.Contains(f.ErrorText, "syntax") {
 		t.Errorf("syntax error line %d, highlighted %v, %q", f.SyntaxLine, f.Highlighted, f.ErrorText)
 	}
-	// A table: paged (50 rows a page), sorted both ways, copied as CSV.
-	if f.TableRows != 50 || !slices.Equal(f.TableFirst, []string{"row0", "0"}) || f.SortedFirst[1] != "0" || f.SortedDescFirst[1] != "100" ||
-		f.Page2 != "page 2 of 3" || f.CsvLines != 121 {
-		t.Errorf("table: rows %d first %v sorted %v %v page %q csv %d", f.TableRows, f.TableFirst, f.SortedFirst, f.SortedDescFirst, f.Page2, f.CsvLines)
+	// Displays of a real run, in the box's order: the figure shown, the
+	// DataFrame, the hostile HTML, SVG and markdown, a PNG runbox refused,
+	// the Series.
+	wantDisplays := [][]string{
+		{"show", "image/png", ""},
+		{"display", "application/vnd.runbox.table+json text/plain", ""},
+		{"display", "text/html", ""},
+		{"display", "image/svg+xml", ""},
+		{"display", "text/markdown", ""},
+		{"display", "image/png", "invalid_data"},
+		{"display", "application/vnd.runbox.table+json text/plain", ""},
 	}
-	if len(f.DisplayImages) != 2 || f.DisplayImages[0][1] != float64(2) || f.DisplayImages[0][2] != float64(3) || f.DisplayImages[1][1] != float64(40) {
-		t.Errorf("display images %v", f.DisplayImages)
+	// The refused PNG is its reason in words, with nothing to read.
+	if !slices.EqualFunc(f.RealDisplays, wantDisplays, slices.Equal) || !slices.Equal(f.CutNotes, []string{"its data is not what its mime says"}) {
+		t.Errorf("displays of the run: %v (cut notes %v)", f.RealDisplays, f.CutNotes)
+	}
+	// plt.show() of a 3.2x2.1 inch figure at 100 dpi: the PNG the view read
+	// through the host, the size the result gives and the <img> agree.
+	if !slices.Equal(f.PngMeta, []int{320, 210}) || !slices.Equal(f.PngRead, f.PngMeta) ||
+		len(f.DisplayImages) != 2 || f.DisplayImages[0][1] != float64(320) || f.DisplayImages[0][2] != float64(210) || f.DisplayImages[1][1] != float64(40) {
+		t.Errorf("figure: result %v, read %v, images %v", f.PngMeta, f.PngRead, f.DisplayImages)
+	}
+	// display(df) of 120 rows: paged (50 rows a page), sorted both ways,
+	// copied as CSV (a header and 120 rows).
+	if f.TableRows != 50 || !slices.Equal(f.TableFirst, []string{"row0", "0"}) || f.Page1 != "page 1 of 3" || len(f.SortedFirst) != 2 || f.SortedFirst[1] != "0" ||
+		len(f.SortedDescFirst) != 2 || f.SortedDescFirst[1] != "100" || f.Page2 != "page 2 of 3" || f.CsvLines != 121 {
+		t.Errorf("table: rows %d first %v %q sorted %v %v %q csv %d", f.TableRows, f.TableFirst, f.Page1, f.SortedFirst, f.SortedDescFirst, f.Page2, f.CsvLines)
+	}
+	// A Series with a named index: the index is a column, named.
+	if !slices.Equal(f.SeriesHead, []string{"key", "v"}) || !slices.Equal(f.SeriesFirst, []string{"a", "3"}) {
+		t.Errorf("series: head %v first %v", f.SeriesHead, f.SeriesFirst)
 	}
 	if len(f.Markdown) != 2 || f.Markdown[0] != "bold item" || f.MarkdownScripts != 0 {
 		t.Errorf("markdown %v (%d live elements)", f.Markdown, f.MarkdownScripts)

@@ -87,17 +87,19 @@ async function mount(theme = "light") {
 
 // show makes a real call through the client and hands the view its input
 // and result, as a host does: the view is mounted while the call runs.
-// patch changes the result the host hands over (the host decides what
-// result the view gets), serve answers resources/read for given URIs.
+// reads collects what the view read through the host (resources/read).
 // ms is the time from tools/call to the view painted with its result.
-async function show(name, args, { patch, serve, theme } = {}) {
+async function show(name, args, { reads, theme } = {}) {
   const t0 = performance.now();
-  const [frame, called] = await Promise.all([
+  const [frame, result] = await Promise.all([
     mount(theme).then(async (f) => { await bridge.sendToolInput({ arguments: args }); return f; }),
     client.callTool({ name, arguments: args }),
   ]);
-  if (serve) bridge.onreadresource = async (p) => serve[p.uri] ? { contents: [serve[p.uri]] } : client.readResource(p);
-  const result = patch ? patch(called) : called;
+  if (reads) bridge.onreadresource = async (p) => {
+    const r = await client.readResource(p);
+    reads.push(r.contents[0]);
+    return r;
+  };
   const t1 = performance.now();
   await bridge.sendToolResult(result);
   await frame.waitForFunction(() => document.body.getAttribute("data-rendered") === "1", null, { polling: "raf", timeout: 30000 });
@@ -127,33 +129,25 @@ if (mode === "bench") {
 }
 
 if (mode === "shot") {
-  // The README's picture: a real analysis with a chart, a table and a
-  // runtime error on its line (the table as a display, as the host hands it).
+  // The README's picture: a real analysis with a chart, a table displayed
+  // from the box and a runtime error on its line.
   const code = [
-    "import matplotlib; matplotlib.use('Agg')",
     "import matplotlib.pyplot as plt, pandas as pd",
     "sales = pd.DataFrame({'region': ['north', 'south', 'east', 'west'], 'amount': [8, 4, 11, 6]})",
     "print('\\x1b[1;32mloaded\\x1b[0m', len(sales), 'rows')",
+    "display(sales)",
     "sales.plot.bar(x='region', y='amount', figsize=(4, 2.4), legend=False, color='#2962d9')",
-    "plt.tight_layout(); plt.savefig('sales.png', dpi=80)",
+    "plt.tight_layout(); plt.show()",
     "totals = dict(zip(sales.region, sales.amount))",
     "print('share of central:', totals['central'] / sum(totals.values()))",
   ].join("\n");
-  const serve = {};
-  await show("run_code", { language: "python", code }, {
-    serve,
-    patch: (r) => {
-      const u = `runbox://runs/${r.structuredContent.run_id}/displays/0/table.json`;
-      serve[u] = { uri: u, mimeType: "application/vnd.runbox.table+json", text: JSON.stringify({ columns: ["region", "amount"], rows: [["north", 8], ["south", 4], ["east", 11], ["west", 6]], shape: [4, 2] }) };
-      r.structuredContent.displays = [{ index: 0, source: "result", after: { stdout: 1, stderr: 0 }, mimes: { "application/vnd.runbox.table+json": { bytes: 90, rows: 4, columns: 2, uri: u } } }];
-      return r;
-    },
-  });
+  await show("run_code", { language: "python", code });
   const frame = page.frames().find((f) => f !== page.mainFrame());
   await frame.waitForFunction(() => [...document.querySelectorAll("img.display")].every((i) => i.complete && i.naturalWidth > 0) && document.querySelector("table.rt tbody tr"), null, { timeout: 15000 });
   const h = await frame.evaluate(() => document.documentElement.scrollHeight);
   await page.setViewportSize({ width: 900, height: Math.min(h + 4, 1400) });
   await page.evaluate((h) => { document.querySelector("iframe").style.height = h + "px"; }, h + 4);
+  await page.waitForTimeout(500); // the frame's newly shown part painted
   await page.screenshot({ path: arg });
   await browser.close(); await client.close(); await bare.close();
   process.exit(0);
@@ -229,10 +223,10 @@ if (mode === "shot") {
 
 facts.consoleOwn = console_.slice();
 
-// 3. Displays, handed to the view by the host: a table, a PNG, markdown,
-// and hostile HTML, SVG and markdown that must stay inert.
+// 3. Displays from a real run in the box: a figure shown, a DataFrame of
+// 120 rows, hostile HTML, SVG and markdown that must stay inert, a PNG
+// runbox refused, a Series with a named index.
 {
-  const tableJSON = { columns: ["name", "n"], rows: Array.from({ length: 120 }, (_, i) => [`row${i}`, (i * 37) % 101]), shape: [120, 2] };
   const evil = [
     "<script>document.body.append('SCRIPT RAN');parent.postMessage({jsonrpc:'2.0',id:99,method:'tools/call',params:{name:'run_code',arguments:{language:'bash',code:'echo pwned'}}},'*');top.postMessage('x','*');window.top.location='https://example.com/bust'</script>",
     "<img src='https://example.com/remote.png' onerror=\"parent.postMessage('img','*')\">",
@@ -243,38 +237,45 @@ facts.consoleOwn = console_.slice();
   ].join("");
   const svg = "<svg xmlns='http://www.w3.org/2000/svg' width='40' height='30' onload=\"parent.postMessage('svg','*')\"><script>top.postMessage('svg2','*')</script><image href='https://example.com/s.png'/><rect width='40' height='30' fill='teal'/></svg>";
   const md = "# Title\n\n- **bold** item\n- [link](javascript:alert(1)) and ![pic](https://example.com/m.png)\n\n<script>parent.postMessage('md','*')</script>";
-  const png2x3 = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAADCAIAAAA2iEnWAAAAG0lEQVR4nGM4wcBwIgWIGQJOpAQAqQUnUhYAAEmZB72ixZCwAAAAAElFTkSuQmCC";
-  const serve = {};
-  const { frame } = await show("run_code", { language: "python", code: "print('displays')" }, {
-    serve,
-    patch: (r) => {
-      const run = r.structuredContent.run_id, u = (i, n) => `runbox://runs/${run}/displays/${i}/${n}`;
-      serve[u(0, "table.json")] = { uri: u(0, "table.json"), mimeType: "application/vnd.runbox.table+json", text: JSON.stringify(tableJSON) };
-      serve[u(1, "image.png")] = { uri: u(1, "image.png"), mimeType: "image/png", blob: png2x3 };
-      serve[u(2, "page.html")] = { uri: u(2, "page.html"), mimeType: "text/html", text: evil };
-      serve[u(3, "image.svg")] = { uri: u(3, "image.svg"), mimeType: "image/svg+xml", text: svg };
-      const after = { stdout: 0, stderr: 0 };
-      r.structuredContent.displays = [
-        { index: 0, source: "table", after, mimes: { "application/vnd.runbox.table+json": { bytes: 1, rows: 120, columns: 2, uri: u(0, "table.json") }, "text/plain": { bytes: 1, text: "table" } } },
-        { index: 1, source: "show", after, mimes: { "image/png": { bytes: 70, width: 2, height: 3, uri: u(1, "image.png") } } },
-        { index: 2, source: "display", after, mimes: { "text/html": { bytes: evil.length, uri: u(2, "page.html") } } },
-        { index: 3, source: "display", after, mimes: { "image/svg+xml": { bytes: svg.length, width: 40, height: 30, uri: u(3, "image.svg") } } },
-        { index: 4, source: "display", after, mimes: { "text/markdown": { bytes: md.length, text: md } } },
-      ];
-      return r;
-    },
-  });
-  await frame.waitForFunction(() => document.querySelectorAll("table.rt tbody tr").length > 0 && document.querySelectorAll("img.display").length === 2 && [...document.querySelectorAll("img.display")].every((i) => i.complete && i.naturalWidth > 0) && document.querySelector("iframe.display"), null, { timeout: 15000 }).catch(() => {});
-  facts.tableRows = await frame.$$eval("table.rt tbody tr", (r) => r.length);
-  facts.tableFirst = await frame.$$eval("table.rt tbody tr:first-child td", (d) => d.map((x) => x.textContent));
-  await frame.click("table.rt th:nth-child(2)");
-  facts.sortedFirst = await frame.$$eval("table.rt tbody tr:first-child td", (d) => d.map((x) => x.textContent));
-  await frame.click("table.rt th:nth-child(2)");
-  facts.sortedDescFirst = await frame.$$eval("table.rt tbody tr:first-child td", (d) => d.map((x) => x.textContent));
-  await frame.click(".tablebar button:nth-of-type(2)");
-  facts.page2 = await text(frame, ".pageinfo");
-  await frame.click("button.copycsv");
-  facts.csvLines = await frame.$eval("textarea.csv", (t) => t.value.split("\n").length);
+  // JSON strings of ASCII text are Python string literals.
+  const code = [
+    "import matplotlib.pyplot as plt, pandas as pd",
+    "print('displays')",
+    "plt.figure(figsize=(3.2, 2.1), dpi=100); plt.plot([1, 2, 3]); plt.show()",
+    "display(pd.DataFrame({'name': [f'row{i}' for i in range(120)], 'n': [(i * 37) % 101 for i in range(120)]}))",
+    `display({'text/html': ${JSON.stringify(evil)}}, raw=True)`,
+    `display({'image/svg+xml': ${JSON.stringify(svg)}}, raw=True)`,
+    `display({'text/markdown': ${JSON.stringify(md)}}, raw=True)`,
+    "display({'image/png': b'GIF89a not a png'}, raw=True)  # refused: a cut and no data",
+    "display(pd.Series([3, 1], index=pd.Index(['a', 'b'], name='key'), name='v'))",
+  ].join("\n");
+  const reads = [];
+  const { frame, result } = await show("run_code", { language: "python", code }, { reads });
+  const ds = result.structuredContent?.displays ?? [];
+  facts.realDisplays = ds.map((d) => [d.source, Object.keys(d.mimes).sort().join(" "), d.cut ?? ""]);
+  const png = ds.find((d) => d.mimes["image/png"])?.mimes["image/png"];
+  facts.pngMeta = png ? [png.width, png.height] : null;
+  await frame.waitForFunction(() => document.querySelectorAll("table.rt").length === 2 && document.querySelectorAll("img.display").length === 2 && [...document.querySelectorAll("img.display")].every((i) => i.complete && i.naturalWidth > 0) && document.querySelector("iframe.display"), null, { timeout: 15000 }).catch(() => {});
+  // The PNG the view read through the host: its size from its header.
+  const pngRead = reads.find((c) => c.uri === png?.uri);
+  const pngBytes = Buffer.from(pngRead?.blob ?? "", "base64");
+  facts.pngRead = pngBytes.length >= 24 ? [pngBytes.readUInt32BE(16), pngBytes.readUInt32BE(20)] : null;
+  const T = ".display-item[data-mime='application/vnd.runbox.table+json']";
+  const first = `${T}:nth-child(3) table.rt`; // after the section's heading and the figure
+  facts.tableRows = await frame.$$eval(`${first} tbody tr`, (r) => r.length);
+  facts.tableFirst = await frame.$$eval(`${first} tbody tr:first-child td`, (d) => d.map((x) => x.textContent));
+  facts.page1 = await text(frame, `${T}:nth-child(3) .pageinfo`);
+  await frame.click(`${first} th:nth-child(2)`);
+  facts.sortedFirst = await frame.$$eval(`${first} tbody tr:first-child td`, (d) => d.map((x) => x.textContent));
+  await frame.click(`${first} th:nth-child(2)`);
+  facts.sortedDescFirst = await frame.$$eval(`${first} tbody tr:first-child td`, (d) => d.map((x) => x.textContent));
+  await frame.click(`${T}:nth-child(3) .tablebar button:nth-of-type(2)`);
+  facts.page2 = await text(frame, `${T}:nth-child(3) .pageinfo`);
+  await frame.click(`${T}:nth-child(3) button.copycsv`);
+  facts.csvLines = await frame.$eval(`${T}:nth-child(3) textarea.csv`, (t) => t.value.split("\n").length);
+  facts.seriesHead = await frame.$$eval(`${T}:last-child table.rt th`, (h) => h.map((x) => x.textContent));
+  facts.seriesFirst = await frame.$$eval(`${T}:last-child table.rt tbody tr:first-child td`, (d) => d.map((x) => x.textContent));
+  facts.cutNotes = await frame.$$eval(".display-item p.cut", (p) => p.map((x) => x.textContent));
   if (arg) await page.screenshot({ path: arg.replace(/\.png$/, "-displays.png") });
   facts.displayImages = await frame.$$eval("img.display", (is) => is.filter((i) => !i.closest(".artifacts")).map((i) => [i.getAttribute("alt"), i.naturalWidth, i.naturalHeight]));
   facts.markdown = await frame.$$eval(".md li", (l) => l.map((x) => x.textContent));
