@@ -37,10 +37,16 @@ func TestInspectorCLI(t *testing.T) {
 	if r := inspect("--method", "resources/list")["resources"].([]any); len(r) != 2 || r[1].(map[string]any)["uri"] != "ui://runbox/run" {
 		t.Fatalf("resources: %v", r)
 	}
-	// Each run's artifacts, and the streams an answer cut.
-	if r := inspect("--method", "resources/templates/list")["resourceTemplates"].([]any); len(r) != 2 ||
-		!strings.HasPrefix(r[0].(map[string]any)["uriTemplate"].(string), "runbox://runs/") || !strings.HasPrefix(r[1].(map[string]any)["uriTemplate"].(string), "runbox://runs/") {
-		t.Fatalf("resource templates: %v", r)
+	// Each run's artifacts, the streams an answer cut and its displays;
+	// a session's cells so far.
+	var templates []string
+	for _, r := range inspect("--method", "resources/templates/list")["resourceTemplates"].([]any) {
+		templates = append(templates, r.(map[string]any)["uriTemplate"].(string))
+	}
+	slices.Sort(templates)
+	if len(templates) != 4 || !slices.Contains(templates, "runbox://sessions/{session_id}/cells") ||
+		!strings.HasPrefix(templates[0], "runbox://runs/") || !strings.HasPrefix(templates[2], "runbox://runs/") {
+		t.Fatalf("resource templates: %v", templates)
 	}
 	if p := inspect("--method", "prompts/list")["prompts"].([]any); len(p) != 2 {
 		t.Fatalf("prompts: %v", p)

@@ -53,6 +53,7 @@ func (r *BoxRunner) RunInSession(ctx context.Context, id, client string, req Run
 			if lost == "" {
 				s.keepCell(ls, job.Code)
 			}
+			s.logCell(ls, job.Code, res)
 			tr.Mark("host: session settled")
 			return res
 		})

@@ -85,6 +85,10 @@ type liveSession struct {
 	cells     []string
 	cellBytes int
 	mounts    []HostMount
+	// log sums up the recent calls for a person's view (session_cells.go);
+	// logged counts every call it took.
+	log    []contract.SessionCell
+	logged int
 
 	// Under turn:
 	ch *channel

@@ -14,6 +14,7 @@ import (
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/runs"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // ManifestURI is the resource holding the effective manifest.
@@ -78,4 +79,40 @@ func StreamTemplate(store *runs.ArtifactStore, m *manifest.Manifest) server.Serv
 
 func isText(mime string) bool {
 	return strings.HasPrefix(mime, "text/") || mime == "application/json" || mime == "application/xml" || mime == "application/yaml" || mime == "image/svg+xml"
+}
+
+// SessionCellsTemplate serves the caller's open sessions' cells so far:
+// what the view draws above a session's latest cell.
+func SessionCellsTemplate(log sandbox.CellLog) server.ServerResourceTemplate {
+	tmpl := mcp.NewResourceTemplate(contract.SessionCellsURITemplate, "session cells",
+		mcp.WithTemplateDescription("The cells of one of your open sessions so far, oldest first: each one's number, run id, code (its first 4 KiB), status, error, the head of its output and links to its run's files. Gone when the session closes."),
+		mcp.WithTemplateMIMEType("application/json"))
+	return server.ServerResourceTemplate{Template: tmpl, Handler: func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		uri := req.Params.URI
+		id, ok := contract.ParseSessionCellsURI(uri)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s is not runbox://sessions/{session_id}/cells", server.ErrResourceNotFound, uri)
+		}
+		cells, ok := log.SessionCells(id, PrincipalOf(ctx))
+		if !ok {
+			// Another client's session reads as no session at all.
+			return nil, fmt.Errorf("%w: no open session %s of yours", server.ErrResourceNotFound, id)
+		}
+		b, err := json.Marshal(cells)
+		if err != nil {
+			return nil, err
+		}
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: uri, MIMEType: "application/json", Text: string(b)}}, nil
+	}}
+}
+
+// CellLogOf is the runner's log of session cells, when it keeps sessions
+// and such a log.
+func CellLogOf(d Deps) sandbox.CellLog {
+	sr := d.Runner.Sessions()
+	if d.Manifest == nil || !d.Manifest.Sessions.Enabled || sr == nil {
+		return nil
+	}
+	log, _ := sr.(sandbox.CellLog)
+	return log
 }

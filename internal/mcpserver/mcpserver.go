@@ -148,6 +148,10 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 	s.AddResourceTemplate(st.Template, st.Handler)
 	dt := tools.DisplayTemplate(store, m)
 	s.AddResourceTemplate(dt.Template, dt.Handler)
+	if log := tools.CellLogOf(deps); log != nil {
+		ct := tools.SessionCellsTemplate(log)
+		s.AddResourceTemplate(ct.Template, ct.Handler)
+	}
 	if o.Described != nil {
 		go func() {
 			for dm := range o.Described {
