@@ -343,10 +343,12 @@ func TestAdversarial(t *testing.T) {
 }
 
 // cleanNext runs a probe after an attack: the workspace holds only the
-// probe's own code, /tmp is empty, and no process but the probe's runs.
+// probe's own code, /tmp holds only what runbox-init writes into every
+// new box (/tmp/.runbox: the display libraries and their spool), and no
+// process but the probe's runs.
 func cleanNext(t *testing.T) {
 	t.Helper()
-	r := run(t, "bash", "find /workspace /tmp -mindepth 1 ! -path /workspace/main.sh; ps -eo comm= | grep -vxE 'runbox-init|bash|ps|grep'; true")
+	r := run(t, "bash", "find /workspace /tmp -mindepth 1 ! -path /workspace/main.sh ! -path /tmp/.runbox ! -path '/tmp/.runbox/*'; ps -eo comm= | grep -vxE 'runbox-init|bash|ps|grep'; true")
 	mustOK(t, r)
 	if r.Stdout != "" {
 		t.Fatalf("the next run is not clean:\n%s", r.Stdout)

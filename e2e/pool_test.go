@@ -80,8 +80,9 @@ func TestWarmPool(t *testing.T) {
 		}
 		waitPooled(t, pid, 6)
 	}
-	// One job per box: the pool's boxes were all replaced.
-	r, _ := s.call(t, map[string]any{"language": "bash", "code": "find /workspace /tmp -mindepth 1"})
+	// One job per box: the pool's boxes were all replaced (/tmp/.runbox is
+	// runbox-init's own, written into every new box).
+	r, _ := s.call(t, map[string]any{"language": "bash", "code": "find /workspace /tmp -mindepth 1 ! -path /tmp/.runbox ! -path '/tmp/.runbox/*'"})
 	if r.Stdout != "/workspace/main.sh\n" || !r.Metrics.Pooled {
 		t.Fatalf("a pooled box had state: %q", r.Stdout)
 	}
