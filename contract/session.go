@@ -73,6 +73,18 @@ type SessionInfo struct {
 	// cell runs: a new call waits for it (a restarted server that adopted
 	// the cell its predecessor sent knows it too).
 	Running string `json:"running_run_id,omitempty" jsonschema:"description=The run of the cell the session is busy with; a new call waits for it."`
+	// Exposures are the session's open previews (session_expose) that
+	// belong to the caller; none on a server without them.
+	Exposures []SessionExposure `json:"exposures,omitempty" jsonschema:"description=The session's web servers open to the person (session_expose): give them the URL."`
+}
+
+// SessionExposure names one open exposure of a session where the session
+// is described: enough for the agent to hand the person the URL again.
+type SessionExposure struct {
+	ID      string `json:"id" jsonschema:"description=The exposure's id: session_unexpose closes it."`
+	Name    string `json:"name,omitempty"`
+	BoxPort int    `json:"box_port"`
+	URL     string `json:"url" jsonschema:"description=What the person opens: it carries the exposure's token."`
 }
 
 // SessionLimits are the limits a session runs under.

@@ -544,6 +544,15 @@ func TestExposuresBoundToTokens(t *testing.T) {
 	if l := exposeOn(t, ca, "session_exposures", map[string]any{"session_id": id}); len(l.Exposures) != 1 || l.Exposures[0].ID != a.Exposure.ID {
 		t.Fatalf("alice lists %+v", l.Exposures)
 	}
+	// session_list names it in alice's session, and none in bob's.
+	bid := toolOn(t, cb, "session_open", map[string]any{"language": "python"}).Session.ID
+	if _, l := listSessions(t, ca); len(l[id]) != 1 || l[id][0].URL != a.Exposure.URL {
+		t.Fatalf("alice's session_list: %+v", l)
+	}
+	if text, l := listSessions(t, cb); len(l) != 1 || len(l[bid]) != 0 || strings.Contains(text, a.Exposure.ID) {
+		t.Fatalf("bob's session_list: %+v\n%s", l, text)
+	}
+	toolOn(t, cb, "session_close", map[string]any{"session_id": bid})
 	jar, _ := cookiejar.New(nil)
 	hc := &http.Client{Jar: jar, Timeout: time.Minute}
 	res, err := hc.Get(a.Exposure.URL)

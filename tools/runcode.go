@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/expose"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -27,6 +28,9 @@ type Deps struct {
 	// handle and caps long runs (runwait.go); nil: every call waits for
 	// its run.
 	Handles *Handles
+	// Exposures are the server's previews (session_expose), which the
+	// session tools name with their sessions; nil: none.
+	Exposures *expose.Set
 }
 
 // progressEvery is how often a long run reports progress to a client that

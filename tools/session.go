@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/expose"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
@@ -95,9 +97,27 @@ func sessionAnswer(res SessionResult) *mcp.CallToolResult {
 		text = fmt.Sprintf("%d open sessions", len(res.Sessions))
 		for _, si := range res.Sessions {
 			text += fmt.Sprintf("\n%s · %s · %d calls · expires %s", si.ID, si.Language, si.Calls, si.ExpiresAt.UTC().Format(time.RFC3339))
+			for _, e := range si.Exposures {
+				label := ""
+				if e.Name != "" {
+					label = " " + strconv.Quote(e.Name)
+				}
+				text += fmt.Sprintf("\n  box port %d%s open to the person at %s (exposure %s)", e.BoxPort, label, e.URL, e.ID)
+			}
 		}
 	}
 	return &mcp.CallToolResult{StructuredContent: res, IsError: res.Error != nil, Content: []mcp.Content{mcp.NewTextContent(text)}}
+}
+
+// withExposures names, in each of client's sessions, its open exposures
+// of client's: the URL the person opens, where the agent finds it again.
+func withExposures(sessions []contract.SessionInfo, set *expose.Set, client string) []contract.SessionInfo {
+	for i, si := range sessions {
+		for _, e := range set.URLs(client, si.ID) {
+			sessions[i].Exposures = append(sessions[i].Exposures, contract.SessionExposure{ID: e.ID, Name: e.Name, BoxPort: e.BoxPort, URL: e.URL})
+		}
+	}
+	return sessions
 }
 
 // arguments are a call's arguments as JSON; nil when they cannot be.
@@ -156,7 +176,11 @@ func SessionTools(d Deps) []server.ServerTool {
 		sl.Memory, sl.Pids, sl.WorkspaceBytes, s.IdleTTLSeconds, s.MaxLifetimeSeconds, s.MaxPerClient, s.MaxOpen) + workspaceParagraph(m)
 	open := sessionTool(SessionOpenName, "Open a sandbox session", openDesc, &SessionOpenArgs{}, false, false)
 	closeT := sessionTool(SessionCloseName, "Close a sandbox session", "Close a session opened with session_open: its sandbox and all its state are removed.", &SessionIDArgs{}, false, true)
-	list := sessionTool(SessionListName, "List my sandbox sessions", "List your open sessions: id, language, calls so far and when each expires.", &SessionListArgs{}, true, false)
+	listDesc := "List your open sessions: id, language, calls so far and when each expires."
+	if d.Exposures.Enabled() {
+		listDesc = "List your open sessions: id, language, calls so far, when each expires, and the URLs of its web servers open to the person (session_expose)."
+	}
+	list := sessionTool(SessionListName, "List my sandbox sessions", listDesc, &SessionListArgs{}, true, false)
 	return []server.ServerTool{
 		{Tool: open, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var a SessionOpenArgs
@@ -194,7 +218,8 @@ func SessionTools(d Deps) []server.ServerTool {
 			if err := decodeStrict(req, &a); err != nil {
 				return sessionAnswer(SessionResult{Error: invalid("bad arguments: %v", err)}), nil
 			}
-			return sessionAnswer(SessionResult{Sessions: sr.ListSessions(PrincipalOf(ctx))}), nil
+			client := PrincipalOf(ctx)
+			return sessionAnswer(SessionResult{Sessions: withExposures(sr.ListSessions(client), d.Exposures, client)}), nil
 		}},
 	}
 }

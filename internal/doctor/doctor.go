@@ -100,6 +100,9 @@ func Run(ctx context.Context, o Options) Report {
 	if c, ok := workspaceCheck(m, os.Geteuid()); ok {
 		rep.add(c)
 	}
+	if c, ok := previewCheck(m); ok {
+		rep.add(c)
+	}
 	for _, c := range clientChecks(o.ClientFiles, "runbox") {
 		rep.add(c)
 	}

@@ -117,6 +117,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 			deps.ToolMetrics = o.Metrics
 		}
 	}
+	deps.Exposures = exposures(m, r, o)
 	d := &described{s: s, deps: deps, m: m}
 	d.register(m)
 	if hasUpstream(o) {
@@ -126,7 +127,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 	s.AddTools(tools.SessionTools(deps)...)
 	s.AddTools(tools.CheckpointTools(deps)...)
 	s.AddTools(tools.WorkspaceTools(deps)...)
-	s.AddTools(tools.ExposeTools(exposures(m, r, o))...)
+	s.AddTools(tools.ExposeTools(deps.Exposures)...)
 	s.AddTools(tools.RunHandleTools(deps)...)
 	// The tools whose calls never run as tasks: every built-in but
 	// run_code (tasks.go).
