@@ -24,13 +24,14 @@ func TestInspectorCLI(t *testing.T) {
 		}
 		return v
 	}
-	// A default server's tools: run_code, the run handle's and the session tools.
+	// A default server's tools: run_code, the run handle's, the session
+	// tools and the sessions' checkpoints.
 	var names []string
 	for _, tl := range inspect("--method", "tools/list")["tools"].([]any) {
 		names = append(names, tl.(map[string]any)["name"].(string))
 	}
 	slices.Sort(names)
-	if strings.Join(names, ",") != "run_cancel,run_code,run_wait,session_close,session_list,session_open" {
+	if strings.Join(names, ",") != "run_cancel,run_code,run_wait,session_checkpoint,session_close,session_fork,session_list,session_open,session_restore" {
 		t.Fatalf("tools: %v", names)
 	}
 	// The manifest, and the view of a run for hosts that render MCP Apps.

@@ -92,9 +92,11 @@ func TestIsolationNonRoot(t *testing.T) {
 }
 
 func TestIsolationEmptyEnvironment(t *testing.T) {
-	r := run(t, "python", "import os; print(sorted(os.environ))")
+	r := run(t, "python", "import os; print(sorted(os.environ)); print(os.environ['PYTHONPATH'])")
 	mustOK(t, r)
-	want := "['HOME', 'LANG', 'MPLBACKEND', 'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'PYTHONUNBUFFERED', 'TMPDIR']\n"
+	// PYTHONPATH names runbox-init's display library (display(),
+	// plt.show()), written into every box; nothing of the host's.
+	want := "['HOME', 'LANG', 'MPLBACKEND', 'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'PYTHONPATH', 'PYTHONUNBUFFERED', 'TMPDIR']\n/tmp/.runbox/display\n"
 	if r.Stdout != want {
 		t.Fatalf("environment:\n%s\nwant %s", r.Stdout, want)
 	}
