@@ -147,19 +147,24 @@ func dockerChecks(ctx context.Context, o Options, m *manifest.Manifest, rep *Rep
 	}
 }
 
-// ociCheck starts boxes as the oci backend does (runc run by runbox, the
-// engine's image unpacked) and runs the hardening self-test in them.
+// ociCheck starts boxes as the oci backend does (runc, or runsc for
+// isolation: gvisor, run by runbox, the engine's image unpacked) and runs
+// the hardening self-test in them.
 func ociCheck(ctx context.Context, o Options, m *manifest.Manifest) Check {
 	c := level{Check: Check{Name: "backend oci"}, required: true}
-	pm := probeManifest(m, manifest.IsolationRunc)
+	isolation := manifest.IsolationRunc
+	if m.Isolation == manifest.IsolationGVisor {
+		isolation = manifest.IsolationGVisor
+	}
+	pm := probeManifest(m, isolation)
 	d, err := oci.New(oci.Options{Manifest: pm, Logger: o.Logger}, sandbox.CurrentOwner())
 	if err != nil {
 		return c.failed(err.Error(), "Use backend: docker on this host.")
 	}
 	r := sandbox.New(d, sandbox.Options{Manifest: pm, Logger: o.Logger})
 	defer r.Close()
-	return selfTestCheck(ctx, c, pm, r, false, "Run runbox as root on Linux with runc on PATH (`make setup` installs the engine, which brings runc), then `runbox doctor` again.",
-		"Do not run boxes on the oci backend until fixed: check runc (`runc --version`) and report the failing fact.")
+	return selfTestCheck(ctx, c, pm, r, false, "Run runbox as root on Linux with runc on PATH (`make setup` installs the engine, which brings runc; and runsc for isolation: gvisor), then `runbox doctor` again.",
+		"Do not run boxes on the oci backend until fixed: check runc (`runc --version`) or runsc (`runsc --version`) and report the failing fact.")
 }
 
 func orDefault(s, def string) string {
