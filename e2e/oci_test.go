@@ -372,3 +372,21 @@ func TestOCIPool(t *testing.T) {
 		t.Errorf("the cold run saw %q", ref.Stdout)
 	}
 }
+
+// gvisorPipeline is a command substitution of a five-stage pipeline: on
+// the ptrace platform each stage is a host stub process of the sandbox.
+const gvisorPipeline = `echo "n=$(echo a | cut -d: -f1 | tr -d " " | sort | tr "\n" " " | sed "s/ $//")"`
+
+// TestOCIGVisorPipelines: under runsc run by runbox, a short pipeline
+// answers every time. A pids cgroup sized for the box's processes held
+// the whole sandbox there, and about half the runs ended without a
+// report when gVisor's kernel could not fork a stub.
+func TestOCIGVisorPipelines(t *testing.T) {
+	s := gvisorOCIServer(t, t.TempDir(), "")
+	for i := range 10 {
+		r, _ := s.call(t, map[string]any{"language": "bash", "code": gvisorPipeline})
+		if r.Status != "ok" || r.Stdout != "n=a\n" {
+			t.Fatalf("run %d: status %s, stdout %q, error %+v", i, r.Status, r.Stdout, r.Error)
+		}
+	}
+}

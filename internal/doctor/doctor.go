@@ -151,11 +151,11 @@ func dockerChecks(ctx context.Context, o Options, m *manifest.Manifest, rep *Rep
 // isolation: gvisor, run by runbox, the engine's image unpacked) and runs
 // the hardening self-test in them.
 func ociCheck(ctx context.Context, o Options, m *manifest.Manifest) Check {
-	c := level{Check: Check{Name: "backend oci"}, required: true}
 	isolation := manifest.IsolationRunc
 	if m.Isolation == manifest.IsolationGVisor {
 		isolation = manifest.IsolationGVisor
 	}
+	c := level{Check: Check{Name: "backend oci"}, required: true, isolation: isolation}
 	pm := probeManifest(m, isolation)
 	d, err := oci.New(oci.Options{Manifest: pm, Logger: o.Logger}, sandbox.CurrentOwner())
 	if err != nil {
@@ -325,10 +325,13 @@ func dockerLevelCheck(ctx context.Context, o Options, m *manifest.Manifest, eng 
 type level struct {
 	Check
 	required bool
+	// isolation is what the probe boxes run under, which decides what
+	// their /proc can show.
+	isolation string
 }
 
 func levelResult(name string, required bool) level {
-	return level{Check: Check{Name: "level " + name}, required: required}
+	return level{Check: Check{Name: "level " + name}, required: required, isolation: name}
 }
 
 func (l level) failed(detail, fix string) Check {
@@ -345,7 +348,6 @@ func (l level) failed(detail, fix string) Check {
 // podNetwork allows a pod's cluster interface beside lo, with a note.
 func selfTestCheck(ctx context.Context, l level, pm *manifest.Manifest, r sandbox.Runner, podNetwork bool, fix, weakFix string) Check {
 	failed := l.failed
-	level := strings.TrimPrefix(l.Name, "level ")
 	bash, ok := pm.Language("bash")
 	if !ok {
 		bash = pm.Languages[0]
@@ -364,7 +366,7 @@ func selfTestCheck(ctx context.Context, l level, pm *manifest.Manifest, r sandbo
 	expect := func(key, want, what string) {
 		got, ok := facts[key]
 		switch {
-		case !ok && key == "NoNewPrivs" && level == manifest.IsolationGVisor:
+		case !ok && key == "NoNewPrivs" && l.isolation == manifest.IsolationGVisor:
 			// gVisor's /proc does not show it; runsc applies it.
 		case got != want:
 			bad = append(bad, fmt.Sprintf("%s: %s=%q, want %q", what, key, got, want))

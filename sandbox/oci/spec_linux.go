@@ -74,6 +74,15 @@ func boxSpec(m *manifest.Manifest, p specParams) (*specs.Spec, error) {
 	if p.shares != 0 {
 		s.Linux.Resources.CPU.Shares = ptr(p.shares)
 	}
+	if m.Isolation == manifest.IsolationGVisor {
+		// runsc puts the whole sandbox in the cgroup: its kernel's threads
+		// and a host stub for each of the box's processes count, not the
+		// box's processes. A short pipeline filled it, and gVisor's kernel
+		// panicked on the failed fork, ending the box without a report.
+		// As on the Docker driver, RLIMIT_NPROC (the job's NProc) is the
+		// box's process limit, counted by gVisor's own kernel.
+		s.Linux.Resources.Pids = nil
+	}
 	for _, mt := range m.Mounts {
 		s.Mounts = append(s.Mounts, readOnlyBind(mt.Path, mt.Target()))
 	}

@@ -133,3 +133,21 @@ func TestBoxSpecRefusesANamedUser(t *testing.T) {
 		t.Fatal("a user name was taken: runc needs numbers")
 	}
 }
+
+// TestBoxSpecGVisorHasNoPidsCgroup: under runsc the pids cgroup holds the
+// whole sandbox (its kernel's threads, a host stub per process), so a
+// limit sized for the box's processes kills gVisor on a short pipeline;
+// RLIMIT_NPROC is the box's limit there. runc keeps the cgroup's.
+func TestBoxSpecGVisorHasNoPidsCgroup(t *testing.T) {
+	g := testSpec(t, func(m *manifest.Manifest) { m.Isolation = manifest.IsolationGVisor }, specParams{rootfs: "/images/x", initDir: "/run/init", cgroup: "/runbox/runbox-1"})
+	if r := g.Linux.Resources; r.Pids != nil {
+		t.Errorf("gvisor spec has a pids limit %d, want none", r.Pids.Limit)
+	}
+	if r := g.Linux.Resources; r.Memory == nil || r.Memory.Limit == nil || r.CPU == nil || r.CPU.Quota == nil {
+		t.Errorf("gvisor spec lost its memory or CPU limit: %+v", r)
+	}
+	c := testSpec(t, nil, specParams{rootfs: "/images/x", initDir: "/run/init", cgroup: "/runbox/runbox-1"})
+	if r := c.Linux.Resources; r.Pids == nil || r.Pids.Limit != manifest.Default().Limits.Pids {
+		t.Errorf("runc spec pids %+v, want the manifest's limit", r.Pids)
+	}
+}
