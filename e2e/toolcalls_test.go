@@ -112,9 +112,10 @@ print("sum has 42:", "42" in str(total), "| file:", text if isinstance(text, str
 		for _, tl := range list.Tools {
 			names = append(names, tl.Name)
 		}
-		// The default server's tools and search_tools; no tool per upstream tool.
+		// The default server's tools (sessions with their checkpoints) and
+		// search_tools; no tool per upstream tool.
 		slices.Sort(names)
-		if strings.Join(names, ",") != "run_cancel,run_code,run_wait,search_tools,session_close,session_list,session_open" {
+		if strings.Join(names, ",") != "run_cancel,run_code,run_wait,search_tools,session_checkpoint,session_close,session_fork,session_list,session_open,session_restore" {
 			t.Fatalf("tools %v", names)
 		}
 		for _, want := range []string{"everything (", " tools)", "memory (9 tools)", "fs (", "import runbox_tools"} {
