@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/contract"
 )
@@ -44,23 +41,7 @@ type ckAnswer struct {
 
 func ckTool(t testing.TB, c *client.Client, name string, args map[string]any) ckAnswer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	req := mcp.CallToolRequest{}
-	req.Params.Name, req.Params.Arguments = name, args
-	res, err := c.CallTool(ctx, req)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var a ckAnswer
-	raw, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(raw, &a); err != nil {
-		t.Fatalf("%s: %v: %s", name, err, raw)
-	}
-	if res.IsError != (a.Error != nil) {
-		t.Fatalf("%s: isError %v, error %+v", name, res.IsError, a.Error)
-	}
-	return a
+	return structuredCall[ckAnswer](t, c, 3*time.Minute, true, name, args)
 }
 
 func (s *server) checkpoint(t testing.TB, id string) string {

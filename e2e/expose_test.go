@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -23,7 +22,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/contract"
 )
@@ -59,23 +57,7 @@ func (s *server) expose(t *testing.T, args map[string]any) exposeAnswer {
 // exposeOn calls an exposure tool on c.
 func exposeOn(t *testing.T, c *client.Client, name string, args map[string]any) exposeAnswer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	req := mcp.CallToolRequest{}
-	req.Params.Name, req.Params.Arguments = name, args
-	res, err := c.CallTool(ctx, req)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var a exposeAnswer
-	raw, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(raw, &a); err != nil {
-		t.Fatalf("%s: %v: %s", name, err, raw)
-	}
-	if res.IsError != (a.Error != nil) {
-		t.Fatalf("%s: isError %v, error %+v", name, res.IsError, a.Error)
-	}
-	return a
+	return structuredCall[exposeAnswer](t, c, time.Minute, true, name, args)
 }
 
 // previewApp is a web app of the standard library that a session starts

@@ -416,3 +416,30 @@ func runboxCache() string {
 	}
 	return filepath.Join(d, "runbox")
 }
+
+// structuredCall calls the tool name on c within wait and decodes its
+// structuredContent into T; strict: isError must say whether the answer
+// carries an error.
+func structuredCall[T any](t testing.TB, c *client.Client, wait time.Duration, strict bool, name string, args map[string]any) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = name, args
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var a T
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &a); err != nil {
+		t.Fatalf("%s: %v: %s", name, err, raw)
+	}
+	var probe struct {
+		Error *contract.ErrorInfo `json:"error"`
+	}
+	if strict && json.Unmarshal(raw, &probe) == nil && res.IsError != (probe.Error != nil) {
+		t.Fatalf("%s: isError %v, error %+v", name, res.IsError, probe.Error)
+	}
+	return a
+}

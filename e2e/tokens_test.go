@@ -68,20 +68,7 @@ func tokenClient(t *testing.T, s *netServer, token string) *client.Client {
 
 func toolOn(t *testing.T, c *client.Client, name string, args map[string]any) sessionAnswer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	req := mcp.CallToolRequest{}
-	req.Params.Name, req.Params.Arguments = name, args
-	res, err := c.CallTool(ctx, req)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var a sessionAnswer
-	raw, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(raw, &a); err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return structuredCall[sessionAnswer](t, c, time.Minute, false, name, args)
 }
 
 // TestRunResourcesBoundToTokens: a run's output and artifacts, read as

@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/contract"
 )
@@ -28,23 +25,7 @@ type workspaceAnswer struct {
 
 func workspaceTool(t *testing.T, c *client.Client, name string, args map[string]any) workspaceAnswer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	req := mcp.CallToolRequest{}
-	req.Params.Name, req.Params.Arguments = name, args
-	res, err := c.CallTool(ctx, req)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	var a workspaceAnswer
-	raw, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(raw, &a); err != nil {
-		t.Fatal(err)
-	}
-	if res.IsError != (a.Error != nil) {
-		t.Fatalf("%s: isError %v, error %+v", name, res.IsError, a.Error)
-	}
-	return a
+	return structuredCall[workspaceAnswer](t, c, time.Minute, true, name, args)
 }
 
 // workspacesDir is a fresh directory of workspaces whose mounts and loop
