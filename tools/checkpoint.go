@@ -33,14 +33,11 @@ type CheckpointResult struct {
 }
 
 func checkpointAnswer(res CheckpointResult) *mcp.CallToolResult {
-	res.Status = contract.StatusOK
-	if res.Error != nil {
-		res.Status = contract.StatusError
-	}
+	res.Status = statusOf(res.Error)
 	var text string
 	switch {
 	case res.Error != nil:
-		text = fmt.Sprintf("error (%s): %s. %s", res.Error.Kind, res.Error.Message, res.Error.Hint)
+		text = errorText(res.Error)
 	case res.Checkpoint != nil:
 		c := res.Checkpoint
 		text = fmt.Sprintf("checkpoint %s taken (%s, keeps %s, %d cells, %d bytes); pass it to session_restore until %s. The session goes on.",
@@ -57,7 +54,7 @@ func checkpointAnswer(res CheckpointResult) *mcp.CallToolResult {
 			}
 		}
 	}
-	return &mcp.CallToolResult{StructuredContent: res, IsError: res.Error != nil, Content: []mcp.Content{mcp.NewTextContent(text)}}
+	return textAnswer(res, res.Error, text)
 }
 
 func checkpointTool(name, title, desc string, args any) mcp.Tool {

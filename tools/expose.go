@@ -46,14 +46,11 @@ type ExposeResult struct {
 }
 
 func exposeAnswer(res ExposeResult) *mcp.CallToolResult {
-	res.Status = contract.StatusOK
-	if res.Error != nil {
-		res.Status = contract.StatusError
-	}
+	res.Status = statusOf(res.Error)
 	var text string
 	switch {
 	case res.Error != nil:
-		text = fmt.Sprintf("error (%s): %s. %s", res.Error.Kind, res.Error.Message, res.Error.Hint)
+		text = errorText(res.Error)
 	case res.Exposure != nil:
 		text = fmt.Sprintf("The session's port %d is open to the person at %s (exposure %s). Give them this URL: it carries the preview's token; "+
 			"it works on this machine while the session lives, until session_unexpose.", res.Exposure.BoxPort, res.Exposure.URL, res.Exposure.ID)
@@ -65,7 +62,7 @@ func exposeAnswer(res ExposeResult) *mcp.CallToolResult {
 			text += fmt.Sprintf("\n%s · session %s · box port %d · %s · %d connections open", e.ID, e.SessionID, e.BoxPort, e.URL, e.Connections)
 		}
 	}
-	return &mcp.CallToolResult{StructuredContent: res, IsError: res.Error != nil, Content: []mcp.Content{mcp.NewTextContent(text)}}
+	return textAnswer(res, res.Error, text)
 }
 
 // exposeFail is err as the tools' typed error.

@@ -72,16 +72,31 @@ type SessionResult struct {
 	Error    *contract.ErrorInfo    `json:"error,omitempty"`
 }
 
-func sessionAnswer(res SessionResult) *mcp.CallToolResult {
-	if res.Error != nil {
-		res.Status = contract.StatusError
-	} else {
-		res.Status = contract.StatusOK
+// statusOf is a tool answer's status: error when it carries one.
+func statusOf(e *contract.ErrorInfo) contract.Status {
+	if e != nil {
+		return contract.StatusError
 	}
+	return contract.StatusOK
+}
+
+// errorText is how the session family of tools puts an error in words.
+func errorText(e *contract.ErrorInfo) string {
+	return fmt.Sprintf("error (%s): %s. %s", e.Kind, e.Message, e.Hint)
+}
+
+// textAnswer is a tool's answer of structured res and text, an error
+// when e is set.
+func textAnswer(res any, e *contract.ErrorInfo, text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{StructuredContent: res, IsError: e != nil, Content: []mcp.Content{mcp.NewTextContent(text)}}
+}
+
+func sessionAnswer(res SessionResult) *mcp.CallToolResult {
+	res.Status = statusOf(res.Error)
 	text := "ok"
 	switch {
 	case res.Error != nil:
-		text = fmt.Sprintf("error (%s): %s. %s", res.Error.Kind, res.Error.Message, res.Error.Hint)
+		text = errorText(res.Error)
 	case res.Session != nil:
 		text = fmt.Sprintf("session %s open (%s); pass it as run_code's session_id. It closes after %.0f s idle, at the latest at %s.",
 			res.Session.ID, res.Session.Language, res.Session.IdleTTL, res.Session.EndsAt.UTC().Format(time.RFC3339))
@@ -106,7 +121,7 @@ func sessionAnswer(res SessionResult) *mcp.CallToolResult {
 			}
 		}
 	}
-	return &mcp.CallToolResult{StructuredContent: res, IsError: res.Error != nil, Content: []mcp.Content{mcp.NewTextContent(text)}}
+	return textAnswer(res, res.Error, text)
 }
 
 // withExposures names, in each of client's sessions, its open exposures

@@ -36,12 +36,11 @@ type WorkspaceResult struct {
 }
 
 func workspaceAnswer(res WorkspaceResult) *mcp.CallToolResult {
-	res.Status = contract.StatusOK
+	res.Status = statusOf(res.Error)
 	var text string
 	switch {
 	case res.Error != nil:
-		res.Status = contract.StatusError
-		text = fmt.Sprintf("error (%s): %s. %s", res.Error.Kind, res.Error.Message, res.Error.Hint)
+		text = errorText(res.Error)
 	case res.Deleted != "":
 		text = fmt.Sprintf("workspace %q deleted", res.Deleted)
 	default:
@@ -55,7 +54,7 @@ func workspaceAnswer(res WorkspaceResult) *mcp.CallToolResult {
 				use, w.LastUsed.UTC().Format(time.RFC3339))
 		}
 	}
-	return &mcp.CallToolResult{StructuredContent: res, IsError: res.Error != nil, Content: []mcp.Content{mcp.NewTextContent(text)}}
+	return textAnswer(res, res.Error, text)
 }
 
 func workspaceTool(name, title, desc string, args any, readOnly, destructive bool) mcp.Tool {
