@@ -278,21 +278,9 @@ func exposeSession(t *testing.T, s *server) {
 			t.Fatalf("session_expose: %+v", a)
 		}
 		su, _ := url.Parse(a.Exposure.URL)
-		sj, _ := cookiejar.New(nil)
-		sc := &http.Client{Jar: sj, Timeout: time.Minute}
-		res, err := sc.Get(a.Exposure.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		res, err = sc.Get("http://" + su.Host + "/index.html")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != 200 || string(body) != "<h1>made in the box</h1>\n" {
-			t.Fatalf("the static page: %d %q", res.StatusCode, body)
+		code, body := previewGet(t, a.Exposure.URL, "/index.html")
+		if code != 200 || body != "<h1>made in the box</h1>\n" {
+			t.Fatalf("the static page: %d %q", code, body)
 		}
 		// Two per session: a third is refused.
 		if a := s.expose(t, map[string]any{"session_id": id, "port": 8002}); a.Error == nil || !strings.Contains(a.Error.Message, "max_per_session") {
@@ -319,22 +307,9 @@ func exposeSession(t *testing.T, s *server) {
 			t.Fatalf("%+v", a)
 		}
 		defer exposeOn(t, s.c, "session_unexpose", map[string]any{"exposure_id": a.Exposure.ID})
-		nj, _ := cookiejar.New(nil)
-		nc := &http.Client{Jar: nj, Timeout: time.Minute}
-		res, err := nc.Get(a.Exposure.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		nu, _ := url.Parse(a.Exposure.URL)
-		res, err = nc.Get("http://" + nu.Host + "/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "8999") {
-			t.Fatalf("%d %q", res.StatusCode, body)
+		code, body := previewGet(t, a.Exposure.URL, "/")
+		if code != http.StatusBadGateway || !strings.Contains(body, "8999") {
+			t.Fatalf("%d %q", code, body)
 		}
 	})
 
@@ -423,6 +398,28 @@ func exposeSession(t *testing.T, s *server) {
 
 // wsDial opens a WebSocket to host's /ws with cookie and origin; the
 // handshake's status, and the connection and its reader when it switched.
+// previewGet opens a preview's URL as a person's browser would (a fresh
+// cookie jar takes its token), then GETs path on its host: the status and
+// the body.
+func previewGet(t *testing.T, previewURL, path string) (int, string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: time.Minute}
+	res, err := hc.Get(previewURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	u, _ := url.Parse(previewURL)
+	res, err = hc.Get("http://" + u.Host + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	return res.StatusCode, string(body)
+}
+
 func wsDial(t *testing.T, host, cookie, origin string) (net.Conn, *bufio.Reader, int) {
 	t.Helper()
 	c, err := net.Dial("tcp", host)
