@@ -3,7 +3,10 @@
 package e2e
 
 import (
+	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,6 +234,9 @@ func sameAnswer(t *testing.T, c contractCase, w outcome, one, cell contract.Resu
 	if a, b := artifactList(one), artifactList(cell); a != b {
 		diff("artifacts", a, b)
 	}
+	if a, b := displayList(one), displayList(cell); a != b {
+		diff("displays", a, b)
+	}
 }
 
 func errorPlace(e *contract.ErrorInfo) string {
@@ -246,6 +252,27 @@ func quoteShort(s string) string {
 
 // artifactList is what a result says of its artifacts, but their run's
 // addresses.
+// displayList is what an agent acts on of a result's displays: each one's
+// source, place in the output, cut, and its mimes with their sizes and
+// shapes (not their bytes: a figure's PNG may differ by its metadata).
+func displayList(r contract.Result) string {
+	var b strings.Builder
+	for _, d := range r.Displays {
+		fmt.Fprintf(&b, "%d %s after %d/%d cut %q:", d.Index, d.Source, d.After.Stdout, d.After.Stderr, d.Cut)
+		mimes := slices.Sorted(maps.Keys(d.Mimes))
+		for _, k := range mimes {
+			m := d.Mimes[k]
+			fmt.Fprintf(&b, " %s %dx%d", k, m.Width, m.Height)
+			if m.Rows != nil && m.Columns != nil {
+				fmt.Fprintf(&b, " %d rows x %d columns", *m.Rows, *m.Columns)
+			}
+		}
+		b.WriteString("; ")
+	}
+	b.WriteString(strconv.Itoa(r.DisplaysOmitted) + " left out")
+	return b.String()
+}
+
 func artifactList(r contract.Result) string {
 	var b strings.Builder
 	for _, a := range r.Artifacts {

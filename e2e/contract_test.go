@@ -3,10 +3,13 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"image/png"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -577,6 +580,20 @@ os.symlink("/proc/self/environ", "env")
 				}
 			}}},
 
+		// Rich results: a figure shown, a frame displayed, console.table,
+		// each at its place in the output. long: importing matplotlib or
+		// pandas takes seconds on a loaded node of a quarter CPU.
+		{name: "display/python-show", lang: "python", args: long,
+			code: "import matplotlib.pyplot as plt\nprint('a')\nplt.figure(figsize=(4, 3), dpi=100)\nplt.plot([1, 2, 3])\nplt.show()\nprint('b')\n",
+			want: outcome{stdout: "a\nb\n", check: wantFigure(400, 300)}},
+		{name: "display/python-frame", lang: "python", args: long,
+			code: "import pandas as pd\nprint('frame')\ndisplay(pd.DataFrame({'a': range(1000), 'b': 0.5, 'c': 'x'}))\nprint('next')\n",
+			want: outcome{stdout: "frame\nnext\n", check: wantTable("display", 1000, 3)}},
+		// Node's own text table stays in stdout, before the display.
+		{name: "display/javascript-table", lang: "javascript",
+			code: "console.log('first');\nconsole.table([{a: 1, b: 'x'}, {a: 2, b: 'y'}, {a: 3}]);\nconsole.log('next');\n",
+			want: outcome{check: wantTable("table", 3, 2)}},
+
 		// A session's own: the value of a Python cell's last expression
 		// is shown (as a notebook shows it); a one-off run shows nothing.
 		{name: "session/last-expression", lang: "python", code: "x = 41\nx + 1\n",
@@ -586,6 +603,71 @@ os.symlink("/proc/self/environ", "env")
 				}
 			}},
 			inSession: &sessionWay{why: "a session shows a Python cell's last expression (docs/design.md)", want: outcome{stdout: "42\n"}}},
+	}
+}
+
+// wantFigure: one figure shown, after the first line of output, as a PNG
+// of w x h pixels: in the result's display, and in the answer's one image
+// block, whose bytes decode to that size.
+func wantFigure(w, h int) func(*testing.T, contract.Result, *mcp.CallToolResult) {
+	return func(t *testing.T, r contract.Result, res *mcp.CallToolResult) {
+		t.Helper()
+		if len(r.Displays) != 1 || r.DisplaysOmitted != 0 {
+			t.Fatalf("want one display: %+v", r.Displays)
+		}
+		d := r.Displays[0]
+		m, ok := d.Mimes["image/png"]
+		if d.Source != "show" || d.Index != 0 || d.After.Stdout != 2 || !ok || m.Width != w || m.Height != h || m.URI != contract.DisplayURI(r.RunID, 0, "image.png") || d.Cut != "" {
+			t.Errorf("the figure's display: %+v", d)
+		}
+		var images []mcp.ImageContent
+		for _, c := range res.Content {
+			if im, ok := mcp.AsImageContent(c); ok {
+				images = append(images, *im)
+			}
+		}
+		if len(images) != 1 || images[0].MIMEType != "image/png" {
+			t.Fatalf("want one PNG image block, got %d", len(images))
+		}
+		b, err := base64.StdEncoding.DecodeString(images[0].Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("the image does not decode: %v", err)
+		}
+		if sz := img.Bounds().Size(); sz.X != w || sz.Y != h || int64(len(b)) != m.Bytes {
+			t.Errorf("the image is %v of %d bytes, want %dx%d of %d", sz, len(b), w, h, m.Bytes)
+		}
+	}
+}
+
+// wantTable: one display from source, in stdout just before the line
+// "next", a table of rows x cols, which the answer's text gives as
+// markdown ending with that shape.
+func wantTable(source string, rows, cols int64) func(*testing.T, contract.Result, *mcp.CallToolResult) {
+	return func(t *testing.T, r contract.Result, res *mcp.CallToolResult) {
+		t.Helper()
+		if len(r.Displays) != 1 {
+			t.Fatalf("want one display: %+v", r.Displays)
+		}
+		d := r.Displays[0]
+		m, ok := d.Mimes[contract.TableMime]
+		next := strings.Index(r.Stdout, "next\n")
+		if d.Source != source || next < 0 || d.After.Stdout != int64(next) || !ok || m.Rows == nil || *m.Rows != rows || m.Columns == nil || *m.Columns != cols || m.URI == "" {
+			t.Fatalf("the table's display: %+v", d)
+		}
+		shape := fmt.Sprintf("%d rows x %d columns)", rows, cols)
+		var text string
+		for _, c := range res.Content {
+			if tc, ok := mcp.AsTextContent(c); ok {
+				text += tc.Text
+			}
+		}
+		if !strings.HasSuffix(m.Markdown, shape) || !strings.Contains(text, m.Markdown) {
+			t.Errorf("the answer's text has no markdown table ending %q:\n%s", shape, text)
+		}
 	}
 }
 

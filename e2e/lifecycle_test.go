@@ -9,11 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image/png"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -124,12 +126,56 @@ func TestRunCommand(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "out", "out.txt")); string(b) != "artifact" {
 		t.Fatalf("artifact not written: %q", b)
 	}
+	runCommandDisplays(t, filepath.Join(dir, "plot"))
 	cmd = exec.Command(runboxBin, "run", "--json", "--language", "javascript", "-")
 	cmd.Stdin = strings.NewReader("console.log(6*7)")
 	out, err = cmd.Output()
 	var r contract.Result
 	if err != nil || json.Unmarshal(out, &r) != nil || r.Stdout != "42\n" || r.Status != "ok" {
 		t.Fatalf("runbox run --json: %v %s", err, out)
+	}
+}
+
+// runCommandDisplays: `runbox run --out DIR` writes what the code
+// displayed into DIR/displays, a file per representation named by index
+// and kind, and names each display and its files on stderr.
+func runCommandDisplays(t *testing.T, dir string) {
+	script := filepath.Join(dir, "plot.py")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(script, []byte(`import matplotlib.pyplot as plt, pandas as pd
+plt.figure(figsize=(4, 3), dpi=100)
+plt.plot([1, 2, 3])
+plt.show()
+display(pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}))
+print("done")
+`), 0o644)
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command(runboxBin, "run", "--out", out, script)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil || string(stdout) != "done\n" {
+		t.Fatalf("runbox run --out with displays: %v, stdout %q\n%s", err, stdout, stderr.String())
+	}
+	f, err := os.Open(filepath.Join(out, "displays", "0-image.png"))
+	if err != nil {
+		t.Fatalf("the figure was not written: %v\n%s", err, stderr.String())
+	}
+	defer f.Close()
+	if img, err := png.Decode(f); err != nil || img.Bounds().Dx() != 400 || img.Bounds().Dy() != 300 {
+		t.Errorf("displays/0-image.png: %v", err)
+	}
+	var table contract.Table
+	if b, err := os.ReadFile(filepath.Join(out, "displays", "1-table.json")); err != nil || json.Unmarshal(b, &table) != nil || !slices.Equal(table.Shape, []int64{2, 2}) {
+		t.Errorf("displays/1-table.json: %v %s", err, b)
+	}
+	for _, line := range []string{
+		"runbox: display 0 (show): image/png 400x300 in displays/0-image.png",
+		"runbox: display 1 (display): application/vnd.runbox.table+json 2 rows x 2 columns in displays/1-table.json",
+	} {
+		if !strings.Contains(stderr.String(), line) {
+			t.Errorf("stderr does not say %q:\n%s", line, stderr.String())
+		}
 	}
 }
 

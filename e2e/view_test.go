@@ -40,6 +40,7 @@ type viewFacts struct {
 	SortedDescFirst             []string
 	Page1, Page2                string
 	RealDisplays                [][]string
+	Interleaved, CarriedColour  []string
 	PngMeta, PngRead            []int
 	SeriesHead, SeriesFirst     []string
 	CutNotes                    []string
@@ -150,6 +151,16 @@ func TestView(t *testing.T) {
 	// The refused PNG is its reason in words, with nothing to read.
 	if !slices.EqualFunc(f.RealDisplays, wantDisplays, slices.Equal) || !slices.Equal(f.CutNotes, []string{"its data is not what its mime says"}) {
 		t.Errorf("displays of the run: %v (cut notes %v)", f.RealDisplays, f.CutNotes)
+	}
+	// A display falls in stdout after the text printed before it, and
+	// before the text printed after it; one shown after all the output
+	// follows it. The colour the first piece set goes on in the next.
+	wantPlaces := []string{"text red a\n", "display image/png in stdout", "text still red b\n", "display text/markdown in displays"}
+	if !slices.Equal(f.Interleaved, wantPlaces) {
+		t.Errorf("displays' places in the output: %q, want %q", f.Interleaved, wantPlaces)
+	}
+	if !slices.Equal(f.CarriedColour, []string{"still red", "rgb(194, 54, 33)"}) {
+		t.Errorf("the colour across a display: %q", f.CarriedColour)
 	}
 	// plt.show() of a 3.2x2.1 inch figure at 100 dpi: the PNG the view read
 	// through the host, the size the result gives and the <img> agree.

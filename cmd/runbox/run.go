@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -369,8 +371,12 @@ func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Ru
 	res := d.Run(ctx, cliCall(runs.Call{Args: args}))
 	done()
 
+	var shown [][]string
 	if cfg.outDir != "" {
 		if err := writeArtifacts(cfg.outDir, res.Artifacts); err != nil {
+			return 1, err
+		}
+		if shown, err = writeDisplays(cfg.outDir, res.Displays); err != nil {
 			return 1, err
 		}
 	}
@@ -390,6 +396,16 @@ func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Ru
 		}
 		for _, a := range res.Artifacts {
 			fmt.Fprintf(os.Stderr, "runbox: artifact %s (%d bytes)\n", a.Path, a.SizeBytes)
+		}
+		for i, d := range res.Displays {
+			var files []string
+			if shown != nil {
+				files = shown[i]
+			}
+			fmt.Fprintf(os.Stderr, "runbox: %s\n", describeDisplay(d, files))
+		}
+		if res.DisplaysOmitted > 0 {
+			fmt.Fprintf(os.Stderr, "runbox: %d more displays omitted\n", res.DisplaysOmitted)
 		}
 	}
 	switch {
@@ -426,6 +442,91 @@ func writeArtifacts(dir string, arts []contract.Artifact) error {
 		}
 	}
 	return nil
+}
+
+// displaysDir is the directory under --out that holds the displays' data.
+const displaysDir = "displays"
+
+// writeDisplays saves each kept representation of displays under
+// dir/displays as <index>-<name> (0-image.png, 1-table.json), the name its
+// resource has, and returns the files of each display, relative to dir, in
+// DisplayMimeOrder.
+func writeDisplays(dir string, displays []contract.Display) ([][]string, error) {
+	if len(displays) == 0 {
+		return nil, nil
+	}
+	if err := os.MkdirAll(filepath.Join(dir, displaysDir), 0o755); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(filepath.Join(dir, displaysDir))
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	files := make([][]string, len(displays))
+	for i, d := range displays {
+		for _, mime := range displayMimes(d) {
+			m := d.Mimes[mime]
+			_, index, name, ok := contract.ParseDisplayURI(m.URI)
+			if m.Data == nil || !ok {
+				continue
+			}
+			file := strconv.Itoa(index) + "-" + name
+			if err := root.WriteFile(file, m.Data, 0o644); err != nil {
+				return nil, err
+			}
+			files[i] = append(files[i], filepath.Join(displaysDir, file))
+		}
+	}
+	return files, nil
+}
+
+// displayMimes are d's mimes in DisplayMimeOrder, then any other in
+// alphabetical order.
+func displayMimes(d contract.Display) []string {
+	var out []string
+	for _, mime := range contract.DisplayMimeOrder {
+		if _, ok := d.Mimes[mime]; ok {
+			out = append(out, mime)
+		}
+	}
+	for _, mime := range slices.Sorted(maps.Keys(d.Mimes)) {
+		if !slices.Contains(out, mime) {
+			out = append(out, mime)
+		}
+	}
+	return out
+}
+
+// describeDisplay is the line `runbox run` prints for a display: its
+// index and source, then the files written for it, or, without --out, its
+// mimes; an image's size and a table's shape; why any of it was cut.
+func describeDisplay(d contract.Display, files []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "display %d (%s):", d.Index, d.Source)
+	for _, mime := range displayMimes(d) {
+		m := d.Mimes[mime]
+		b.WriteString(" " + mime)
+		switch {
+		case m.Width > 0 && m.Height > 0:
+			fmt.Fprintf(&b, " %dx%d", m.Width, m.Height)
+		case m.Rows != nil && m.Columns != nil:
+			fmt.Fprintf(&b, " %d rows x %d columns", *m.Rows, *m.Columns)
+		}
+		if _, _, name, ok := contract.ParseDisplayURI(m.URI); ok {
+			for _, f := range files {
+				if strings.HasSuffix(f, "-"+name) {
+					b.WriteString(" in " + f)
+				}
+			}
+		}
+		b.WriteString(",")
+	}
+	out := strings.TrimSuffix(b.String(), ",")
+	if d.Cut != "" {
+		out += " (cut: " + d.Cut + ")"
+	}
+	return out
 }
 
 func isTerminal(f *os.File) bool {

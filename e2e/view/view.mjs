@@ -304,6 +304,21 @@ facts.consoleOwn = console_.slice();
   await client.callTool({ name: "session_close", arguments: { session_id: sid } });
 }
 
+// 5. Displays at their place in the output: text, a figure shown, text
+// again; the colour set before the figure still colours the text after.
+{
+  const code = [
+    "import matplotlib.pyplot as plt",
+    "print('\\x1b[31mred a')",
+    "plt.figure(figsize=(2, 1), dpi=100); plt.plot([1, 2]); plt.show()",
+    "print('still red\\x1b[0m b')",
+    "display({'text/markdown': '**last**'}, raw=True)",
+  ].join("\n");
+  const { frame } = await show("run_code", { language: "python", code });
+  facts.interleaved = await frame.$$eval("#app pre.stdout, #app .display-item", (es) => es.map((e) => e.matches(".display-item") ? "display " + e.getAttribute("data-mime") + " in " + e.closest("section").querySelector("h3").textContent : "text " + e.textContent));
+  facts.carriedColour = await frame.$eval("#app pre.stdout:not(#stdout) span", (e) => [e.textContent, getComputedStyle(e).color]).catch(() => null);
+}
+
 facts.stray = stray;
 facts.remoteRequests = requests;
 facts.blockedByPolicy = blocked;
