@@ -3,6 +3,8 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -20,11 +22,13 @@ import (
 // to the background or when it is an MCP task's call: its record (the Held
 // fields, the call's audit facts and the box's Detached record once the job
 // is sent) is then written to the run store in the state directory, and
-// again at its end with its answer. A run that ends before the bound writes
-// nothing. A restarted server finds a record by its run id: a finished run
-// answers its stored answer, a running one is adopted (the runner finds its
-// box by the record and waits for its end), and a record whose box is gone
-// answers that its result is lost.
+// again at its end with its result (runs.KeptResult: the contract.Result and
+// the content of its artifacts and displays). A run that ends before the
+// bound writes nothing. A restarted server finds a record by its run id: a
+// finished run's result is read back, its resources kept again in this
+// server's artifact store, and its answer rendered when it is collected; a
+// running one is adopted (the runner finds its box by the record and waits
+// for its end); a record whose box is gone answers that its result is lost.
 
 // Record kinds in the run store.
 const (
@@ -44,16 +48,20 @@ type Adopter interface {
 
 // runRecord is a durable run as the store keeps it: plain data.
 type runRecord struct {
-	RunID     string          `json:"run_id"`
-	TaskID    string          `json:"task_id,omitempty"`
-	Owner     string          `json:"owner"`
-	Tool      string          `json:"tool"`
-	Language  string          `json:"language"`
-	Started   time.Time       `json:"started"`
-	Ended     time.Time       `json:"ended,omitzero"`
-	Cancelled bool            `json:"cancelled,omitempty"`
-	Ending    Ending          `json:"ending,omitempty"`
-	Answer    json.RawMessage `json:"answer,omitempty"`
+	// Version is runs.RecordVersion; a finished record of another
+	// version has no result this server reads.
+	Version   int       `json:"version,omitempty"`
+	RunID     string    `json:"run_id"`
+	TaskID    string    `json:"task_id,omitempty"`
+	Owner     string    `json:"owner"`
+	Tool      string    `json:"tool"`
+	Language  string    `json:"language"`
+	Started   time.Time `json:"started"`
+	Ended     time.Time `json:"ended,omitzero"`
+	Cancelled bool      `json:"cancelled,omitempty"`
+	Ending    Ending    `json:"ending,omitempty"`
+	// Result is the run's result once it ended.
+	Result *runs.KeptResult `json:"result,omitempty"`
 	// Audit is the run's audit line held until its ending is known.
 	Audit    *audit.Entry      `json:"audit,omitempty"`
 	Call     recordedCall      `json:"call"`
@@ -169,10 +177,10 @@ func (h *Handles) save(hd *handle) {
 		h.mu.Unlock()
 		return
 	}
-	rec := runRecord{RunID: hd.RunID, TaskID: hd.taskID, Owner: hd.Owner, Tool: hd.Tool, Language: hd.Language,
+	rec := runRecord{Version: runs.RecordVersion, RunID: hd.RunID, TaskID: hd.taskID, Owner: hd.Owner, Tool: hd.Tool, Language: hd.Language,
 		Started: hd.Started, Ended: hd.Ended, Cancelled: hd.Cancelled, Ending: hd.Ending, Audit: hd.Audit,
 		Call: hd.call, Detached: hd.detached}
-	answer := hd.Answer
+	res := hd.Result
 	// The first record that holds a running box marks the box, so that
 	// a server of another state directory leaves it.
 	mark := hd.detached != nil && hd.Ended.IsZero() && !hd.marked && h.adopter != nil
@@ -183,17 +191,30 @@ func (h *Handles) save(hd *handle) {
 	if mark {
 		h.adopter.MarkKept(rec.Detached.BoxID)
 	}
-	if answer != nil {
-		rec.Answer, _ = json.Marshal(answer)
-	}
-	data, err := json.Marshal(rec)
-	if err == nil {
-		kind, id := hd.kindID()
-		err = h.store.Put(runstore.Entry{Kind: kind, ID: id, Finished: !rec.Ended.IsZero(), Data: data})
+	err := h.put(hd, rec, res, true)
+	if errors.Is(err, runstore.ErrFull) && res != nil {
+		// The result with its files' content does not fit beside the
+		// running records: keep the result, its resources lost.
+		err = h.put(hd, rec, res, false)
 	}
 	if err != nil {
 		h.logger.Warn("run store: this run's record is not kept (it will not outlive the server)", "run_id", hd.RunID, "err", err)
 	}
+}
+
+// put writes rec, with res (when the run ended) and, withData, the
+// content of its artifacts and displays.
+func (h *Handles) put(hd *handle, rec runRecord, res *contract.Result, withData bool) error {
+	if res != nil {
+		kept := runs.Keep(*res, withData)
+		rec.Result = &kept
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	kind, id := hd.kindID()
+	return h.store.Put(runstore.Entry{Kind: kind, ID: id, Finished: !rec.Ended.IsZero(), Data: data})
 }
 
 // ended writes a durable run's final record and gives up its hold.
@@ -247,7 +268,8 @@ func (d Deps) restore(ctx context.Context, owner, id string) (*handle, bool) {
 			hd.Audit = nil // its server writes the line
 		}
 	} else {
-		hd.Ended, hd.Answer = rec.Ended, h.parseAnswer(rec.Answer)
+		res := d.storedResult(ctx, rec)
+		hd.Ended, hd.Result = rec.Ended, &res
 		hd.decided = true
 		close(hd.done)
 	}
@@ -300,16 +322,25 @@ func (d Deps) restore(ctx context.Context, owner, id string) (*handle, bool) {
 	return hd, true
 }
 
-// parseAnswer reads a stored CallToolResult.
-func (h *Handles) parseAnswer(raw json.RawMessage) *mcp.CallToolResult {
-	if len(raw) > 0 {
-		if out, err := mcp.ParseCallToolResult(&raw); err == nil {
-			return out
-		}
+// storedResult is the result a finished record keeps, its resources kept
+// again in this server's artifact store for the run's owner; a record of
+// another version, or without a result, answers that the result is lost.
+func (d Deps) storedResult(ctx context.Context, rec runRecord) contract.Result {
+	var why string
+	switch {
+	case rec.Version != runs.RecordVersion:
+		why = fmt.Sprintf("its record was written by another version of runbox (record version %d, this server reads %d)", rec.Version, runs.RecordVersion)
+	case rec.Result == nil:
+		why = "its record keeps no result"
 	}
-	res := contract.Fail(contract.Job{}, contract.RunLost("its stored answer could not be read"))
-	res.Isolation = h.m.Isolation
-	return ToCallToolResult(h.m, contract.ForModel(res, h.m.Limits.AnswerChars))
+	if why != "" {
+		res := contract.Fail(contract.Job{RunID: rec.RunID}, contract.RunLost(why))
+		res.Language, res.Isolation = rec.Language, d.Manifest.Isolation
+		return res
+	}
+	res := rec.Result.Restore()
+	keepResources(WithPrincipal(ctx, rec.Owner), d.Manifest, d.Store, res)
+	return res
 }
 
 // adopt waits, through the runner, for the end of a run whose server
@@ -342,9 +373,10 @@ func (d Deps) adopt(ctx context.Context, hd *handle) {
 			h.record(&e)
 		}
 	}
-	// The resources of the answer are the run's owner's, whoever's call
+	// The resources of the result are the run's owner's, whoever's call
 	// adopted it.
-	h.finish(hd, answer(WithPrincipal(ctx, hd.Owner), d.Manifest, d.Store, res))
+	keepResources(WithPrincipal(ctx, hd.Owner), d.Manifest, d.Store, res)
+	h.finish(hd, res)
 }
 
 // remotePoll is how often a run another server runs is read again.
@@ -359,17 +391,17 @@ func (d Deps) pollRemote(ctx context.Context, hd *handle) {
 	for {
 		select {
 		case <-ctx.Done():
-			h.finish(hd, answer(ctx, d.Manifest, nil, contract.Fail(contract.Job{RunID: hd.RunID}, contract.Cancelled())))
+			h.finish(hd, contract.Fail(contract.Job{RunID: hd.RunID}, contract.Cancelled()))
 			return
 		case <-t.C:
 		}
 		rec, ok := h.load(recordRun, hd.RunID)
 		switch {
 		case !ok:
-			h.finish(hd, answer(ctx, d.Manifest, nil, contract.Fail(contract.Job{RunID: hd.RunID}, contract.RunLost("its record is gone"))))
+			h.finish(hd, contract.Fail(contract.Job{RunID: hd.RunID}, contract.RunLost("its record is gone")))
 			return
 		case !rec.Ended.IsZero():
-			h.finish(hd, h.parseAnswer(rec.Answer))
+			h.finish(hd, d.storedResult(ctx, rec))
 			return
 		}
 		if release, held := h.store.Hold(recordRun, hd.RunID); held {
@@ -431,14 +463,14 @@ func (d Deps) AdoptTask(ctx context.Context, taskID string) *mcp.CallToolResult 
 			return lost("its server stopped before its run began")
 		}
 		if !rec.Ended.IsZero() {
-			return h.parseAnswer(rec.Answer)
+			return render(ctx, d.Manifest, d.storedResult(ctx, rec))
 		}
 		if release, held := h.store.Hold(recordTaskRun, taskID); held {
 			hd := &handle{Held: Held{RunID: rec.RunID, Owner: rec.Owner, Tool: rec.Tool, Language: rec.Language, Started: rec.Started},
 				cancel: func() {}, done: make(chan struct{})}
 			hd.durable, hd.taskID, hd.call, hd.detached, hd.release = true, taskID, rec.Call, rec.Detached, release
 			d.adopt(ctx, hd)
-			return hd.Answer
+			return render(ctx, d.Manifest, *hd.Result)
 		}
 		// A live server runs it still: its record will say the end.
 		select {
