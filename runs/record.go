@@ -1,8 +1,63 @@
 package runs
 
 import (
+	"encoding/json"
+	"time"
+
+	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/sandbox"
 )
+
+// Record is a long run's record in the run store (kinds RecordRun and
+// RecordTaskRun): plain data, written by the server that runs the run and
+// read back, as untrusted input, by the one that collects or adopts it.
+type Record struct {
+	// Version is RecordVersion; a finished record of another version has
+	// no result this server reads.
+	Version   int       `json:"version,omitempty"`
+	RunID     string    `json:"run_id"`
+	TaskID    string    `json:"task_id,omitempty"`
+	Owner     string    `json:"owner"`
+	Tool      string    `json:"tool"`
+	Language  string    `json:"language"`
+	Started   time.Time `json:"started"`
+	Ended     time.Time `json:"ended,omitzero"`
+	Cancelled bool      `json:"cancelled,omitempty"`
+	// Ending is how the client got (or gave up) the result, once known.
+	Ending string `json:"ending,omitempty"`
+	// Result is the run's result once it ended.
+	Result *KeptResult `json:"result,omitempty"`
+	// Audit is the run's audit line held until its ending is known.
+	Audit *audit.Entry `json:"audit,omitempty"`
+	Call  RecordedCall `json:"call"`
+	// Detached finds the run's box again, once its job was sent.
+	Detached *sandbox.Detached `json:"detached,omitempty"`
+}
+
+// RecordedCall is what an adopted run's audit line needs of its call.
+type RecordedCall struct {
+	Args   json.RawMessage `json:"args,omitempty"`
+	Client string          `json:"client,omitempty"`
+	App    audit.Client    `json:"app"`
+}
+
+// RecordCall is what a record keeps of c: its arguments as they came
+// (or as read, when those are not JSON), its client and app.
+func RecordCall(c Call) RecordedCall {
+	raw := c.Raw
+	if raw == nil || !json.Valid(raw) {
+		raw, _ = json.Marshal(c.Args)
+	}
+	return RecordedCall{Args: raw, Client: c.Client, App: c.App}
+}
+
+// Call is the recorded call, decoded again.
+func (r RecordedCall) Call() Call {
+	c := DecodeCall(r.Args)
+	c.Client, c.App = r.Client, r.App
+	return c
+}
 
 // RecordVersion is the version of the run store's records of long runs
 // (RecordRun, RecordTaskRun) that keep a finished run's result as a

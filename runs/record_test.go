@@ -84,3 +84,18 @@ func TestKeptResultUntrusted(t *testing.T) {
 		t.Fatalf("a result without artifacts: %#v", arts)
 	}
 }
+
+// A recorded call decodes to the call it was: its arguments as they came
+// (or as read, when they were not JSON), its client and app.
+func TestRecordedCall(t *testing.T) {
+	c := DecodeCall(json.RawMessage(`{"language":"python","code":"print(1)"}`))
+	c.Client = "alice"
+	got := RecordCall(c).Call()
+	if got.Client != "alice" || got.Args.Language != "python" || got.Args.Code != "print(1)" {
+		t.Fatalf("%+v", got)
+	}
+	c.Raw = json.RawMessage(`{not json`)
+	if got := RecordCall(c).Call(); got.Args.Code != "print(1)" {
+		t.Fatalf("arguments that were not JSON: %+v", got)
+	}
+}

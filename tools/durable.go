@@ -10,7 +10,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/runstore"
 	"github.com/runbox-mcp/runbox/runs"
@@ -46,49 +45,6 @@ type Adopter interface {
 	MarkKept(boxID string)
 }
 
-// runRecord is a durable run as the store keeps it: plain data.
-type runRecord struct {
-	// Version is runs.RecordVersion; a finished record of another
-	// version has no result this server reads.
-	Version   int       `json:"version,omitempty"`
-	RunID     string    `json:"run_id"`
-	TaskID    string    `json:"task_id,omitempty"`
-	Owner     string    `json:"owner"`
-	Tool      string    `json:"tool"`
-	Language  string    `json:"language"`
-	Started   time.Time `json:"started"`
-	Ended     time.Time `json:"ended,omitzero"`
-	Cancelled bool      `json:"cancelled,omitempty"`
-	Ending    Ending    `json:"ending,omitempty"`
-	// Result is the run's result once it ended.
-	Result *runs.KeptResult `json:"result,omitempty"`
-	// Audit is the run's audit line held until its ending is known.
-	Audit    *audit.Entry      `json:"audit,omitempty"`
-	Call     recordedCall      `json:"call"`
-	Detached *sandbox.Detached `json:"detached,omitempty"`
-}
-
-// recordedCall is what an adopted run's audit line needs of its call.
-type recordedCall struct {
-	Args   json.RawMessage `json:"args,omitempty"`
-	Client string          `json:"client,omitempty"`
-	App    audit.Client    `json:"app"`
-}
-
-func recordCall(c Call) recordedCall {
-	raw := c.Raw
-	if raw == nil || !json.Valid(raw) {
-		raw, _ = json.Marshal(c.Args)
-	}
-	return recordedCall{Args: raw, Client: c.Client, App: c.App}
-}
-
-func (r recordedCall) call() Call {
-	c := runs.DecodeCall(r.Args)
-	c.Client, c.App = r.Client, r.App
-	return c
-}
-
 // keeping is what a handle adds to be kept in the store.
 type keeping struct {
 	// durable: the run is kept in the store (a background run, or a
@@ -98,7 +54,7 @@ type keeping struct {
 	detached *sandbox.Detached
 	// marked: the box in detached was marked kept (Adopter.MarkKept).
 	marked bool
-	call   recordedCall
+	call   runs.RecordedCall
 	// release gives up the store's hold of the record (the run's end).
 	release func()
 	// saveMu orders the record's writes: each writes the handle as it
@@ -128,7 +84,7 @@ func (hd *handle) kindID() (string, string) {
 func (h *Handles) beginTask(owner, tool, task string, c Call) *handle {
 	hd := &handle{Held: Held{RunID: runs.NewRunID(), Owner: owner, Tool: tool, Language: c.Args.Language, Started: h.now()},
 		cancel: func() {}, done: make(chan struct{})}
-	hd.taskID, hd.call = task, recordCall(c)
+	hd.taskID, hd.call = task, runs.RecordCall(c)
 	h.persist(hd)
 	return hd
 }
@@ -177,8 +133,8 @@ func (h *Handles) save(hd *handle) {
 		h.mu.Unlock()
 		return
 	}
-	rec := runRecord{Version: runs.RecordVersion, RunID: hd.RunID, TaskID: hd.taskID, Owner: hd.Owner, Tool: hd.Tool, Language: hd.Language,
-		Started: hd.Started, Ended: hd.Ended, Cancelled: hd.Cancelled, Ending: hd.Ending, Audit: hd.Audit,
+	rec := runs.Record{Version: runs.RecordVersion, RunID: hd.RunID, TaskID: hd.taskID, Owner: hd.Owner, Tool: hd.Tool, Language: hd.Language,
+		Started: hd.Started, Ended: hd.Ended, Cancelled: hd.Cancelled, Ending: string(hd.Ending), Audit: hd.Audit,
 		Call: hd.call, Detached: hd.detached}
 	res := hd.Result
 	// The first record that holds a running box marks the box, so that
@@ -204,7 +160,7 @@ func (h *Handles) save(hd *handle) {
 
 // put writes rec, with res (when the run ended) and, withData, the
 // content of its artifacts and displays.
-func (h *Handles) put(hd *handle, rec runRecord, res *contract.Result, withData bool) error {
+func (h *Handles) put(hd *handle, rec runs.Record, res *contract.Result, withData bool) error {
 	if res != nil {
 		kept := runs.Keep(*res, withData)
 		rec.Result = &kept
@@ -232,11 +188,11 @@ func (h *Handles) ended(hd *handle) {
 }
 
 // load reads a run's record.
-func (h *Handles) load(kind, id string) (runRecord, bool) {
-	var rec runRecord
+func (h *Handles) load(kind, id string) (runs.Record, bool) {
+	var rec runs.Record
 	e, ok := h.store.Get(kind, id)
 	if !ok || json.Unmarshal(e.Data, &rec) != nil {
-		return runRecord{}, false
+		return runs.Record{}, false
 	}
 	return rec, true
 }
@@ -255,7 +211,7 @@ func (d Deps) restore(ctx context.Context, owner, id string) (*handle, bool) {
 		return nil, false
 	}
 	hd := &handle{Held: Held{RunID: rec.RunID, Owner: rec.Owner, Tool: rec.Tool, Language: rec.Language,
-		Started: rec.Started, Background: true, Cancelled: rec.Cancelled, Ending: rec.Ending, Audit: rec.Audit},
+		Started: rec.Started, Background: true, Cancelled: rec.Cancelled, Ending: Ending(rec.Ending), Audit: rec.Audit},
 		done: make(chan struct{})}
 	hd.durable, hd.call, hd.detached = true, rec.Call, rec.Detached
 	var adopt bool
@@ -325,7 +281,7 @@ func (d Deps) restore(ctx context.Context, owner, id string) (*handle, bool) {
 // storedResult is the result a finished record keeps, its resources kept
 // again in this server's artifact store for the run's owner; a record of
 // another version, or without a result, answers that the result is lost.
-func (d Deps) storedResult(ctx context.Context, rec runRecord) contract.Result {
+func (d Deps) storedResult(ctx context.Context, rec runs.Record) contract.Result {
 	var why string
 	switch {
 	case rec.Version != runs.RecordVersion:
@@ -368,7 +324,7 @@ func (d Deps) adopt(ctx context.Context, hd *handle) {
 		d.Metrics.Observe(res)
 	}
 	if d.Audit != nil {
-		e := runs.AuditEntry(d.Manifest, d.Transport, hd.call.call(), res)
+		e := runs.AuditEntry(d.Manifest, d.Transport, hd.call.Call(), res)
 		if !h.hold(hd, &e) {
 			h.record(&e)
 		}
@@ -433,7 +389,7 @@ func (h *Handles) sweepStore() {
 		return
 	}
 	h.store.Sweep(func(e runstore.Entry) {
-		var rec runRecord
+		var rec runs.Record
 		if e.Kind != recordRun || json.Unmarshal(e.Data, &rec) != nil || rec.Audit == nil || rec.Ending != "" {
 			return
 		}

@@ -238,7 +238,7 @@ func TestDurableResultKeepsItsResources(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	e, _ := a.Handles.store.Get(recordRun, first.RunID)
-	var rec runRecord
+	var rec runs.Record
 	if err := json.Unmarshal(e.Data, &rec); err != nil || rec.Version != runs.RecordVersion || rec.Result == nil {
 		t.Fatalf("record: %v %+v", err, rec)
 	}
@@ -439,7 +439,7 @@ func TestDurableTaskRun(t *testing.T) {
 		t.Fatalf("the ended task's stored answer: %+v", res)
 	}
 	// A dead server's record of a task still running.
-	data, _ := json.Marshal(runRecord{RunID: "r_2", TaskID: "TASK2", Owner: "local", Tool: RunCodeName, Language: "python", Started: time.Now(),
+	data, _ := json.Marshal(runs.Record{RunID: "r_2", TaskID: "TASK2", Owner: "local", Tool: RunCodeName, Language: "python", Started: time.Now(),
 		Detached: &sandbox.Detached{RunID: "r_2", BoxID: "box9"}})
 	if err := b.Handles.store.Put(runstore.Entry{Kind: recordTaskRun, ID: "TASK2", Data: data}); err != nil {
 		t.Fatal(err)

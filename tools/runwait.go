@@ -141,7 +141,7 @@ func (d Deps) answerCall(ctx context.Context, req mcp.CallToolRequest, c Call) *
 	}
 	if h.toBackground(hd) {
 		h.mu.Lock()
-		hd.call = recordCall(c)
+		hd.call = runs.RecordCall(c)
 		h.mu.Unlock()
 		h.persist(hd)
 		return d.running(ctx, hd)
