@@ -199,7 +199,7 @@ func (h *Handles) load(kind, id string) (runs.Record, bool) {
 
 // restore finds owner's run id in the store (a run of a server that
 // stopped, or of another server on the same state directory) and keeps
-// it as a handle: finished, with its stored answer; running in another
+// it as a handle: finished, with its stored result; running in another
 // live server, read from its record; or adopted.
 func (d Deps) restore(ctx context.Context, owner, id string) (*handle, bool) {
 	h := d.Handles
@@ -300,7 +300,7 @@ func (d Deps) storedResult(ctx context.Context, rec runs.Record) contract.Result
 }
 
 // adopt waits, through the runner, for the end of a run whose server
-// stopped, and keeps its answer as the run's own would have been: the
+// stopped, and keeps its result as the run's own would have been: the
 // audit line written once, when the client collects it.
 func (d Deps) adopt(ctx context.Context, hd *handle) {
 	h := d.Handles
@@ -339,7 +339,7 @@ func (d Deps) adopt(ctx context.Context, hd *handle) {
 const remotePoll = time.Second
 
 // pollRemote follows a run another live server runs, through its
-// record: its answer once written; adopted, should that server die.
+// record: its result once written; adopted, should that server die.
 func (d Deps) pollRemote(ctx context.Context, hd *handle) {
 	h := d.Handles
 	t := time.NewTicker(remotePoll)
@@ -399,8 +399,9 @@ func (h *Handles) sweepStore() {
 }
 
 // AdoptTask finishes, in a restarted server, the run of an MCP task
-// whose server stopped: its stored answer, the adopted run's answer once
-// it ends (cancelling ctx cancels the run), or one saying it is lost.
+// whose server stopped: the answer of its stored result, or of the adopted
+// run's once it ends (cancelling ctx cancels the run), or one saying it is
+// lost.
 func (d Deps) AdoptTask(ctx context.Context, taskID string) *mcp.CallToolResult {
 	h := d.Handles
 	lost := func(why string) *mcp.CallToolResult {

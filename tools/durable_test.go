@@ -98,6 +98,22 @@ func sentAll(d Deps, box string) {
 	}
 }
 
+// waitFinished waits for the finished record of d's run id.
+func waitFinished(t *testing.T, d Deps, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e, ok := d.Handles.store.Get(recordRun, id)
+		if ok && e.Finished {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the finished run's record was not written")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func records(t *testing.T, dir string) []string {
 	t.Helper()
 	m, _ := filepath.Glob(filepath.Join(dir, "*.json"))
@@ -186,17 +202,7 @@ func TestDurableFinishedAnswerKept(t *testing.T) {
 	a, _ := durableServer(t, dir, 30*time.Millisecond, r, nil)
 	first := callAs(t, a, "local", RunCodeName, slowCall)
 	close(r.release)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		e, ok := a.Handles.store.Get(recordRun, first.RunID)
-		if ok && e.Finished {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the finished run's record was not written")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFinished(t, a, first.RunID)
 	die(a)
 	b, lines := durableServer(t, dir, time.Second, newGateRunner(), &fakeAdopter{})
 	res := callAs(t, b, "local", RunWaitName, map[string]any{"run_id": first.RunID})
@@ -226,17 +232,7 @@ func TestDurableResultKeepsItsResources(t *testing.T) {
 	a, _ := durableServer(t, dir, 30*time.Millisecond, r, nil)
 	first := callAs(t, a, "local", RunCodeName, slowCall)
 	close(r.release)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		e, ok := a.Handles.store.Get(recordRun, first.RunID)
-		if ok && e.Finished {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the finished run's record was not written")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFinished(t, a, first.RunID)
 	e, _ := a.Handles.store.Get(recordRun, first.RunID)
 	var rec runs.Record
 	if err := json.Unmarshal(e.Data, &rec); err != nil || rec.Version != runs.RecordVersion || rec.Result == nil {
