@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -345,6 +346,64 @@ func TestDurableRunLost(t *testing.T) {
 		t.Fatalf("the lost run took %v to answer", took)
 	}
 	t.Logf("lost answered in %v: %s", took.Round(time.Millisecond), r.Error.Message)
+}
+
+// TestDurableResultAfterKill: a long run that ended in a server killed
+// before its client collected it answers, in the restarted server, the
+// result it had (its record keeps the result, rendered when collected),
+// and the restarted server serves its artifact and its cut stdout again.
+func TestDurableResultAfterKill(t *testing.T) {
+	b := durableBackend{name: "docker"}
+	env, runs := durableEnv(t, b)
+	m := durableManifest(t, b)
+	a := startServer(t, env, "--manifest", m)
+	code := "import time\ntime.sleep(4)\nopen('out.txt', 'w').write('kept after a restart')\nprint('line of output\\n' * 10000)\n"
+	first := a.callMeta(t, "run_code", map[string]any{"language": "python", "code": code, "timeout_seconds": 120}, within2)
+	if first.Status != contract.StatusRunning {
+		a.kill()
+		t.Fatalf("status %s, want running: %+v", first.Status, first.Error)
+	}
+	record := filepath.Join(runs, "run-"+first.RunID+".json")
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		raw, _ := os.ReadFile(record)
+		if strings.Contains(string(raw), `"finished":true`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			a.kill()
+			t.Fatalf("the run's record was never finished: %.300s", raw)
+		}
+	}
+	a.kill9(t)
+
+	bsrv := startServer(t, env, "--manifest", m)
+	t.Cleanup(bsrv.close)
+	res := bsrv.callMeta(t, "run_wait", map[string]any{"run_id": first.RunID, "wait_seconds": 0}, nil)
+	if res.Status != contract.StatusOK || len(res.Artifacts) != 1 || res.StdoutCut == nil || res.StdoutCut.URI == "" {
+		t.Fatalf("after the restart: %s %+v artifacts %+v cut %+v", res.Status, res.Error, res.Artifacts, res.StdoutCut)
+	}
+	read := func(uri string) string {
+		req := mcp.ReadResourceRequest{}
+		req.Params.URI = uri
+		got, err := bsrv.c.ReadResource(context.Background(), req)
+		if err != nil {
+			t.Fatalf("%s after the restart: %v", uri, err)
+		}
+		switch c := got.Contents[0].(type) {
+		case mcp.TextResourceContents:
+			return c.Text
+		case mcp.BlobResourceContents:
+			raw, _ := base64.StdEncoding.DecodeString(c.Blob)
+			return string(raw)
+		}
+		return ""
+	}
+	if got := read(res.Artifacts[0].URI); got != "kept after a restart" {
+		t.Fatalf("the artifact after the restart: %q", got)
+	}
+	if got := read(res.StdoutCut.URI); strings.Count(got, "line of output") != 10000 {
+		t.Fatalf("the whole stdout after the restart has %d lines", strings.Count(got, "line of output"))
+	}
 }
 
 // TestDurableRunOutlivesAnotherStateDirsReaper: a server of this host

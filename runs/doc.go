@@ -3,8 +3,10 @@
 // against the manifest, the run in a fresh box or its session, metrics,
 // the audit line), the arguments and their validation, budgets, run ids,
 // input files read from declared folders and artifacts saved to the
-// outputs folder, the artifact store that keeps recent runs' files, and
-// which boxes the run store's records hold (KeepsBox).
+// outputs folder, the artifact store that keeps recent runs' files, the
+// format of a long run's record in the run store (Record, its result kept
+// as a KeptResult rather than a rendered answer) and which boxes those
+// records hold (KeepsBox).
 //
 // A call names its run id and its long run's record itself (Call.RunID,
 // Call.Hold): nothing travels in context values. The MCP layer (tools)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/internal/runstore"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
 
 // Record kinds in the run store that hold a run's box (the record's
@@ -33,9 +32,7 @@ func KeepsBox(store *runstore.Store) func(boxID string) bool {
 			boxes, read = map[string]bool{}, time.Now()
 			for _, kind := range []string{RecordRun, RecordTaskRun} {
 				for _, e := range store.List(kind) {
-					var rec struct {
-						Detached *sandbox.Detached `json:"detached"`
-					}
+					var rec Record
 					if !e.Finished && json.Unmarshal(e.Data, &rec) == nil && rec.Detached != nil {
 						boxes[rec.Detached.BoxID] = true
 					}

@@ -74,6 +74,11 @@ func (s *ArtifactStore) Put(owner string, res, shown contract.Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expire()
+	if _, had := s.runs[res.RunID]; had {
+		// Kept already (a long run's record read back in the server
+		// that ran it): the same run, the same files.
+		return
+	}
 	if run.bytes > s.maxBytes || s.ttl <= 0 {
 		s.bury(res.RunID, owner, fmt.Sprintf("its artifacts and output (%d bytes) were not kept: the store holds %d bytes for %s", run.bytes, s.maxBytes, s.ttl))
 		return

@@ -96,6 +96,27 @@ func answer(ctx context.Context, m *manifest.Manifest, store *runs.ArtifactStore
 	if store != nil {
 		store.Put(PrincipalOf(ctx), res, shown)
 	}
+	return rendered(ctx, m, shown)
+}
+
+// keepResources keeps a result's resources (artifacts, displays, the
+// streams its answer cuts) in the store for the caller, PrincipalOf(ctx),
+// as answer does, for a run whose answer is rendered later (render).
+func keepResources(ctx context.Context, m *manifest.Manifest, store *runs.ArtifactStore, res contract.Result) {
+	if store != nil {
+		store.Put(PrincipalOf(ctx), res, contract.ForModel(res, m.Limits.AnswerChars))
+	}
+}
+
+// render is the answer of a result whose resources were kept already
+// (keepResources): a long run's, when its client collects it.
+func render(ctx context.Context, m *manifest.Manifest, res contract.Result) *mcp.CallToolResult {
+	return rendered(ctx, m, contract.ForModel(res, m.Limits.AnswerChars))
+}
+
+// rendered is the answer of a result cut ForModel, for the calling
+// client (which may read content only).
+func rendered(ctx context.Context, m *manifest.Manifest, shown contract.Result) *mcp.CallToolResult {
 	out := ToCallToolResult(m, shown)
 	if contentOnly(ctx) {
 		out.StructuredContent = nil

@@ -3,12 +3,13 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/runstore"
 	"github.com/runbox-mcp/runbox/runs"
@@ -20,11 +21,13 @@ import (
 // to the background or when it is an MCP task's call: its record (the Held
 // fields, the call's audit facts and the box's Detached record once the job
 // is sent) is then written to the run store in the state directory, and
-// again at its end with its answer. A run that ends before the bound writes
-// nothing. A restarted server finds a record by its run id: a finished run
-// answers its stored answer, a running one is adopted (the runner finds its
-// box by the record and waits for its end), and a record whose box is gone
-// answers that its result is lost.
+// again at its end with its result (runs.KeptResult: the contract.Result and
+// the content of its artifacts and displays). A run that ends before the
+// bound writes nothing. A restarted server finds a record by its run id: a
+// finished run's result is read back, its resources kept again in this
+// server's artifact store, and its answer rendered when it is collected; a
+// running one is adopted (the runner finds its box by the record and waits
+// for its end); a record whose box is gone answers that its result is lost.
 
 // Record kinds in the run store.
 const (
@@ -42,45 +45,6 @@ type Adopter interface {
 	MarkKept(boxID string)
 }
 
-// runRecord is a durable run as the store keeps it: plain data.
-type runRecord struct {
-	RunID     string          `json:"run_id"`
-	TaskID    string          `json:"task_id,omitempty"`
-	Owner     string          `json:"owner"`
-	Tool      string          `json:"tool"`
-	Language  string          `json:"language"`
-	Started   time.Time       `json:"started"`
-	Ended     time.Time       `json:"ended,omitzero"`
-	Cancelled bool            `json:"cancelled,omitempty"`
-	Ending    Ending          `json:"ending,omitempty"`
-	Answer    json.RawMessage `json:"answer,omitempty"`
-	// Audit is the run's audit line held until its ending is known.
-	Audit    *audit.Entry      `json:"audit,omitempty"`
-	Call     recordedCall      `json:"call"`
-	Detached *sandbox.Detached `json:"detached,omitempty"`
-}
-
-// recordedCall is what an adopted run's audit line needs of its call.
-type recordedCall struct {
-	Args   json.RawMessage `json:"args,omitempty"`
-	Client string          `json:"client,omitempty"`
-	App    audit.Client    `json:"app"`
-}
-
-func recordCall(c Call) recordedCall {
-	raw := c.Raw
-	if raw == nil || !json.Valid(raw) {
-		raw, _ = json.Marshal(c.Args)
-	}
-	return recordedCall{Args: raw, Client: c.Client, App: c.App}
-}
-
-func (r recordedCall) call() Call {
-	c := runs.DecodeCall(r.Args)
-	c.Client, c.App = r.Client, r.App
-	return c
-}
-
 // keeping is what a handle adds to be kept in the store.
 type keeping struct {
 	// durable: the run is kept in the store (a background run, or a
@@ -90,7 +54,7 @@ type keeping struct {
 	detached *sandbox.Detached
 	// marked: the box in detached was marked kept (Adopter.MarkKept).
 	marked bool
-	call   recordedCall
+	call   runs.RecordedCall
 	// release gives up the store's hold of the record (the run's end).
 	release func()
 	// saveMu orders the record's writes: each writes the handle as it
@@ -120,7 +84,7 @@ func (hd *handle) kindID() (string, string) {
 func (h *Handles) beginTask(owner, tool, task string, c Call) *handle {
 	hd := &handle{Held: Held{RunID: runs.NewRunID(), Owner: owner, Tool: tool, Language: c.Args.Language, Started: h.now()},
 		cancel: func() {}, done: make(chan struct{})}
-	hd.taskID, hd.call = task, recordCall(c)
+	hd.taskID, hd.call = task, runs.RecordCall(c)
 	h.persist(hd)
 	return hd
 }
@@ -169,10 +133,10 @@ func (h *Handles) save(hd *handle) {
 		h.mu.Unlock()
 		return
 	}
-	rec := runRecord{RunID: hd.RunID, TaskID: hd.taskID, Owner: hd.Owner, Tool: hd.Tool, Language: hd.Language,
-		Started: hd.Started, Ended: hd.Ended, Cancelled: hd.Cancelled, Ending: hd.Ending, Audit: hd.Audit,
+	rec := runs.Record{Version: runs.RecordVersion, RunID: hd.RunID, TaskID: hd.taskID, Owner: hd.Owner, Tool: hd.Tool, Language: hd.Language,
+		Started: hd.Started, Ended: hd.Ended, Cancelled: hd.Cancelled, Ending: string(hd.Ending), Audit: hd.Audit,
 		Call: hd.call, Detached: hd.detached}
-	answer := hd.Answer
+	res := hd.Result
 	// The first record that holds a running box marks the box, so that
 	// a server of another state directory leaves it.
 	mark := hd.detached != nil && hd.Ended.IsZero() && !hd.marked && h.adopter != nil
@@ -183,17 +147,30 @@ func (h *Handles) save(hd *handle) {
 	if mark {
 		h.adopter.MarkKept(rec.Detached.BoxID)
 	}
-	if answer != nil {
-		rec.Answer, _ = json.Marshal(answer)
-	}
-	data, err := json.Marshal(rec)
-	if err == nil {
-		kind, id := hd.kindID()
-		err = h.store.Put(runstore.Entry{Kind: kind, ID: id, Finished: !rec.Ended.IsZero(), Data: data})
+	err := h.put(hd, rec, res, true)
+	if errors.Is(err, runstore.ErrFull) && res != nil {
+		// The result with its files' content does not fit beside the
+		// running records: keep the result, its resources lost.
+		err = h.put(hd, rec, res, false)
 	}
 	if err != nil {
 		h.logger.Warn("run store: this run's record is not kept (it will not outlive the server)", "run_id", hd.RunID, "err", err)
 	}
+}
+
+// put writes rec, with res (when the run ended) and, withData, the
+// content of its artifacts and displays.
+func (h *Handles) put(hd *handle, rec runs.Record, res *contract.Result, withData bool) error {
+	if res != nil {
+		kept := runs.Keep(*res, withData)
+		rec.Result = &kept
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	kind, id := hd.kindID()
+	return h.store.Put(runstore.Entry{Kind: kind, ID: id, Finished: !rec.Ended.IsZero(), Data: data})
 }
 
 // ended writes a durable run's final record and gives up its hold.
@@ -211,18 +188,18 @@ func (h *Handles) ended(hd *handle) {
 }
 
 // load reads a run's record.
-func (h *Handles) load(kind, id string) (runRecord, bool) {
-	var rec runRecord
+func (h *Handles) load(kind, id string) (runs.Record, bool) {
+	var rec runs.Record
 	e, ok := h.store.Get(kind, id)
 	if !ok || json.Unmarshal(e.Data, &rec) != nil {
-		return runRecord{}, false
+		return runs.Record{}, false
 	}
 	return rec, true
 }
 
 // restore finds owner's run id in the store (a run of a server that
 // stopped, or of another server on the same state directory) and keeps
-// it as a handle: finished, with its stored answer; running in another
+// it as a handle: finished, with its stored result; running in another
 // live server, read from its record; or adopted.
 func (d Deps) restore(ctx context.Context, owner, id string) (*handle, bool) {
 	h := d.Handles
@@ -234,7 +211,7 @@ func (d Deps) restore(ctx context.Context, owner, id string) (*handle, bool) {
 		return nil, false
 	}
 	hd := &handle{Held: Held{RunID: rec.RunID, Owner: rec.Owner, Tool: rec.Tool, Language: rec.Language,
-		Started: rec.Started, Background: true, Cancelled: rec.Cancelled, Ending: rec.Ending, Audit: rec.Audit},
+		Started: rec.Started, Background: true, Cancelled: rec.Cancelled, Ending: Ending(rec.Ending), Audit: rec.Audit},
 		done: make(chan struct{})}
 	hd.durable, hd.call, hd.detached = true, rec.Call, rec.Detached
 	var adopt bool
@@ -247,7 +224,8 @@ func (d Deps) restore(ctx context.Context, owner, id string) (*handle, bool) {
 			hd.Audit = nil // its server writes the line
 		}
 	} else {
-		hd.Ended, hd.Answer = rec.Ended, h.parseAnswer(rec.Answer)
+		res := d.storedResult(ctx, rec)
+		hd.Ended, hd.Result = rec.Ended, &res
 		hd.decided = true
 		close(hd.done)
 	}
@@ -300,20 +278,29 @@ func (d Deps) restore(ctx context.Context, owner, id string) (*handle, bool) {
 	return hd, true
 }
 
-// parseAnswer reads a stored CallToolResult.
-func (h *Handles) parseAnswer(raw json.RawMessage) *mcp.CallToolResult {
-	if len(raw) > 0 {
-		if out, err := mcp.ParseCallToolResult(&raw); err == nil {
-			return out
-		}
+// storedResult is the result a finished record keeps, its resources kept
+// again in this server's artifact store for the run's owner; a record of
+// another version, or without a result, answers that the result is lost.
+func (d Deps) storedResult(ctx context.Context, rec runs.Record) contract.Result {
+	var why string
+	switch {
+	case rec.Version != runs.RecordVersion:
+		why = fmt.Sprintf("its record was written by another version of runbox (record version %d, this server reads %d)", rec.Version, runs.RecordVersion)
+	case rec.Result == nil:
+		why = "its record keeps no result"
 	}
-	res := contract.Fail(contract.Job{}, contract.RunLost("its stored answer could not be read"))
-	res.Isolation = h.m.Isolation
-	return ToCallToolResult(h.m, contract.ForModel(res, h.m.Limits.AnswerChars))
+	if why != "" {
+		res := contract.Fail(contract.Job{RunID: rec.RunID}, contract.RunLost(why))
+		res.Language, res.Isolation = rec.Language, d.Manifest.Isolation
+		return res
+	}
+	res := rec.Result.Restore()
+	keepResources(WithPrincipal(ctx, rec.Owner), d.Manifest, d.Store, res)
+	return res
 }
 
 // adopt waits, through the runner, for the end of a run whose server
-// stopped, and keeps its answer as the run's own would have been: the
+// stopped, and keeps its result as the run's own would have been: the
 // audit line written once, when the client collects it.
 func (d Deps) adopt(ctx context.Context, hd *handle) {
 	h := d.Handles
@@ -337,21 +324,22 @@ func (d Deps) adopt(ctx context.Context, hd *handle) {
 		d.Metrics.Observe(res)
 	}
 	if d.Audit != nil {
-		e := runs.AuditEntry(d.Manifest, d.Transport, hd.call.call(), res)
+		e := runs.AuditEntry(d.Manifest, d.Transport, hd.call.Call(), res)
 		if !h.hold(hd, &e) {
 			h.record(&e)
 		}
 	}
-	// The resources of the answer are the run's owner's, whoever's call
+	// The resources of the result are the run's owner's, whoever's call
 	// adopted it.
-	h.finish(hd, answer(WithPrincipal(ctx, hd.Owner), d.Manifest, d.Store, res))
+	keepResources(WithPrincipal(ctx, hd.Owner), d.Manifest, d.Store, res)
+	h.finish(hd, res)
 }
 
 // remotePoll is how often a run another server runs is read again.
 const remotePoll = time.Second
 
 // pollRemote follows a run another live server runs, through its
-// record: its answer once written; adopted, should that server die.
+// record: its result once written; adopted, should that server die.
 func (d Deps) pollRemote(ctx context.Context, hd *handle) {
 	h := d.Handles
 	t := time.NewTicker(remotePoll)
@@ -359,17 +347,17 @@ func (d Deps) pollRemote(ctx context.Context, hd *handle) {
 	for {
 		select {
 		case <-ctx.Done():
-			h.finish(hd, answer(ctx, d.Manifest, nil, contract.Fail(contract.Job{RunID: hd.RunID}, contract.Cancelled())))
+			h.finish(hd, contract.Fail(contract.Job{RunID: hd.RunID}, contract.Cancelled()))
 			return
 		case <-t.C:
 		}
 		rec, ok := h.load(recordRun, hd.RunID)
 		switch {
 		case !ok:
-			h.finish(hd, answer(ctx, d.Manifest, nil, contract.Fail(contract.Job{RunID: hd.RunID}, contract.RunLost("its record is gone"))))
+			h.finish(hd, contract.Fail(contract.Job{RunID: hd.RunID}, contract.RunLost("its record is gone")))
 			return
 		case !rec.Ended.IsZero():
-			h.finish(hd, h.parseAnswer(rec.Answer))
+			h.finish(hd, d.storedResult(ctx, rec))
 			return
 		}
 		if release, held := h.store.Hold(recordRun, hd.RunID); held {
@@ -401,7 +389,7 @@ func (h *Handles) sweepStore() {
 		return
 	}
 	h.store.Sweep(func(e runstore.Entry) {
-		var rec runRecord
+		var rec runs.Record
 		if e.Kind != recordRun || json.Unmarshal(e.Data, &rec) != nil || rec.Audit == nil || rec.Ending != "" {
 			return
 		}
@@ -411,8 +399,9 @@ func (h *Handles) sweepStore() {
 }
 
 // AdoptTask finishes, in a restarted server, the run of an MCP task
-// whose server stopped: its stored answer, the adopted run's answer once
-// it ends (cancelling ctx cancels the run), or one saying it is lost.
+// whose server stopped: the answer of its stored result, or of the adopted
+// run's once it ends (cancelling ctx cancels the run), or one saying it is
+// lost.
 func (d Deps) AdoptTask(ctx context.Context, taskID string) *mcp.CallToolResult {
 	h := d.Handles
 	lost := func(why string) *mcp.CallToolResult {
@@ -431,14 +420,14 @@ func (d Deps) AdoptTask(ctx context.Context, taskID string) *mcp.CallToolResult 
 			return lost("its server stopped before its run began")
 		}
 		if !rec.Ended.IsZero() {
-			return h.parseAnswer(rec.Answer)
+			return render(ctx, d.Manifest, d.storedResult(ctx, rec))
 		}
 		if release, held := h.store.Hold(recordTaskRun, taskID); held {
 			hd := &handle{Held: Held{RunID: rec.RunID, Owner: rec.Owner, Tool: rec.Tool, Language: rec.Language, Started: rec.Started},
 				cancel: func() {}, done: make(chan struct{})}
 			hd.durable, hd.taskID, hd.call, hd.detached, hd.release = true, taskID, rec.Call, rec.Detached, release
 			d.adopt(ctx, hd)
-			return hd.Answer
+			return render(ctx, d.Manifest, *hd.Result)
 		}
 		// A live server runs it still: its record will say the end.
 		select {

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/runstore"
+	"github.com/runbox-mcp/runbox/runs"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -93,6 +95,22 @@ func sentAll(d Deps, box string) {
 	h.mu.Unlock()
 	for _, hd := range hs {
 		h.sent(hd, sandbox.Detached{RunID: hd.RunID, BoxID: box, Job: contract.Job{RunID: hd.RunID}})
+	}
+}
+
+// waitFinished waits for the finished record of d's run id.
+func waitFinished(t *testing.T, d Deps, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e, ok := d.Handles.store.Get(recordRun, id)
+		if ok && e.Finished {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the finished run's record was not written")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -184,17 +202,7 @@ func TestDurableFinishedAnswerKept(t *testing.T) {
 	a, _ := durableServer(t, dir, 30*time.Millisecond, r, nil)
 	first := callAs(t, a, "local", RunCodeName, slowCall)
 	close(r.release)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		e, ok := a.Handles.store.Get(recordRun, first.RunID)
-		if ok && e.Finished {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the finished run's record was not written")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFinished(t, a, first.RunID)
 	die(a)
 	b, lines := durableServer(t, dir, time.Second, newGateRunner(), &fakeAdopter{})
 	res := callAs(t, b, "local", RunWaitName, map[string]any{"run_id": first.RunID})
@@ -203,6 +211,66 @@ func TestDurableFinishedAnswerKept(t *testing.T) {
 	}
 	if l := lines(); len(l) != 1 || l[0].background != string(EndWaited) {
 		t.Fatalf("audit: %+v", l)
+	}
+}
+
+// A finished run's record keeps its result, not a rendered answer: a
+// restarted server renders the answer when run_wait collects it and
+// serves the run's artifacts, displays and cut output again; a finished
+// record of another version answers lost, saying why.
+func TestDurableResultKeepsItsResources(t *testing.T) {
+	dir := t.TempDir()
+	r := newGateRunner()
+	png := []byte("\x89PNG\r\n\x1a\n-figure")
+	r.more = func(res *contract.Result) {
+		res.Artifacts = []contract.Artifact{{Path: "out/a.txt", SizeBytes: 5, MimeType: "text/plain",
+			URI: contract.ArtifactURI(res.RunID, "out/a.txt"), Data: []byte("hello")}}
+		res.Displays = []contract.Display{{Index: 0, Source: "show", Mimes: map[string]contract.DisplayMime{
+			"image/png": {Bytes: int64(len(png)), URI: contract.DisplayURI(res.RunID, 0, "image.png"), Data: png}}}}
+		res.Stdout, res.StdoutBytes = strings.Repeat("x", 40000), 40000
+	}
+	a, _ := durableServer(t, dir, 30*time.Millisecond, r, nil)
+	first := callAs(t, a, "local", RunCodeName, slowCall)
+	close(r.release)
+	waitFinished(t, a, first.RunID)
+	e, _ := a.Handles.store.Get(recordRun, first.RunID)
+	var rec runs.Record
+	if err := json.Unmarshal(e.Data, &rec); err != nil || rec.Version != runs.RecordVersion || rec.Result == nil {
+		t.Fatalf("record: %v %+v", err, rec)
+	}
+	if bytes.Contains(e.Data, []byte(`"content"`)) {
+		t.Fatal("the record keeps a rendered answer")
+	}
+	die(a)
+
+	b, _ := durableServer(t, dir, time.Second, newGateRunner(), &fakeAdopter{})
+	b.Store = runs.NewArtifactStore(time.Hour, 1<<20)
+	res := callAs(t, b, "local", RunWaitName, map[string]any{"run_id": first.RunID})
+	if res.Status != contract.StatusOK || len(res.Artifacts) != 1 || len(res.Displays) != 1 || res.StdoutCut == nil || res.StdoutCut.URI == "" {
+		t.Fatalf("collected after a restart: %+v", res)
+	}
+	if got, err := b.Store.Get("local", first.RunID, "out/a.txt"); err != nil || string(got.Data) != "hello" {
+		t.Fatalf("artifact after a restart: %q %v", got.Data, err)
+	}
+	if got, err := b.Store.Get("local", first.RunID, runs.DisplayKey(0, "image.png")); err != nil || string(got.Data) != string(png) {
+		t.Fatalf("display after a restart: %q %v", got.Data, err)
+	}
+	if got, err := b.Store.Stream("local", first.RunID, contract.StreamStdout); err != nil || len(got) != 40000 {
+		t.Fatalf("stdout after a restart: %d %v", len(got), err)
+	}
+	if _, err := b.Store.Get("other", first.RunID, "out/a.txt"); err == nil {
+		t.Fatal("another client reads the run's artifact")
+	}
+
+	// A finished record written by an older runbox (its answer rendered).
+	old, _ := json.Marshal(map[string]any{"run_id": "r_old", "owner": "local", "tool": RunCodeName, "language": "python",
+		"started": time.Now(), "ended": time.Now(), "answer": map[string]any{"content": []any{}}})
+	if err := b.Handles.store.Put(runstore.Entry{Kind: recordRun, ID: "r_old", Finished: true, Data: old}); err != nil {
+		t.Fatal(err)
+	}
+	res = callAs(t, b, "local", RunWaitName, map[string]any{"run_id": "r_old"})
+	if res.Error == nil || res.Error.Kind != contract.KindSandbox || !strings.Contains(res.Error.Message, "version") || res.RunID != "r_old" {
+		t.Fatalf("an older record: %+v", res)
 	}
 }
 
@@ -367,7 +435,7 @@ func TestDurableTaskRun(t *testing.T) {
 		t.Fatalf("the ended task's stored answer: %+v", res)
 	}
 	// A dead server's record of a task still running.
-	data, _ := json.Marshal(runRecord{RunID: "r_2", TaskID: "TASK2", Owner: "local", Tool: RunCodeName, Language: "python", Started: time.Now(),
+	data, _ := json.Marshal(runs.Record{RunID: "r_2", TaskID: "TASK2", Owner: "local", Tool: RunCodeName, Language: "python", Started: time.Now(),
 		Detached: &sandbox.Detached{RunID: "r_2", BoxID: "box9"}})
 	if err := b.Handles.store.Put(runstore.Entry{Kind: recordTaskRun, ID: "TASK2", Data: data}); err != nil {
 		t.Fatal(err)

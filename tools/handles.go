@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/runstore"
@@ -56,8 +54,9 @@ type Held struct {
 	Cancelled bool
 	// Ending is set once, when the client got its result or gave it up.
 	Ending Ending
-	// Answer is what run_code answered (would have answered) at the end.
-	Answer *mcp.CallToolResult
+	// Result is the run's result once it ended (nil before): its answer
+	// is rendered from it when the client collects it.
+	Result *contract.Result
 	// Audit is the run's audit line, held until Ending is known.
 	Audit *audit.Entry
 }
@@ -211,13 +210,13 @@ func (h *Handles) toBackground(hd *handle) bool {
 	return true
 }
 
-// finish takes the run's answer: the end of a foreground call (whose
+// finish takes the run's result: the end of a foreground call (whose
 // handle is dropped), or the result a background run keeps for its
 // owner.
-func (h *Handles) finish(hd *handle, answer *mcp.CallToolResult) {
+func (h *Handles) finish(hd *handle, res contract.Result) {
 	h.mu.Lock()
 	hd.decided = true
-	hd.Answer, hd.Ended = answer, h.now()
+	hd.Result, hd.Ended = &res, h.now()
 	if hd.Background {
 		h.releaseLocked(hd.Owner)
 	} else {
@@ -302,11 +301,11 @@ func (h *Handles) find(owner, id string) (*handle, bool) {
 	return hd, true
 }
 
-// collect hands a finished run's answer to its owner: the run is waited.
-func (h *Handles) collect(hd *handle, how Ending) *mcp.CallToolResult {
+// collect hands a finished run's result to its owner: the run is waited.
+func (h *Handles) collect(hd *handle, how Ending) *contract.Result {
 	h.mu.Lock()
 	e := h.settleLocked(hd, how)
-	out := hd.Answer
+	out := hd.Result
 	h.mu.Unlock()
 	h.record(e)
 	if e != nil || how == EndCancelled {
@@ -323,9 +322,9 @@ func (d Deps) lookup(ctx context.Context, owner, id string) (*handle, bool) {
 	return d.restore(ctx, owner, id)
 }
 
-// wait waits up to wait for owner's run id: its answer once it ended,
+// wait waits up to wait for owner's run id: its result once it ended,
 // else nil and the handle (still running).
-func (d Deps) wait(ctx context.Context, owner, id string, wait time.Duration) (*mcp.CallToolResult, *handle, bool) {
+func (d Deps) wait(ctx context.Context, owner, id string, wait time.Duration) (*contract.Result, *handle, bool) {
 	h := d.Handles
 	hd, ok := d.lookup(ctx, owner, id)
 	if !ok {
@@ -363,7 +362,7 @@ const cancelWait = 30 * time.Second
 
 // cancelRun stops owner's run id and answers its result (a run already
 // over answers the result it had).
-func (d Deps) cancelRun(ctx context.Context, owner, id string) (*mcp.CallToolResult, *handle, bool) {
+func (d Deps) cancelRun(ctx context.Context, owner, id string) (*contract.Result, *handle, bool) {
 	h := d.Handles
 	hd, ok := d.lookup(ctx, owner, id)
 	if !ok {

@@ -106,9 +106,9 @@ func (d Deps) answerCall(ctx context.Context, req mcp.CallToolRequest, c Call) *
 		// id, lets a restarted server finish the task.
 		hd := h.beginTask(owner, req.Params.Name, task, c)
 		c.RunID, c.Hold = hd.RunID, heldRun{h, hd}
-		out := answer(ctx, m, d.Store, d.Run(ctx, c))
-		h.finish(hd, out)
-		return out
+		res := d.Run(ctx, c)
+		h.finish(hd, res)
+		return answer(ctx, m, d.Store, res)
 	}
 	within := h.answerWithin(req)
 	if within <= 0 || h.within <= 0 {
@@ -123,23 +123,25 @@ func (d Deps) answerCall(ctx context.Context, req mcp.CallToolRequest, c Call) *
 	go func() {
 		defer unhook()
 		defer cancel()
-		h.finish(hd, answer(runCtx, m, d.Store, d.Run(runCtx, c)))
+		res := d.Run(runCtx, c)
+		keepResources(runCtx, m, d.Store, res)
+		h.finish(hd, res)
 	}()
 	t := time.NewTimer(within)
 	defer t.Stop()
 	select {
 	case <-hd.done:
-		return hd.Answer
+		return render(ctx, m, *hd.Result)
 	case <-ctx.Done():
 		// The client gave up the call: stop the run, as a plain call.
 		cancel()
 		<-hd.done
-		return hd.Answer
+		return render(ctx, m, *hd.Result)
 	case <-t.C:
 	}
 	if h.toBackground(hd) {
 		h.mu.Lock()
-		hd.call = recordCall(c)
+		hd.call = runs.RecordCall(c)
 		h.mu.Unlock()
 		h.persist(hd)
 		return d.running(ctx, hd)
@@ -153,7 +155,7 @@ func (d Deps) answerCall(ctx context.Context, req mcp.CallToolRequest, c Call) *
 		res.Language, res.Isolation = c.Args.Language, m.Isolation
 		return answer(ctx, m, nil, res)
 	}
-	return hd.Answer
+	return render(ctx, m, *hd.Result)
 }
 
 // heldRun is a run handle as the pipeline sees it (runs.Hold).
@@ -254,7 +256,7 @@ func RunHandleTools(d Deps) []server.ServerTool {
 
 // handleAnswer is run_wait's and run_cancel's answer: the run's result,
 // its handle again while it goes on, or an unknown run.
-func (d Deps) handleAnswer(ctx context.Context, id string, out *mcp.CallToolResult, hd *handle, ok bool) *mcp.CallToolResult {
+func (d Deps) handleAnswer(ctx context.Context, id string, out *contract.Result, hd *handle, ok bool) *mcp.CallToolResult {
 	switch {
 	case !ok:
 		res := contract.Fail(contract.Job{RunID: id}, contract.UnknownRun(id))
@@ -263,7 +265,7 @@ func (d Deps) handleAnswer(ctx context.Context, id string, out *mcp.CallToolResu
 	case out == nil:
 		return d.running(ctx, hd)
 	}
-	return out
+	return render(ctx, d.Manifest, *out)
 }
 
 func handleTool(name, title, desc string, args any, readOnly, destructive bool) mcp.Tool {

@@ -25,6 +25,8 @@ type gateRunner struct {
 	stopped map[string]bool
 	// peek, when set, is every run's output so far.
 	peek *sandbox.Peek
+	// more, when set, adds to every released run's result.
+	more func(*contract.Result)
 }
 
 func newGateRunner() *gateRunner {
@@ -36,8 +38,12 @@ func (r *gateRunner) Run(ctx context.Context, req sandbox.RunRequest) contract.R
 	select {
 	case <-r.release:
 		code := 0
-		return contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, ExitCode: &code,
+		res := contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, ExitCode: &code,
 			Stdout: "done\n", Artifacts: []contract.Artifact{}, Metrics: contract.Metrics{WallMs: 7}}
+		if r.more != nil {
+			r.more(&res)
+		}
+		return res
 	case <-ctx.Done():
 		r.mu.Lock()
 		r.stopped[job.RunID] = true

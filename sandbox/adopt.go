@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"io"
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
@@ -186,25 +184,6 @@ func unheld(o outcome) bool {
 	return o.report == nil && o.end == answered && !o.oomKilled && o.lost.cause != lossViolation
 }
 
-// firstChannel starts a fresh one-off box's channel: a reset without
-// padding (nothing was written to the box before), the multiplexer's bytes
-// right behind it; the box's answer is awaited by the first read, so the
-// call waits for no round trip.
-func firstChannel(conn Conn, max int64) (*channel, error) {
-	nonce := make([]byte, initproto.NonceSize)
-	_, _ = rand.Read(nonce)
-	w := initproto.NewResetWriter(conn)
-	if err := w.Start(nonce); err != nil {
-		return nil, err
-	}
-	ch, err := newChannel(conn, sessionConn{Reader: &ackReader{r: conn, nonce: nonce, limit: 1 << 20}, w: w, c: conn}, max)
-	if err != nil {
-		return nil, err
-	}
-	ch.end = w.End
-	return ch, nil
-}
-
 // reconnect opens a one-off box's channel again (a restarted server).
 func reconnect(ctx context.Context, conn Conn, max int64) (*channel, error) {
 	ch, w, err := openAgain(ctx, conn, max)
@@ -213,24 +192,4 @@ func reconnect(ctx context.Context, conn Conn, max int64) (*channel, error) {
 	}
 	ch.end = w.End
 	return ch, nil
-}
-
-// ackReader reads, on its first read, up to the box's answer to the reset
-// named by nonce, then what follows it.
-type ackReader struct {
-	r     io.Reader
-	nonce []byte
-	limit int
-	after io.Reader
-}
-
-func (a *ackReader) Read(p []byte) (int, error) {
-	if a.after == nil {
-		rd, err := initproto.AwaitAck(a.r, a.nonce, a.limit)
-		if err != nil {
-			return 0, err
-		}
-		a.after = rd
-	}
-	return a.after.Read(p)
 }
