@@ -218,7 +218,7 @@ func liveStat(pid int) (procstat.Stat, bool) {
 		statOpen.f, _ = os.Open("/proc/" + strconv.Itoa(pid) + "/stat")
 	}
 	if statOpen.f != nil {
-		n, _ := statOpen.f.ReadAt(statOpen.buf[:], 0)
+		n, _ := preadStart(statOpen.f, statOpen.buf[:])
 		if st, ok := procstat.Parse(statOpen.buf[:n]); ok && n < len(statOpen.buf) {
 			return st, true
 		}

@@ -27,12 +27,15 @@ type capture struct {
 	peer  *capture
 }
 
+// newCapture keeps up to limit bytes. Its buffers grow with the output:
+// most calls write a few bytes, and two 64 KiB buffers made and zeroed up
+// front were most of a session cell's allocation in runbox-init.
 func newCapture(limit int) *capture {
 	if limit < 2 {
 		limit = 2
 	}
 	h := limit / 2
-	return &capture{hcap: h, tcap: limit - h, head: make([]byte, 0, min(h, 64<<10))}
+	return &capture{hcap: h, tcap: limit - h}
 }
 
 func (c *capture) Write(p []byte) (int, error) {

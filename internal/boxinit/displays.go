@@ -6,12 +6,15 @@ import (
 	"bytes"
 	"embed"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/runbox-mcp/runbox/internal/initproto"
 )
@@ -57,7 +60,16 @@ func onPythonPath(env []string, dir string) bool {
 
 // clearDisplays empties the spool: a session's call reports only its own.
 func clearDisplays(spool string) error {
-	_ = os.RemoveAll(spool)
+	// Twice a call, and the spool is most often an empty directory:
+	// rmdir and mkdir are two system calls where RemoveAll and MkdirAll
+	// make five. Anything else (displays in it, a file or a link in its
+	// place, no parent) goes the long way.
+	if err := unix.Rmdir(spool); err != nil && !errors.Is(err, unix.ENOENT) {
+		_ = os.RemoveAll(spool)
+	}
+	if unix.Mkdir(spool, 0o777) == nil {
+		return nil
+	}
 	return os.MkdirAll(spool, 0o777)
 }
 

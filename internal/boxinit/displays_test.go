@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/runbox-mcp/runbox/internal/initproto"
@@ -156,4 +157,63 @@ func TestCollectDisplaysCaps(t *testing.T) {
 	if len(contents) != 5 || rep.Displays[5].Cut != initproto.DisplayCutCount || rep.Displays[5].Mimes[0].Sent {
 		t.Errorf("the artifact count cap: %d sent, sixth %+v", len(contents), rep.Displays[5])
 	}
+}
+
+// TestClearDisplays leaves an empty directory in the spool's place
+// whatever was there, and never follows a link in its place.
+func TestClearDisplays(t *testing.T) {
+	outside := t.TempDir()
+	keep := filepath.Join(outside, "keep.png")
+	if err := os.WriteFile(keep, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]func(spool string) error{
+		"missing": func(string) error { return nil },
+		"empty":   func(spool string) error { return os.Mkdir(spool, 0o755) },
+		"displays": func(spool string) error {
+			if err := os.MkdirAll(filepath.Join(spool, "d1"), 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(spool, "d1", "figure.png"), []byte("png"), 0o644)
+		},
+		"a file":       func(spool string) error { return os.WriteFile(spool, []byte("x"), 0o644) },
+		"a link":       func(spool string) error { return os.Symlink(outside, spool) },
+		"no parent":    func(string) error { return nil },
+		"read-only":    func(spool string) error { return os.Mkdir(spool, 0o500) },
+		"link to file": func(spool string) error { return os.Symlink(keep, spool) },
+	}
+	for name, setup := range cases {
+		t.Run(name, func(t *testing.T) {
+			spool := filepath.Join(t.TempDir(), "spool")
+			if name == "no parent" {
+				spool = filepath.Join(t.TempDir(), "a", "b", "spool")
+			}
+			if err := setup(spool); err != nil {
+				t.Fatal(err)
+			}
+			if err := clearDisplays(spool); err != nil {
+				t.Fatalf("clearDisplays: %v", err)
+			}
+			st, err := os.Lstat(spool)
+			if err != nil || !st.IsDir() {
+				t.Fatalf("spool after clearing: %v, %v; want a directory", st, err)
+			}
+			if want := 0o777 &^ umask(); st.Mode().Perm() != want {
+				t.Errorf("spool mode %v, want %v", st.Mode().Perm(), want)
+			}
+			if entries, _ := os.ReadDir(spool); len(entries) != 0 {
+				t.Errorf("spool holds %d entries, want none", len(entries))
+			}
+			if b, err := os.ReadFile(keep); err != nil || string(b) != "x" {
+				t.Errorf("a file a link pointed at: %q, %v", b, err)
+			}
+		})
+	}
+}
+
+// umask is the process's file mode creation mask.
+func umask() os.FileMode {
+	m := syscall.Umask(0)
+	syscall.Umask(m)
+	return os.FileMode(m)
 }

@@ -452,3 +452,56 @@ func TestPrestartedOutputIsNeverLost(t *testing.T) {
 		}
 	}
 }
+
+// TestUnpackWrites writes the job's files and code where they belong,
+// making their directories, replacing a session's earlier files whole
+// and refusing what it must: a file twice in a fresh box, a path through
+// a file, a link at the path.
+func TestUnpackWrites(t *testing.T) {
+	dir := t.TempDir()
+	job := &initproto.Job{Dir: dir, CodePath: filepath.Join(dir, "main.py"), Code: []byte("print(1)"),
+		Files: []initproto.File{{Path: "a/b/in.csv", Data: []byte("x,y\n")}, {Path: "top.txt", Data: []byte("top")}}}
+	inputs, err := unpack(job, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rel, want := range map[string]string{"main.py": "print(1)", "a/b/in.csv": "x,y\n", "top.txt": "top"} {
+		if b, err := os.ReadFile(filepath.Join(dir, rel)); err != nil || string(b) != want {
+			t.Errorf("%s: %q, %v; want %q", rel, b, err, want)
+		}
+		if inputs[rel] != sha256hex([]byte(want)) {
+			t.Errorf("%s: input hash %q", rel, inputs[rel])
+		}
+	}
+	if _, err := unpack(job, false); err == nil || !strings.Contains(err.Error(), "writing") {
+		t.Errorf("a fresh box's file written twice: %v", err)
+	}
+	// A session's next call replaces what is there, longer or not.
+	job.Code, job.Files = []byte("1"), []initproto.File{{Path: "a/b/in.csv", Data: []byte("z")}}
+	if _, err := unpack(job, true); err != nil {
+		t.Fatal(err)
+	}
+	for rel, want := range map[string]string{"main.py": "1", "a/b/in.csv": "z"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, rel)); string(b) != want {
+			t.Errorf("%s replaced: %q, want %q", rel, b, want)
+		}
+	}
+	job.Files = []initproto.File{{Path: "top.txt/x", Data: []byte("x")}}
+	if _, err := unpack(job, true); err == nil || !strings.Contains(err.Error(), "creating directory for") {
+		t.Errorf("a path through a file: %v", err)
+	}
+	outside := filepath.Join(t.TempDir(), "target")
+	if err := os.WriteFile(outside, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	job.Files = []initproto.File{{Path: "link.txt", Data: []byte("x")}}
+	if _, err := unpack(job, true); err == nil {
+		t.Error("a link at a file's path was followed")
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "keep" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+}

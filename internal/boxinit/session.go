@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/yamux"
+	"golang.org/x/sys/unix"
 
 	"github.com/runbox-mcp/runbox/internal/initproto"
 	"github.com/runbox-mcp/runbox/internal/pymain"
@@ -197,15 +198,22 @@ func (s *session) cell(_ context.Context, job *initproto.Job) runResult {
 
 	// The cell's request and its stdin go on the interpreter's descriptor
 	// 4, a pipe: nothing of a cell is written to the box's writable space,
-	// which the program may have filled. Written aside, as a cell may not
-	// read it and a large stdin fills the pipe.
+	// which the program may have filled. What the pipe takes at once is
+	// written here (most often all of it, with no goroutine to start and
+	// wake); the rest is written aside, as a cell may not read it and a
+	// large stdin fills the pipe.
 	begun := time.Now()
 	ctlDone := make(chan error, 1)
 	s.stages.mark("box: output capture set up")
-	go func() {
-		_, err := s.p.ctl.Write(cellRequest(s.spec.Driver, job, marker))
+	req := cellRequest(s.spec.Driver, job, marker)
+	if n, err := writeNow(s.p.ctl, req); err != nil || n == len(req) {
 		ctlDone <- err
-	}()
+	} else {
+		go func() {
+			_, err := s.p.ctl.Write(req[n:])
+			ctlDone <- err
+		}()
+	}
 	timer := time.NewTimer(time.Duration(job.TimeoutMs) * time.Millisecond)
 	defer timer.Stop()
 	var graceC, resendC <-chan time.Time
@@ -254,6 +262,34 @@ wait:
 	s.out.end()
 	s.errs.end()
 	return res
+}
+
+// writeNow writes what of p the pipe f takes without waiting: a short
+// count and no error when it is full.
+func writeNow(f *os.File, p []byte) (int, error) {
+	c, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var werr error
+	if err := c.Write(func(fd uintptr) bool {
+		for {
+			n, werr = unix.Write(int(fd), p)
+			if werr != unix.EINTR {
+				return true
+			}
+		}
+	}); err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		n = 0
+	}
+	if werr == unix.EAGAIN {
+		werr = nil
+	}
+	return n, werr
 }
 
 // lose kills the interpreter and everything it started: the state is gone.

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -536,4 +538,33 @@ func TestSessionCellsStream(t *testing.T) {
 	}
 	_ = second.Close()
 	go func() { _, _ = io.Copy(io.Discard, att.attach()) }()
+}
+
+// TestWriteNow writes what a pipe takes without waiting, and says a
+// reader that is gone.
+func TestWriteNow(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if n, err := writeNow(w, []byte("small")); n != 5 || err != nil {
+		t.Fatalf("a small write: %d, %v", n, err)
+	}
+	big := make([]byte, 4<<20) // more than a pipe holds
+	n, err := writeNow(w, big)
+	if err != nil || n <= 0 || n >= len(big) {
+		t.Fatalf("a write larger than the pipe: %d of %d, %v; want a short count", n, len(big), err)
+	}
+	if n, err := writeNow(w, []byte("x")); n != 0 || err != nil {
+		t.Fatalf("a full pipe: %d, %v; want 0, nil", n, err)
+	}
+	got := make([]byte, 5)
+	if _, err := io.ReadFull(r, got); err != nil || string(got) != "small" {
+		t.Fatalf("read back %q, %v", got, err)
+	}
+	_ = r.Close()
+	if _, err := writeNow(w, []byte("x")); !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("a pipe without a reader: %v; want EPIPE", err)
+	}
 }
