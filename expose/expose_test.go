@@ -465,13 +465,16 @@ func TestHostileBoxesLeaveNothing(t *testing.T) {
 // TestAnswerWithinBound: a box server that takes a request and never
 // answers gets a 504 after answer_within_seconds and its stream closed;
 // an answer once begun may pause past the bound, and a kept-alive
-// connection may idle past it between requests.
+// connection may idle past it between requests; an answer held quiet for
+// a person who left ends within the bound.
 func TestAnswerWithinBound(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	quit := make(chan struct{})
+	defer close(quit)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -489,6 +492,13 @@ func TestAnswerWithinBound(t *testing.T) {
 					switch req.URL.Path {
 					case "/silent":
 						_, _ = io.Copy(io.Discard, br)
+						return
+					case "/quiet":
+						// Quiet even after the person's end: only runbox
+						// closing the stream ends it.
+						fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nbe")
+						_, _ = io.Copy(io.Discard, br)
+						<-quit
 						return
 					case "/pause":
 						fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nbe")
@@ -551,6 +561,22 @@ func TestAnswerWithinBound(t *testing.T) {
 		o := rec.outcomes()
 		return len(o) == 1 && o[0] == "box: no answer within 1s"
 	})
+
+	// A person who leaves an answer the box holds quiet frees its
+	// connection and stream within the bound.
+	q, err := net.Dial("tcp", info.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = q.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(q, "GET /quiet HTTP/1.1\r\nHost: %s\r\nCookie: %s\r\n\r\n", info.Address, cookie)
+	qr := bufio.NewReader(q)
+	if res, err := http.ReadResponse(qr, nil); err != nil || res.StatusCode != 200 {
+		t.Fatalf("a quiet answer: %v", err)
+	}
+	waitUntil(t, func() bool { _, c, st := s.ExposureCounts(); return c == 1 && st == 1 })
+	q.Close()
+	waitUntil(t, func() bool { _, c, st := s.ExposureCounts(); return c == 0 && st == 0 })
 	close(box.done)
 	waitUntil(t, func() bool { e, _ := s.Open(); return e == 0 })
 }

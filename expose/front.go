@@ -235,8 +235,9 @@ func (e *exposure) serve(c net.Conn) {
 		if err != nil {
 			if box != nil && errors.Is(err, io.EOF) {
 				// The person sent all they will: the box may still be
-				// answering.
+				// answering, within a bound on its silences.
 				closeWrite(box)
+				wait.personDone(box, e.answerWait())
 				fromBox.Wait()
 			}
 			if rec.outcome == "" {
@@ -324,6 +325,7 @@ func (e *exposure) serve(c net.Conn) {
 			}
 			_, _ = io.Copy(box, in)
 			closeWrite(box)
+			wait.personDone(box, e.answerWait())
 			fromBox.Wait()
 			return
 		}
@@ -345,6 +347,7 @@ func (e *exposure) answer(c, box net.Conn, wait *answerWait, out *atomic.Int64) 
 		if n > 0 {
 			// Disarmed before the person has the bytes: the next request,
 			// which they send once they have the answer, arms it again.
+			// Past the person's end, it bounds the next silence instead.
 			wait.disarm(box)
 			if _, werr := c.Write(buf[:n]); werr != nil {
 				return false
@@ -362,13 +365,17 @@ func (e *exposure) answer(c, box net.Conn, wait *answerWait, out *atomic.Int64) 
 	}
 }
 
-// answerWait bounds the wait for the box's first byte after a request:
-// armed when a request is sent, disarmed by the next byte from the box.
-// A client that pipelines requests behind a streaming answer sees the
-// bound only for the first of them.
+// answerWait bounds the box's silences: the wait for its first byte
+// after a request (armed when a request is sent, disarmed by the next
+// byte from the box; a client that pipelines requests behind a streaming
+// answer sees the bound only for the first of them), and, once the
+// person has sent all they will, every wait between its bytes, so an
+// answer held quiet for a person who left ends.
 type answerWait struct {
 	mu sync.Mutex
 	on bool
+	// idle, once set, bounds each silence of the box.
+	idle time.Duration
 }
 
 func (w *answerWait) arm(box net.Conn, d time.Duration) {
@@ -381,9 +388,25 @@ func (w *answerWait) arm(box net.Conn, d time.Duration) {
 func (w *answerWait) disarm(box net.Conn) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.on {
+	switch {
+	case w.idle > 0:
+		w.on = false
+		_ = box.SetReadDeadline(time.Now().Add(w.idle))
+	case w.on:
 		w.on = false
 		_ = box.SetReadDeadline(time.Time{})
+	}
+}
+
+// personDone bounds each silence of the box from now on by d: a person
+// who half-closed still gets an answer the box goes on sending, and one
+// who left does not hold a slot and a stream for an answer held quiet.
+func (w *answerWait) personDone(box net.Conn, d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.idle = d
+	if !w.on {
+		_ = box.SetReadDeadline(time.Now().Add(d))
 	}
 }
 

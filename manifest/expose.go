@@ -15,8 +15,9 @@ type Expose struct {
 	MaxPerSession  int `json:"max_per_session" jsonschema_description:"Most exposures open at once in one session."`
 	MaxConnections int `json:"max_connections" jsonschema_description:"Most connections open at once to one exposure; one more is answered 503."`
 	// AnswerWithinSeconds bounds the wait for the box's answer to a
-	// request, so a box server that never answers holds no slot forever.
-	AnswerWithinSeconds int `json:"answer_within_seconds" jsonschema_description:"Seconds the app in the box has to send the first byte of its answer to a request; past it the person gets 504 and the connection ends. Once an answer has begun it may stream for as long as the app sends it."`
+	// request, and its silences once the person has closed their side,
+	// so a box server that never answers holds no slot forever.
+	AnswerWithinSeconds int `json:"answer_within_seconds" jsonschema_description:"Seconds the app in the box has to send the first byte of its answer to a request; past it the person gets 504 and the connection ends. Once an answer has begun it may stream for as long as the app sends it; after the person has closed their side, each silence of the app is bounded by it too, so an answer held quiet for someone who left frees its connection."`
 	// Listen is the address the listeners bind; loopback unless the
 	// operator says otherwise.
 	Listen string `json:"listen" jsonschema_description:"The IP address the exposures' listeners bind: 127.0.0.1 (the default) or ::1 keep them on this machine; any other address puts them on the network, with the token as the only gate."`
