@@ -22,8 +22,8 @@ import (
 )
 
 // hostileApp is a box's web server for the hostile cases: /hold answers
-// its first byte and holds the rest until /release; /silent takes the
-// request and never answers; /cut promises 10 MiB and closes after
+// its first byte and holds the rest until /release; /quiet does so for
+// ten minutes; /silent takes the request and never answers; /cut promises 10 MiB and closes after
 // 1 MiB; /endless streams until the connection breaks; /count says how
 // many requests reached / (the flood's path).
 const hostileApp = `import threading, http.server, json, os
@@ -43,6 +43,9 @@ class H(http.server.BaseHTTPRequestHandler):
         elif self.path == "/release":
             release.set(); self.head(2); self.wfile.write(b"ok")
         elif self.path == "/silent":
+            threading.Event().wait(600)
+        elif self.path == "/quiet":
+            self.head(2); self.wfile.write(b"h"); self.wfile.flush()
             threading.Event().wait(600)
         elif self.path == "/cut":
             self.head(10 << 20); self.wfile.write(MIB); self.wfile.flush()
@@ -67,7 +70,8 @@ threading.Thread(target=srv.serve_forever, daemon=True).start()
 // exposure leaves nothing behind. A thousand connections past the cap
 // are refused 503 while the app sees none of them and the server answers
 // calls; a box server that never answers is a 504 within
-// answer_within_seconds; a box that closes mid-answer ends the person's
+// answer_within_seconds, and answers held quiet for people who left give
+// their slots back within it; a box that closes mid-answer ends the person's
 // download; closing the session ends a download in flight and the
 // listener. After each case /metrics counts no connection and no stream
 // into the box open, and at the end no exposure and no more goroutines
@@ -214,6 +218,31 @@ func exposeHostile(t *testing.T, isolation string) {
 		}
 		if d := time.Since(t0); d < answerWithin*time.Second {
 			t.Fatalf("504 after %s, before the bound", d)
+		}
+	})
+	nothingOpen(t)
+
+	t.Run("people who leave answers held quiet", func(t *testing.T) {
+		var conns []net.Conn
+		for range maxConns {
+			conn, br := ask(t, host, cookie, "/quiet")
+			defer conn.Close()
+			res, err := http.ReadResponse(br, nil)
+			if err != nil || res.StatusCode != 200 {
+				t.Fatalf("a quiet answer: %v %+v", err, res)
+			}
+			if b, err := br.ReadByte(); err != nil || b != 'h' {
+				t.Fatalf("a quiet answer's first byte: %q %v", b, err)
+			}
+			conns = append(conns, conn)
+		}
+		for _, conn := range conns {
+			conn.Close()
+		}
+		// Their slots come back within the bound on the box's silences.
+		nothingOpen(t)
+		if code, body := askAll(t, host, cookie, "/"); code != 200 || body != "root" {
+			t.Fatalf("after they left: %d %q", code, body)
 		}
 	})
 	nothingOpen(t)
