@@ -127,7 +127,7 @@ func TestExpose(t *testing.T) {
 	for _, b := range []struct {
 		name  string
 		start func(*testing.T, string) *server
-	}{{"docker", dockerServer}, {"gvisor", gvisorServer}, {"oci", ociServer}} {
+	}{{"docker", dockerServer}, {"gvisor", gvisorServer}, {"oci", ociServer}, {"podman", podmanServer}, {"kubernetes", kubeServer}} {
 		t.Run(b.name, func(t *testing.T) { exposeSession(t, b.start(t, exposeManifest)) })
 	}
 }

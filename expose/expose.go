@@ -216,15 +216,23 @@ func (s *Set) CloseAll() {
 
 // Open counts the exposures open now and their connections.
 func (s *Set) Open() (exposures, connections int) {
+	exposures, connections, _ = s.ExposureCounts()
+	return exposures, connections
+}
+
+// ExposureCounts counts what is open now: exposures, the person's
+// connections to them, and their streams into boxes.
+func (s *Set) ExposureCounts() (exposures, connections, streams int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.all {
 		exposures++
 		e.mu.Lock()
 		connections += len(e.conns)
+		streams += len(e.boxes)
 		e.mu.Unlock()
 	}
-	return exposures, connections
+	return exposures, connections, streams
 }
 
 // remove takes e out and ends it.

@@ -461,3 +461,122 @@ func TestHostileBoxesLeaveNothing(t *testing.T) {
 	ln.Close()
 	waitUntil(t, func() bool { return runtime.NumGoroutine() <= before })
 }
+
+// TestAnswerWithinBound: a box server that takes a request and never
+// answers gets a 504 after answer_within_seconds and its stream closed;
+// an answer once begun may pause past the bound, and a kept-alive
+// connection may idle past it between requests; an answer held quiet for
+// a person who left ends within the bound.
+func TestAnswerWithinBound(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					switch req.URL.Path {
+					case "/silent":
+						_, _ = io.Copy(io.Discard, br)
+						return
+					case "/quiet":
+						// Quiet even after the person's end: only runbox
+						// closing the stream ends it.
+						fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nbe")
+						_, _ = io.Copy(io.Discard, br)
+						<-quit
+						return
+					case "/pause":
+						fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nbe")
+						time.Sleep(1500 * time.Millisecond)
+						fmt.Fprint(c, "fore")
+					default:
+						fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+					}
+				}
+			}()
+		}
+	}()
+	box := &appBox{id: "s_1", client: "alice", addr: ln.Addr().String(), done: make(chan struct{})}
+	cfg := enabled()
+	cfg.AnswerWithinSeconds = 1
+	var rec records
+	s := New(cfg, box, nil, rec.add)
+	info, err := s.Expose(context.Background(), "s_1", "alice", 8000, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(info.URL)
+	cookie := "runbox_token_" + u.Port() + "=" + u.Query().Get(tokenParam)
+	c, err := net.Dial("tcp", info.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(c)
+	ask := func(path string) (int, string, error) {
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nCookie: %s\r\n\r\n", path, info.Address, cookie)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		b, err := io.ReadAll(res.Body)
+		return res.StatusCode, string(b), err
+	}
+	if code, body, err := ask("/pause"); code != 200 || body != "before" || err != nil {
+		t.Fatalf("an answer that pauses: %d %q %v", code, body, err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if code, body, err := ask("/"); code != 200 || body != "ok" || err != nil {
+		t.Fatalf("after an idle pause: %d %q %v", code, body, err)
+	}
+	t0 := time.Now()
+	code, body, err := ask("/silent")
+	if code != http.StatusGatewayTimeout || !strings.Contains(body, "answer_within_seconds") || err != nil {
+		t.Fatalf("a silent box: %d %q %v", code, body, err)
+	}
+	if d := time.Since(t0); d < time.Second {
+		t.Fatalf("504 after %s, before the bound", d)
+	}
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("the connection outlived the 504")
+	}
+	waitUntil(t, func() bool { _, c, st := s.ExposureCounts(); return c == 0 && st == 0 })
+	waitUntil(t, func() bool {
+		o := rec.outcomes()
+		return len(o) == 1 && o[0] == "box: no answer within 1s"
+	})
+
+	// A person who leaves an answer the box holds quiet frees its
+	// connection and stream within the bound.
+	q, err := net.Dial("tcp", info.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = q.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(q, "GET /quiet HTTP/1.1\r\nHost: %s\r\nCookie: %s\r\n\r\n", info.Address, cookie)
+	qr := bufio.NewReader(q)
+	if res, err := http.ReadResponse(qr, nil); err != nil || res.StatusCode != 200 {
+		t.Fatalf("a quiet answer: %v", err)
+	}
+	waitUntil(t, func() bool { _, c, st := s.ExposureCounts(); return c == 1 && st == 1 })
+	q.Close()
+	waitUntil(t, func() bool { _, c, st := s.ExposureCounts(); return c == 0 && st == 0 })
+	close(box.done)
+	waitUntil(t, func() bool { e, _ := s.Open(); return e == 0 })
+}

@@ -35,9 +35,10 @@ const (
 )
 
 // headWait bounds the wait for a connection's first request head. Later
-// ones are not timed: an answer may stream for as long as the box sends
-// it (server-sent events, a download), and the connection ends when
-// either side ends it.
+// ones are not timed, nor is an answer once begun: it may stream for as
+// long as the box sends it (server-sent events, a download), and the
+// connection ends when either side ends it. The wait for an answer to
+// begin is the manifest's answer_within_seconds.
 var headWait = 30 * time.Second
 
 // exposure is one listener and its connections.
@@ -211,11 +212,17 @@ func (e *exposure) serve(c net.Conn) {
 	var box net.Conn
 	var fromBox sync.WaitGroup
 	var out atomic.Int64
+	var wait answerWait
+	// silent: the box did not begin an answer in time.
+	var silent atomic.Bool
 	defer func() {
 		if box != nil {
 			_ = box.Close()
 			fromBox.Wait()
 			rec.bytesOut = out.Load()
+			if silent.Load() {
+				rec.outcome = fmt.Sprintf("box: no answer within %s", e.answerWait())
+			}
 		}
 		rec.bytesIn = in.n
 	}()
@@ -228,8 +235,9 @@ func (e *exposure) serve(c net.Conn) {
 		if err != nil {
 			if box != nil && errors.Is(err, io.EOF) {
 				// The person sent all they will: the box may still be
-				// answering.
+				// answering, within a bound on its silences.
 				closeWrite(box)
+				wait.personDone(box, e.answerWait())
 				fromBox.Wait()
 			}
 			if rec.outcome == "" {
@@ -290,8 +298,9 @@ func (e *exposure) serve(c net.Conn) {
 			fromBox.Add(1)
 			go func() {
 				defer fromBox.Done()
-				n, _ := io.Copy(c, box)
-				out.Add(n)
+				if e.answer(c, box, &wait, &out) {
+					silent.Store(true)
+				}
 				// The box's server is done: so is the connection.
 				_ = c.Close()
 			}()
@@ -299,6 +308,9 @@ func (e *exposure) serve(c net.Conn) {
 		rec.outcome = "served"
 		rec.requests++
 		strip(req)
+		// Armed before the request leaves: an answer that comes at once
+		// must find it armed, to disarm it.
+		wait.arm(box, e.answerWait())
 		if err := req.Write(box); err != nil {
 			return
 		}
@@ -313,10 +325,95 @@ func (e *exposure) serve(c net.Conn) {
 			}
 			_, _ = io.Copy(box, in)
 			closeWrite(box)
+			wait.personDone(box, e.answerWait())
 			fromBox.Wait()
 			return
 		}
 	}
+}
+
+// answerWait is how long the box has to begin an answer.
+func (e *exposure) answerWait() time.Duration {
+	return time.Duration(e.set.cfg.AnswerWithinSeconds) * time.Second
+}
+
+// answer copies what the box sends to the person until either side
+// ends; true when it ended because the box began no answer in time,
+// which the person is told with a 504.
+func (e *exposure) answer(c, box net.Conn, wait *answerWait, out *atomic.Int64) bool {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := box.Read(buf)
+		if n > 0 {
+			// Disarmed before the person has the bytes: the next request,
+			// which they send once they have the answer, arms it again.
+			// Past the person's end, it bounds the next silence instead.
+			wait.disarm(box)
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return false
+			}
+			out.Add(int64(n))
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && wait.armed() {
+				reply(c, http.StatusGatewayTimeout, fmt.Sprintf("the app in the box did not begin an answer within %s (manifest sessions.expose.answer_within_seconds)", e.answerWait()), nil)
+				return true
+			}
+			return false
+		}
+	}
+}
+
+// answerWait bounds the box's silences: the wait for its first byte
+// after a request (armed when a request is sent, disarmed by the next
+// byte from the box; a client that pipelines requests behind a streaming
+// answer sees the bound only for the first of them), and, once the
+// person has sent all they will, every wait between its bytes, so an
+// answer held quiet for a person who left ends.
+type answerWait struct {
+	mu sync.Mutex
+	on bool
+	// idle, once set, bounds each silence of the box.
+	idle time.Duration
+}
+
+func (w *answerWait) arm(box net.Conn, d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.on = true
+	_ = box.SetReadDeadline(time.Now().Add(d))
+}
+
+func (w *answerWait) disarm(box net.Conn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.idle > 0:
+		w.on = false
+		_ = box.SetReadDeadline(time.Now().Add(w.idle))
+	case w.on:
+		w.on = false
+		_ = box.SetReadDeadline(time.Time{})
+	}
+}
+
+// personDone bounds each silence of the box from now on by d: a person
+// who half-closed still gets an answer the box goes on sending, and one
+// who left does not hold a slot and a stream for an answer held quiet.
+func (w *answerWait) personDone(box net.Conn, d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.idle = d
+	if !w.on {
+		_ = box.SetReadDeadline(time.Now().Add(d))
+	}
+}
+
+func (w *answerWait) armed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.on
 }
 
 // check says why req may not pass, with the status to answer; "" when

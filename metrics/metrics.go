@@ -219,3 +219,38 @@ func (m *Metrics) ObserveToolCall(server, outcome string, d time.Duration) {
 	m.toolCalls.WithLabelValues(server, outcome).Inc()
 	m.toolSeconds.WithLabelValues(server).Observe(d.Seconds())
 }
+
+// ExposureSource counts the session exposures open now (expose.Set is
+// one).
+type ExposureSource interface {
+	ExposureCounts() (exposures, connections, streams int)
+}
+
+var (
+	descExposuresOpen   = prometheus.NewDesc("runbox_exposures_open", "Session exposures (session_expose) open now.", nil, nil)
+	descExposureConns   = prometheus.NewDesc("runbox_exposure_connections_open", "Connections open now to session exposures, those being refused included.", nil, nil)
+	descExposureStreams = prometheus.NewDesc("runbox_exposure_streams_open", "Streams open now from session exposures into their boxes.", nil, nil)
+)
+
+// WatchExposures reports src's counts at scrape time; call it once.
+func (m *Metrics) WatchExposures(src ExposureSource) {
+	if m != nil && src != nil {
+		m.reg.MustRegister(exposureCollector{src})
+	}
+}
+
+// exposureCollector reads the exposures' counts at scrape time.
+type exposureCollector struct{ src ExposureSource }
+
+func (c exposureCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descExposuresOpen
+	ch <- descExposureConns
+	ch <- descExposureStreams
+}
+
+func (c exposureCollector) Collect(ch chan<- prometheus.Metric) {
+	e, conns, streams := c.src.ExposureCounts()
+	ch <- prometheus.MustNewConstMetric(descExposuresOpen, prometheus.GaugeValue, float64(e))
+	ch <- prometheus.MustNewConstMetric(descExposureConns, prometheus.GaugeValue, float64(conns))
+	ch <- prometheus.MustNewConstMetric(descExposureStreams, prometheus.GaugeValue, float64(streams))
+}

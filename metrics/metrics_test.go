@@ -82,3 +82,20 @@ func TestScrapeSessions(t *testing.T) {
 		}
 	}
 }
+
+type exposureFake struct{}
+
+func (exposureFake) ExposureCounts() (int, int, int) { return 2, 7, 5 }
+
+func TestScrapeExposures(t *testing.T) {
+	m := New("v1", "runc", nil)
+	m.WatchExposures(exposureFake{})
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{"runbox_exposures_open 2", "runbox_exposure_connections_open 7", "runbox_exposure_streams_open 5"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+}

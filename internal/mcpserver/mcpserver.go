@@ -118,6 +118,9 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 		}
 	}
 	deps.Exposures = exposures(m, r, o)
+	if deps.Exposures != nil {
+		o.Metrics.WatchExposures(deps.Exposures)
+	}
 	d := &described{s: s, deps: deps, m: m}
 	d.register(m)
 	if hasUpstream(o) {
