@@ -67,7 +67,7 @@ func ServersParagraph(set *upstream.Set) string {
 			b.WriteString(id)
 		}
 	}
-	b.WriteString(". Python: `import runbox_tools as tools; r = tools.<server>.<tool>(**args)` (help(tools.<server>) lists them); JavaScript: `const tools = require('runbox_tools'); const r = await tools.<server>.<tool>({...})`; also tools.call(server, tool, args). A call returns the tool's structured content or its text; a failure raises ToolError (kind, server, tool, message). Call search_tools to find tools and their argument schemas. Keep intermediate results in the code and print only what you need.")
+	b.WriteString(". Python: `import runbox_tools as tools; r = tools.<server>.<tool>(a=1, b=2)` with keyword arguments, as typed as the tool's schema (help(tools.<server>) lists them, e.g. `tools.<server>.add(*, a: float, b: float) -> Any`); JavaScript: `const tools = require('runbox_tools'); const r = await tools.<server>.<tool>({a: 1, b: 2})` (typed, e.g. `tools.<server>.add(args: { a: number; b: number }): Promise<unknown>`); also tools.call(server, tool, args). A call returns the tool's structured content or its text; a failure raises ToolError (kind, server, tool, message), kind bad_request before the call is sent when an argument is unknown, missing or of the wrong type. Call search_tools (language python or typescript) to find tools and their typed signatures. Keep intermediate results in the code and print only what you need.")
 	return b.String()
 }
 

@@ -328,8 +328,7 @@ def _stub(server, tool):
     out = tool.get("output_schema")
     if out:
         doc += ["", "Returns (structured content): " + _json.dumps(out)[:2000]]
-    doc += ["", "Raises ToolError: kind bad_request for arguments the tool does not take, before the call leaves",
-            "the box; tool_error, denied, refused, limit, timeout, upstream once it is sent."]
+    doc += ["", "Raises ToolError (kind bad_request, before it is sent; tool_error, denied, refused, limit, timeout, upstream)."]
     stub.__doc__ = "\n".join(doc)
     return stub
 
