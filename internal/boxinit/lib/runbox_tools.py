@@ -142,6 +142,14 @@ class _Annotations:
         self.made = {}
 
     def of(self, t, name):
+        """The annotation of t; Any where this Python cannot say it (an
+        annotation is for reading, and never stops the import)."""
+        try:
+            return self._of(t, name)
+        except Exception:
+            return _typing.Any
+
+    def _of(self, t, name):
         k = (t or {}).get("kind")
         if k in _SCALARS:
             return _SCALARS[k]
@@ -168,7 +176,9 @@ class _Annotations:
             ann = {}
             for f in fields:
                 a = self.of(f.get("type"), name + _pascal(f["name"]))
-                ann[f["name"]] = _typing.Required[a] if f.get("required") else _typing.NotRequired[a]
+                if hasattr(_typing, "Required"):
+                    a = _typing.Required[a] if f.get("required") else _typing.NotRequired[a]
+                ann[f["name"]] = a
             td = _typing.TypedDict(name, ann, total=False)
             td.__module__ = "runbox_tools"
             return td
