@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -369,6 +370,9 @@ print(a["text"])
 				t.Errorf("the declarations lack %q:\n%s\n%s", want, r.Stdout, r.Stderr)
 			}
 		}
+		if d := strings.Index(r.Stdout, "// runbox_tools:"); d >= 0 {
+			typeCheck(t, r.Stdout[d:])
+		}
 		r = runTools(t, s, "javascript", "const tools = require('runbox_tools');\n(async () => {\n  const d = await tools.typings();\n  console.log(d.includes('export function echo(args: EchoArgs)'));\n  try { await tools.typings('cobol'); } catch (e) { console.log(e.name, e.kind); }\n})();\n")
 		if r.Stdout != "true\nToolError bad_request\n" {
 			t.Fatalf("typings() in JavaScript: %q %s", r.Stdout, r.Stderr)
@@ -402,4 +406,34 @@ print(a["text"])
 			t.Fatalf("search_tools in cobol: %v %+v", err, res)
 		}
 	})
+}
+
+// typeCheck compiles the declarations the typings op answered, with a
+// program that calls the real tools as they are typed, using the host's
+// TypeScript (npx typescript@5); it skips where npx is absent.
+func typeCheck(t *testing.T, decl string) {
+	t.Helper()
+	npx, err := exec.LookPath("npx")
+	if err != nil {
+		t.Log("no npx on this machine: the declarations are not compiled")
+		return
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"runbox_tools.d.ts": decl,
+		"main.ts": "import tools, { everything } from \"runbox_tools\";\n" +
+			"async function main(): Promise<void> {\n  await everything.echo({ message: \"hi\" });\n  await tools.everything.get_sum({ a: 1, b: 2 });\n" +
+			"  const w = await everything.get_structured_content({ location: \"Chicago\" });\n  const n: number = w.temperature;\n  console.log(n);\n}\nmain();\n",
+		"tsconfig.json": `{"compilerOptions":{"strict":true,"noEmit":true,"target":"es2022","module":"nodenext","moduleResolution":"nodenext","types":[]},"files":["runbox_tools.d.ts","main.ts"]}`,
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(npx, "-y", "-p", "typescript@5", "tsc", "-p", dir)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tsc on the typings op's declarations: %v\n%s", err, out)
+	}
 }
