@@ -208,6 +208,8 @@ Promise.allSettled(Array.from({length: 500}, (_, i) => tools.fake.echo({text: St
 	})
 
 	t.Run("ask with a client that answers", func(t *testing.T) {
+		// secret declares no arguments, which its typed function would
+		// refuse in the box: tools.call sends the ones the user is shown.
 		path := writeManifest(t, "audit:\n  enabled: false\n"+servers)
 		for _, c := range []struct {
 			action mcp.ElicitationResponseAction
@@ -215,7 +217,7 @@ Promise.allSettled(Array.from({length: 500}, (_, i) => tools.fake.echo({text: St
 		}{{mcp.ElicitationResponseActionAccept, "{'done': True}\n"}, {mcp.ElicitationResponseActionDecline, "refused\n"}} {
 			e := &elicitor{action: c.action}
 			es := startWithElicitor(t, path, e)
-			r, _ := es.call(t, map[string]any{"language": "python", "code": "import runbox_tools as tools\ntry:\n    print(tools.guarded.secret(why='test'))\nexcept tools.ToolError as e:\n    print(e.kind)\n"})
+			r, _ := es.call(t, map[string]any{"language": "python", "code": "import runbox_tools as tools\ntry:\n    print(tools.call('guarded', 'secret', {'why': 'test'}))\nexcept tools.ToolError as e:\n    print(e.kind)\n"})
 			if r.Stdout != c.want || len(e.asked) != 1 || !strings.Contains(e.asked[0], `"why": "test"`) {
 				t.Fatalf("%s: stdout %q, asked %q, stderr %s", c.action, r.Stdout, e.asked, es.stderr)
 			}

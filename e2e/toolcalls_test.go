@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -144,8 +145,8 @@ print("sum has 42:", "42" in str(total), "| file:", text if isinstance(text, str
 	})
 
 	t.Run("help() shows the stubs' descriptions and typed signatures", func(t *testing.T) {
-		r := runTools(t, s, "python", "import pydoc\nimport runbox_tools as tools\nprint(pydoc.render_doc(tools.everything.get_sum, renderer=pydoc.plaintext))\nprint(pydoc.render_doc(tools.everything, renderer=pydoc.plaintext)[:4000])\n")
-		for _, want := range []string{"get_sum(*, a: float, b: float)", "Returns the sum of two numbers", "a: First number", "get_tiny_image", "Tools of MCP server 'everything'"} {
+		r := runTools(t, s, "python", "import pydoc\nimport runbox_tools as tools\nprint(pydoc.render_doc(tools.everything.get_sum, renderer=pydoc.plaintext))\nprint(pydoc.render_doc(tools.everything, renderer=pydoc.plaintext)[:8000])\n")
+		for _, want := range []string{"get_sum(*, a: float, b: float)", "Returns the sum of two numbers", "a: float - First number", "get_tiny_image", "Tools of MCP server 'everything'"} {
 			if !strings.Contains(r.Stdout, want) {
 				t.Errorf("help lacks %q:\n%s\n%s", want, r.Stdout, r.Stderr)
 			}
@@ -270,5 +271,169 @@ func TestToolCallsAudit(t *testing.T) {
 	if strings.Contains(string(b), fakeSecret) || len(e.ToolCalls) != 2 || e.ToolCalls[0].Tool != "echo" || e.ToolCalls[0].Outcome != "ok" ||
 		!strings.Contains(e.ToolCalls[0].ArgsHead, "token") || e.ToolCalls[1].Outcome != "unknown_tool" || e.Redacted == 0 {
 		t.Fatalf("audit line %s", b)
+	}
+}
+
+// TestToolCallsTyped: the typed bindings against the real
+// server-everything. The Python stubs show typed signatures and refuse
+// a wrong keyword, a missing argument or a wrong type before the call
+// leaves the box (the audit records only the calls that went out); the
+// typings op answers TypeScript declarations of the tools; search_tools
+// writes signatures in the language asked for.
+func TestToolCallsTyped(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "audit.jsonl")
+	s := startServer(t, secretEnv, "--manifest", writeManifest(t, "audit:\n  enabled: true\n  path: "+log+"\nservers:\n  - name: everything\n    command: "+npmBin(t, "mcp-server-everything")+"\n"))
+	t.Cleanup(s.close)
+
+	t.Run("python stubs check arguments in the box", func(t *testing.T) {
+		code := `import inspect
+import runbox_tools as tools
+print(inspect.signature(tools.everything.get_sum))
+print(inspect.signature(tools.everything.get_annotated_message))
+help(tools.everything.echo)
+for kwargs in ({"a": 1, "c": 2}, {"a": 1, "b": "2"}, {"a": 1}):
+    try:
+        tools.everything.get_sum(**kwargs)
+        print("sent", kwargs)
+    except tools.ToolError as e:
+        print("refused", e.kind, e.server, e.tool, e.message)
+try:
+    tools.everything.get_annotated_message(messageType="warning")
+except tools.ToolError as e:
+    print("refused", e.kind, e.message)
+print("sum", tools.everything.get_sum(a=2, b=40))
+`
+		r := runTools(t, s, "python", code)
+		mustOK(t, r)
+		for _, want := range []string{
+			"(*, a: float, b: float) -> Any\n",
+			"(*, messageType: Literal['error', 'success', 'debug'], includeImage: bool = None) -> Any\n",
+			"echo(*, message: str) -> Any", "message: str - Message to echo",
+			"refused bad_request everything get-sum unknown argument 'c' (the tool takes: a, b)\n",
+			"refused bad_request everything get-sum argument b must be a number, not str\n",
+			"refused bad_request everything get-sum missing required argument b\n",
+			`refused bad_request argument messageType must be one of "error", "success", "debug", not str` + "\n",
+			"sum The sum of 2 and 40 is 42.",
+		} {
+			if !strings.Contains(r.Stdout, want) {
+				t.Errorf("stdout lacks %q:\n%s\n%s", want, r.Stdout, r.Stderr)
+			}
+		}
+		if strings.Contains(r.Stdout, "\nsent ") {
+			t.Errorf("a wrong call went out:\n%s", r.Stdout)
+		}
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			ToolCalls []struct{ Server, Tool, Outcome string } `json:"tool_calls"`
+		}
+		if err := json.Unmarshal(b, &e); err != nil {
+			t.Fatalf("%v\n%s", err, b)
+		}
+		// Only the good call reached the host: the refused ones never left
+		// the box.
+		if len(e.ToolCalls) != 1 || e.ToolCalls[0].Tool != "get-sum" || e.ToolCalls[0].Outcome != "ok" {
+			t.Fatalf("audit line %s", b)
+		}
+	})
+
+	t.Run("the typings op answers the declarations", func(t *testing.T) {
+		// The request a type checker in the box sends, as is.
+		code := `import json, socket
+s = socket.socket(socket.AF_UNIX)
+s.connect("/tmp/.runbox/tools.sock")
+s.sendall(json.dumps({"op": "typings", "language": "typescript"}).encode())
+s.shutdown(socket.SHUT_WR)
+data = b""
+while True:
+    b = s.recv(1 << 16)
+    if not b:
+        break
+    data += b
+a = json.loads(data)
+print(a["ok"], len(a["text"]) > 0)
+print(a["text"])
+`
+		r := runTools(t, s, "python", code)
+		mustOK(t, r)
+		for _, want := range []string{
+			"True True\n", `declare module "runbox_tools" {`, "export namespace everything {",
+			"export function echo(args: EchoArgs): Promise<unknown>;", "message: string;",
+			"export function get_sum(args: GetSumArgs): Promise<unknown>;", "a: number;", "b: number;",
+			"export function get_structured_content(args: GetStructuredContentArgs): Promise<GetStructuredContentResult>;",
+			`location: "New York" | "Chicago" | "Los Angeles";`, "export class ToolError extends Error {",
+		} {
+			if !strings.Contains(r.Stdout, want) {
+				t.Errorf("the declarations lack %q:\n%s\n%s", want, r.Stdout, r.Stderr)
+			}
+		}
+		if d := strings.Index(r.Stdout, "// runbox_tools:"); d >= 0 {
+			typeCheck(t, r.Stdout[d:])
+		}
+		r = runTools(t, s, "javascript", "const tools = require('runbox_tools');\n(async () => {\n  const d = await tools.typings();\n  console.log(d.includes('export function echo(args: EchoArgs)'));\n  try { await tools.typings('cobol'); } catch (e) { console.log(e.name, e.kind); }\n})();\n")
+		if r.Stdout != "true\nToolError bad_request\n" {
+			t.Fatalf("typings() in JavaScript: %q %s", r.Stdout, r.Stderr)
+		}
+	})
+
+	t.Run("search_tools writes signatures in the language asked for", func(t *testing.T) {
+		for lang, want := range map[string]string{
+			"":           "tools.everything.get_sum(*, a: float, b: float) -> Any",
+			"python":     "tools.everything.echo(*, message: str) -> Any",
+			"typescript": "tools.everything.echo(args: { message: string }): Promise<unknown>",
+		} {
+			req := mcp.CallToolRequest{}
+			args := map[string]any{"query": "sum"}
+			if lang != "" {
+				args = map[string]any{"query": "echo", "language": lang}
+			}
+			req.Params.Name, req.Params.Arguments = "search_tools", args
+			res, err := s.c.CallTool(context.Background(), req)
+			if err != nil || res.IsError {
+				t.Fatalf("search_tools %s: %v %+v", lang, err, res)
+			}
+			b, _ := json.Marshal(res.StructuredContent)
+			if w, _ := json.Marshal(want); !strings.Contains(string(b), `"signature":`+string(w)) {
+				t.Errorf("search_tools %q lacks %s: %s", lang, want, b)
+			}
+		}
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "search_tools", map[string]any{"language": "cobol"}
+		if res, err := s.c.CallTool(context.Background(), req); err != nil || !res.IsError {
+			t.Fatalf("search_tools in cobol: %v %+v", err, res)
+		}
+	})
+}
+
+// typeCheck compiles the declarations the typings op answered, with a
+// program that calls the real tools as they are typed, using the host's
+// TypeScript (npx typescript@5); it skips where npx is absent.
+func typeCheck(t *testing.T, decl string) {
+	t.Helper()
+	npx, err := exec.LookPath("npx")
+	if err != nil {
+		t.Log("no npx on this machine: the declarations are not compiled")
+		return
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"runbox_tools.d.ts": decl,
+		"main.ts": "import tools, { everything } from \"runbox_tools\";\n" +
+			"async function main(): Promise<void> {\n  await everything.echo({ message: \"hi\" });\n  await tools.everything.get_sum({ a: 1, b: 2 });\n" +
+			"  const w = await everything.get_structured_content({ location: \"Chicago\" });\n  const n: number = w.temperature;\n  console.log(n);\n}\nmain();\n",
+		"tsconfig.json": `{"compilerOptions":{"strict":true,"noEmit":true,"target":"es2022","module":"nodenext","moduleResolution":"nodenext","types":[]},"files":["runbox_tools.d.ts","main.ts"]}`,
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(npx, "-y", "-p", "typescript@5", "tsc", "-p", dir)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tsc on the typings op's declarations: %v\n%s", err, out)
 	}
 }

@@ -92,6 +92,14 @@ Long runs (up to timeout_seconds %g):
 - Call run_cancel with the run_id to stop a run you no longer need (its sandbox is killed). You may hold %d such runs at once; past that a run is refused with error.kind resource_limit (limit background_runs): collect or cancel one first.`,
 			l.MaxTimeoutSeconds, l.AnswerWithinSeconds, l.AnswerWithinSeconds, l.MaxBackgroundRunsPerClient)
 	}
+	if len(m.Servers) > 0 {
+		b.WriteString(`
+
+Calling the user's MCP tools from code (their results stay in the program; print only what you need):
+- Find tools with search_tools {"query": "...", "language": "python"} (or "typescript"): each hit is a typed signature, e.g. tools.<server>.add(*, a: float, b: float) -> Any in Python, tools.<server>.add(args: { a: number; b: number }): Promise<unknown> in TypeScript and JavaScript.
+- Call them as the signature says: Python tools.<server>.<tool>(a=1, b=2) with keyword arguments; JavaScript await tools.<server>.<tool>({a: 1, b: 2}). help(tools.<server>.<tool>) shows the signature and the arguments' docs.
+- A wrong argument (unknown, missing or of the wrong type) raises ToolError kind bad_request before the call is sent: read its message, fix the call, run again. Other failures raise ToolError with kind tool_error, denied, refused, limit, timeout or upstream.`)
+	}
 	if s := m.Sessions; s.Enabled {
 		sl := m.SessionLimits()
 		fmt.Fprintf(&b, `

@@ -140,3 +140,20 @@ func TestGuideSaysHowToWaitForALongRun(t *testing.T) {
 		t.Errorf("the guide offers run_wait the server does not serve:\n%s", text)
 	}
 }
+
+// With servers, the guide shows the typed signatures code calls tools by,
+// and the bad_request a wrong argument raises; without, it says nothing
+// of tools.
+func TestGuideShowsToolSignatures(t *testing.T) {
+	m := manifest.Default()
+	if strings.Contains(GuideText(m), "search_tools") {
+		t.Fatal("the guide offers tools no server gives")
+	}
+	m.Servers = []manifest.Server{{Name: "math", Command: "math-server"}}
+	text := GuideText(m)
+	for _, want := range []string{`"language": "python"`, "tools.<server>.add(*, a: float, b: float) -> Any", "tools.<server>.add(args: { a: number; b: number }): Promise<unknown>", "ToolError kind bad_request before the call is sent"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the guide does not say %q:\n%s", want, text)
+		}
+	}
+}

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/upstream"
+	"github.com/runbox-mcp/runbox/upstream/typings"
 )
 
 // Elicit asks the user of the calling client, by MCP elicitation, whether
@@ -65,7 +67,7 @@ func ServersParagraph(set *upstream.Set) string {
 			b.WriteString(id)
 		}
 	}
-	b.WriteString(". Python: `import runbox_tools as tools; r = tools.<server>.<tool>(**args)` (help(tools.<server>) lists them); JavaScript: `const tools = require('runbox_tools'); const r = await tools.<server>.<tool>({...})`; also tools.call(server, tool, args). A call returns the tool's structured content or its text; a failure raises ToolError (kind, server, tool, message). Call search_tools to find tools and their argument schemas. Keep intermediate results in the code and print only what you need.")
+	b.WriteString(". Python: `import runbox_tools as tools; r = tools.<server>.<tool>(a=1, b=2)` with keyword arguments, as typed as the tool's schema (help(tools.<server>) lists them, e.g. `tools.<server>.add(*, a: float, b: float) -> Any`); JavaScript: `const tools = require('runbox_tools'); const r = await tools.<server>.<tool>({a: 1, b: 2})` (typed, e.g. `tools.<server>.add(args: { a: number; b: number }): Promise<unknown>`); also tools.call(server, tool, args). A call returns the tool's structured content or its text; a failure raises ToolError (kind, server, tool, message), kind bad_request before the call is sent when an argument is unknown, missing or of the wrong type. Call search_tools (language python or typescript) to find tools and their typed signatures. Keep intermediate results in the code and print only what you need.")
 	return b.String()
 }
 
@@ -76,19 +78,25 @@ const SearchToolsName = "search_tools"
 type SearchToolsArgs struct {
 	Query   string `json:"query,omitempty" jsonschema:"description=Words that must all appear in a tool's server, name or description; empty lists every tool."`
 	Schemas bool   `json:"schemas,omitempty" jsonschema:"description=Also return each hit's full input and output schemas (ask for them once you know which tools you need)."`
+	// Language is the language of each hit's signature; empty is Python.
+	Language string `json:"language,omitempty"`
 }
+
+// searchLanguages are the languages search_tools writes signatures in.
+var searchLanguages = []any{typings.Python, typings.TypeScriptLang, typings.JavaScript}
 
 // SearchTools finds the upstream tools code can call.
 func SearchTools(set *upstream.Set) server.ServerTool {
 	schema, _ := json.Marshal(map[string]any{
 		"type": "object",
 		"properties": map[string]any{
-			"query":   map[string]any{"type": "string", "description": "Words that must all appear in a tool's server, name or description; empty lists every tool."},
-			"schemas": map[string]any{"type": "boolean", "description": "Also return each hit's full input and output schemas (ask once you know which tools you need)."},
+			"query":    map[string]any{"type": "string", "description": "Words that must all appear in a tool's server, name or description; empty lists every tool."},
+			"schemas":  map[string]any{"type": "boolean", "description": "Also return each hit's full input and output schemas (ask once you know which tools you need)."},
+			"language": map[string]any{"type": "string", "enum": searchLanguages, "description": "The language of each hit's signature (the call with its argument and result types): python (the default), typescript or javascript."},
 		},
 		"additionalProperties": false,
 	})
-	tool := mcp.NewToolWithRawSchema(SearchToolsName, "Find the tools of the MCP servers that code in run_code can call (tools.<server>.<tool>): names and one-line descriptions for a query, full schemas on demand.", schema)
+	tool := mcp.NewToolWithRawSchema(SearchToolsName, "Find the tools of the MCP servers that code in run_code can call (tools.<server>.<tool>): names, typed signatures in the language asked for and one-line descriptions for a query, full schemas on demand.", schema)
 	tool.Icons = Icons
 	tool.Annotations = mcp.ToolAnnotation{Title: "Search the tools code can call", ReadOnlyHint: mcp.ToBoolPtr(true),
 		DestructiveHint: mcp.ToBoolPtr(false), IdempotentHint: mcp.ToBoolPtr(true), OpenWorldHint: mcp.ToBoolPtr(false)}
@@ -97,7 +105,10 @@ func SearchTools(set *upstream.Set) server.ServerTool {
 		if err := json.Unmarshal(objectArguments(req), &args); err != nil {
 			return mcp.NewToolResultError("invalid arguments: " + err.Error()), nil
 		}
-		hits := set.Search(ctx, args.Query, args.Schemas)
+		if args.Language != "" && !slices.Contains(searchLanguages, any(args.Language)) {
+			return mcp.NewToolResultError(fmt.Sprintf("invalid arguments: language %q is not python, typescript or javascript", args.Language)), nil
+		}
+		hits := set.Search(ctx, args.Query, args.Schemas, args.Language)
 		if hits == nil {
 			hits = []upstream.Match{}
 		}

@@ -92,6 +92,8 @@ type request struct {
 	Server string         `json:"server"`
 	Tool   string         `json:"tool"`
 	Args   map[string]any `json:"args"`
+	// Language is what the typings op declares.
+	Language string `json:"language,omitempty"`
 }
 
 // answer is what it reads back.
@@ -100,7 +102,9 @@ type answer struct {
 	Structured any            `json:"structured,omitempty"`
 	Content    []contentItem  `json:"content,omitempty"`
 	Servers    []CatalogEntry `json:"servers,omitempty"`
-	Error      *callError     `json:"error,omitempty"`
+	// Text is the typings op's declarations.
+	Text  string     `json:"text,omitempty"`
+	Error *callError `json:"error,omitempty"`
 }
 
 type contentItem struct {
@@ -132,6 +136,8 @@ func (r *Run) ServeStream(ctx context.Context, s *initproto.BoxStream) {
 		a = r.tooLarge(req.Server, req.Tool, note.RefusedBytes)
 	} else if req.Op == "list" {
 		a = answer{OK: true, Servers: r.set.Catalog(ctx)}
+	} else if req.Op == "typings" {
+		a = r.typings(ctx, req.Language)
 	} else {
 		a = r.call(ctx, req, int64(len(s.Blobs[0])))
 	}
@@ -140,6 +146,16 @@ func (r *Run) ServeStream(ctx context.Context, s *initproto.BoxStream) {
 		out, _ = json.Marshal(fail(KindUpstream, req.Server, req.Tool, "the result cannot be encoded: "+err.Error()))
 	}
 	_ = initproto.Send(s, struct{}{}, out)
+}
+
+// typings answers the typings op: the declarations of the tools the
+// code may call, from the servers' current lists, as list sees them.
+func (r *Run) typings(ctx context.Context, language string) answer {
+	text, err := Typings(r.set.Catalog(ctx), language)
+	if err != nil {
+		return fail(KindBadRequest, "", "", err.Error())
+	}
+	return answer{OK: true, Text: text}
 }
 
 // RefuseStream answers a request the server would not read, past what

@@ -3,10 +3,13 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/runbox-mcp/runbox/upstream/typings"
 )
 
 // CatalogEntry is one server as the code and search_tools see it.
@@ -25,6 +28,9 @@ type ToolEntry struct {
 	Description  string          `json:"description,omitempty"`
 	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Types are the arguments' and result's types, read from the schemas:
+	// the Python library's typed stubs and checks.
+	Types *typings.Model `json:"types,omitempty"`
 }
 
 // Catalog lists every server's tools, connecting to those not yet
@@ -38,11 +44,37 @@ func (s *Set) Catalog(ctx context.Context) []CatalogEntry {
 			e.Error = err.Error()
 		}
 		for _, t := range tools {
-			e.Tools = append(e.Tools, toolEntry(t, true))
+			te := toolEntry(t, true)
+			m := typings.Parse(te.InputSchema, te.OutputSchema)
+			te.Types = &m
+			e.Tools = append(e.Tools, te)
 		}
 		out = append(out, e)
 	}
 	return out
+}
+
+// Typings are the declarations of the runbox_tools module in language
+// (typings.TypeScriptLang) for the catalog's servers, generated from
+// their current tool lists (a tools/list_changed is in the next ones).
+func Typings(catalog []CatalogEntry, language string) (string, error) {
+	if language != typings.TypeScriptLang {
+		return "", fmt.Errorf("no typings in %q: the language is typescript", language)
+	}
+	var servers []typings.Server
+	for _, e := range catalog {
+		s := typings.Server{Name: e.Name, ID: e.ID, Error: e.Error}
+		for _, t := range e.Tools {
+			m := t.Types
+			if m == nil {
+				p := typings.Parse(t.InputSchema, t.OutputSchema)
+				m = &p
+			}
+			s.Tools = append(s.Tools, typings.Tool{Name: t.Name, ID: t.ID, Description: t.Description, Model: *m})
+		}
+		servers = append(servers, s)
+	}
+	return typings.TypeScript(servers), nil
 }
 
 func toolEntry(t mcp.Tool, schemas bool) ToolEntry {
@@ -83,16 +115,20 @@ type Match struct {
 	Server string `json:"server"`
 	Tool   string `json:"tool"`
 	// Call is how code calls it.
-	Call         string          `json:"call"`
+	Call string `json:"call"`
+	// Signature is the call with its types, in the language asked for.
+	Signature    string          `json:"signature"`
 	Description  string          `json:"description"`
 	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
 // Search finds tools whose server, name or description holds every word
-// of query (all tools for an empty one); with schemas, each hit carries
-// its full schemas, otherwise a one-line description.
-func (s *Set) Search(ctx context.Context, query string, schemas bool) []Match {
+// of query (all tools for an empty one); each hit carries its signature in
+// language (typings.Python, TypeScriptLang or JavaScript; Python for any
+// other) and, with schemas, its full schemas, otherwise a one-line
+// description.
+func (s *Set) Search(ctx context.Context, query string, schemas bool, language string) []Match {
 	words := strings.Fields(strings.ToLower(query))
 	var out []Match
 	for _, srv := range s.servers {
@@ -109,8 +145,10 @@ func (s *Set) Search(ctx context.Context, query string, schemas bool) []Match {
 			if !ok {
 				continue
 			}
-			e := toolEntry(t, schemas)
-			m := Match{Server: srv.Name(), Tool: t.Name, Call: "tools." + Identifier(srv.Name()) + "." + Identifier(t.Name), Description: firstLine(t.Description)}
+			e := toolEntry(t, true)
+			sid, tid := Identifier(srv.Name()), Identifier(t.Name)
+			m := Match{Server: srv.Name(), Tool: t.Name, Call: "tools." + sid + "." + tid, Description: firstLine(t.Description),
+				Signature: typings.Signature(language, sid, tid, typings.Parse(e.InputSchema, e.OutputSchema))}
 			if schemas {
 				m.Description, m.InputSchema, m.OutputSchema = t.Description, e.InputSchema, e.OutputSchema
 			}

@@ -136,12 +136,24 @@ func TestToolsListChanged(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	hits := set.Search(context.Background(), "adds", false)
-	if len(hits) != 1 || hits[0].Call != "tools.s.get_sum" || hits[0].Description != "Adds a and b." || hits[0].InputSchema != nil {
+	hits := set.Search(context.Background(), "adds", false, "")
+	if len(hits) != 1 || hits[0].Call != "tools.s.get_sum" || hits[0].Description != "Adds a and b." || hits[0].InputSchema != nil ||
+		hits[0].Signature != "tools.s.get_sum(*, a: float, b: float) -> Any" {
 		t.Fatalf("search %+v", hits)
 	}
-	if hits := set.Search(context.Background(), "adds", true); !strings.Contains(string(hits[0].InputSchema), `"a"`) {
+	if hits := set.Search(context.Background(), "adds", true, "typescript"); !strings.Contains(string(hits[0].InputSchema), `"a"`) ||
+		hits[0].Signature != "tools.s.get_sum(args: { a: number; b: number }): Promise<unknown>" {
 		t.Fatalf("search with schemas %+v", hits)
+	}
+	// The typings op declares the tools as they are now, the late one too.
+	r := set.NewRun(limits, nil, nil)
+	a := r.typings(context.Background(), "typescript")
+	if a.Error != nil || !strings.Contains(a.Text, "export function late(args?: LateArgs): Promise<unknown>;") ||
+		!strings.Contains(a.Text, "export function get_sum(args: GetSumArgs)") {
+		t.Fatalf("typings %+v", a)
+	}
+	if a := r.typings(context.Background(), "cobol"); a.Error == nil || a.Error.Kind != KindBadRequest || r.Calls() != 0 {
+		t.Fatalf("typings in an unknown language %+v", a.Error)
 	}
 }
 

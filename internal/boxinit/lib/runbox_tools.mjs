@@ -8,4 +8,5 @@ const tools = require('./runbox_tools.js');
 export default tools;
 export const call = tools.call;
 export const list = tools.list;
+export const typings = tools.typings;
 export const ToolError = tools.ToolError;
