@@ -130,7 +130,7 @@ func (s *Server) handler(cfg HTTPConfig, bound string, f *refusals) (http.Handle
 	default:
 		h := server.NewStreamableHTTPServer(s.mcp, server.WithEndpointPath(PathMCP), server.WithHTTPContextFunc(principalFromRequest),
 			server.WithSessionIdManagerResolver(owners))
-		mcpPath := s.tasks.http(paramsGuard{s.mcp}.http(streamable{h}))
+		mcpPath := s.tasks.http(paramsGuard{s.mcp}.http(argumentParking{parkAbove}.http(streamable{h})))
 		shutdown = func(ctx context.Context) error { s.tasks.close(); return h.Shutdown(ctx) }
 		mux.Handle(PathMCP, guard(owners.http(newCallerCancels().http(mcpPath))))
 	}
