@@ -53,7 +53,8 @@ func (s *span) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// http puts the parking in front of mcp-go's streamable HTTP handler.
+// http puts the parking in front of one of mcp-go's HTTP handlers: the
+// streamable HTTP endpoint's, or the SSE transport's messages'.
 func (p argumentParking) http(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, ok := heldBytes(r)
