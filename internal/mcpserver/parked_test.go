@@ -192,3 +192,44 @@ func TestParkedArgumentsReachOnlyTheirCall(t *testing.T) {
 		}
 	}
 }
+
+// A large call that runs as a task (the Tasks layer makes the call
+// itself, later, on a request of its own) is parked on that request and
+// runs with its arguments.
+func TestLargeTaskCallIsParked(t *testing.T) {
+	m := manifest.Default()
+	m.Limits.CodeBytes = 4 * manifest.MiB
+	r := &gateRunner{gate: make(chan struct{})}
+	do := httpTasksOf(t, r, m)
+	code := "#" + strings.Repeat("x", 2<<20)
+	created := do("alice-token-0123456789", 1, "tools/call", runArgs(code), true)
+	if created.Error != nil || created.str("resultType") != "task" {
+		t.Fatalf("created: %+v %.300s", created.Error, created.Result)
+	}
+	// The runner takes the gate once the call runs; a call that never
+	// runs must not hang the test (nor be left sending on the gate the
+	// server's cleanup closes).
+	stop, sent := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sent)
+		select {
+		case r.gate <- struct{}{}:
+		case <-stop:
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-sent })
+	done := waitStatus(t, func() rpcAnswer {
+		return do("alice-token-0123456789", 2, "tasks/get", map[string]any{"taskId": created.str("taskId")}, true)
+	}, "completed")
+	var result struct {
+		Structured contract.Result `json:"structuredContent"`
+	}
+	// The answer keeps the head and the tail of stdout, the runner's echo
+	// of the code.
+	err := json.Unmarshal(done.Result["result"], &result)
+	out := result.Structured.Stdout
+	if err != nil || result.Structured.Status != contract.StatusOK ||
+		!strings.HasPrefix(out, "out:"+code[:1000]) || !strings.HasSuffix(out, code[len(code)-1000:]) {
+		t.Fatalf("the task's result: %v, status %s, %d bytes of stdout: %.120q", err, result.Structured.Status, len(out), out)
+	}
+}
