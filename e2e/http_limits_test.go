@@ -5,6 +5,9 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -321,8 +324,9 @@ func TestUnauthenticatedConnectionsAreBounded(t *testing.T) {
 
 // A request body is bounded by http.max_request_bytes: past it, a 413
 // before the body is read (announced) or as soon as it proves larger
-// (chunked), counted and logged; under it, the server's memory grows by
-// about the body's size, not a multiple of it.
+// (chunked), counted and logged; under it, the server's peak memory grows
+// by about twice the body's size (the body and the call decoded from it),
+// not a larger multiple of it.
 func TestRequestBodiesAreBounded(t *testing.T) {
 	m := writeManifest(t, "audit:\n  enabled: false\nhttp:\n  max_request_bytes: 1MiB\n")
 	s := startNetServer(t, "http", "--manifest", m)
@@ -362,12 +366,22 @@ func TestRequestBodiesAreBounded(t *testing.T) {
 		if status != http.StatusOK || !ok || r.Error == nil || r.Error.Kind != contract.KindInvalidRequest {
 			t.Fatalf("a 48 MiB call: HTTP %d %.300s", status, raw)
 		}
+		// A large call that runs: its arguments reach the box whole.
+		data := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xfe, 0, 'x'}, 1<<20))
+		status, raw = modernPost(t, s.url("http"), testToken, map[string]any{"id": 3, "method": "tools/call", "params": map[string]any{"name": "run_code",
+			"arguments": map[string]any{"language": "python", "code": "import hashlib\nprint(hashlib.sha256(open('in.bin','rb').read()).hexdigest())",
+				"files": []map[string]any{{"path": "in.bin", "content": data, "encoding": "base64"}}}}})
+		sum := sha256.Sum256(bytes.Repeat([]byte{0xfe, 0, 'x'}, 1<<20))
+		if r, ok := answerOf(raw); status != http.StatusOK || !ok || r.Stdout != hex.EncodeToString(sum[:])+"\n" {
+			t.Fatalf("a 4 MiB call with a file: HTTP %d %.300s", status, raw)
+		}
 		t.Logf("a %d MiB body raised the server's peak memory by %d MiB (%.1fx)", size>>20, grew>>20, float64(grew)/float64(size))
-		// Before the body was bounded and held once it was 8-9x; what is
-		// left is mostly mcp-go's own copies of a call (its params, its
-		// arguments twice) and the code as a string.
-		if grew > int64(6*size) {
-			t.Fatalf("a %d MiB body raised the server's peak memory by %d MiB", size>>20, grew>>20)
+		// The body held once and the code decoded from it: 2x. mcp-go
+		// never sees the arguments of so large a call (its own copies
+		// made it 5x); the margin is the collector's, whose timing a
+		// loaded machine shifts.
+		if grew > int64(3*size) {
+			t.Fatalf("a %d MiB body raised the server's peak memory by %d MiB, more than 3x", size>>20, grew>>20)
 		}
 	})
 }

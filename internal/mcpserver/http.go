@@ -122,7 +122,7 @@ func (s *Server) handler(cfg HTTPConfig, bound string, f *refusals) (http.Handle
 	case TransportSSE:
 		sse := server.NewSSEServer(s.mcp, server.WithSSEEndpoint(PathSSE), server.WithMessageEndpoint(PathMessage), server.WithKeepAlive(true),
 			server.WithSSEContextFunc(principalFromRequest), server.WithSessionIDGenerator(owners.sseID))
-		var events, messages http.Handler = sse.SSEHandler(), paramsGuard{s.mcp}.sse(sse, sse.MessageHandler())
+		var events, messages http.Handler = sse.SSEHandler(), paramsGuard{s.mcp}.sse(sse, argumentParking{parkAbove}.http(sse.MessageHandler()))
 		events, messages = s.tasks.sseEvents(events), s.tasks.sse(sse, messages)
 		shutdown = func(ctx context.Context) error { s.tasks.close(); return sse.Shutdown(ctx) }
 		mux.Handle(PathSSE, guard(events))
@@ -130,7 +130,7 @@ func (s *Server) handler(cfg HTTPConfig, bound string, f *refusals) (http.Handle
 	default:
 		h := server.NewStreamableHTTPServer(s.mcp, server.WithEndpointPath(PathMCP), server.WithHTTPContextFunc(principalFromRequest),
 			server.WithSessionIdManagerResolver(owners))
-		mcpPath := s.tasks.http(paramsGuard{s.mcp}.http(streamable{h}))
+		mcpPath := s.tasks.http(paramsGuard{s.mcp}.http(argumentParking{parkAbove}.http(streamable{h})))
 		shutdown = func(ctx context.Context) error { s.tasks.close(); return h.Shutdown(ctx) }
 		mux.Handle(PathMCP, guard(owners.http(newCallerCancels().http(mcpPath))))
 	}

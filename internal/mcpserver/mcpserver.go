@@ -93,6 +93,9 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 		server.WithResourceCapabilities(false, false),
 		server.WithPromptCapabilities(true),
 		server.WithRecovery(),
+		// A large call's arguments reach its handler from the HTTP layer
+		// in front of mcp-go (parked.go), not through mcp-go's copies.
+		server.WithToolHandlerMiddleware(parkedArguments),
 		server.WithLogger(logger),
 		server.WithInstructions(instructions(m)),
 		server.WithToolFilter(tools.ToolsForClient),
