@@ -65,7 +65,7 @@ func ServersParagraph(set *upstream.Set) string {
 			b.WriteString(id)
 		}
 	}
-	b.WriteString(". Python: `import runbox_tools as tools; r = tools.<server>.<tool>(**args)` (help(tools.<server>) lists them); JavaScript: `const tools = require('runbox_tools'); const r = await tools.<server>.<tool>({...})`; also tools.call(server, tool, args). A call returns the tool's structured content or its text; a failure raises ToolError (kind, server, tool, message). Call search_tools to find tools and their argument schemas. Keep intermediate results in the code and print only what you need.")
+	b.WriteString(". Python: `import runbox_tools as tools; r = tools.<server>.<tool>(**args)` (help(tools.<server>) lists them); JavaScript and TypeScript: `const tools = require('runbox_tools'); const r = await tools.<server>.<tool>({...})` (TypeScript: `import tools from 'runbox_tools'` too); also tools.call(server, tool, args). A call returns the tool's structured content or its text; a failure raises ToolError (kind, server, tool, message). Call search_tools to find tools and their argument schemas. Keep intermediate results in the code and print only what you need.")
 	return b.String()
 }
 
