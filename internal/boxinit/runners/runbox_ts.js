@@ -308,6 +308,7 @@ function execute(file, text) {
 // require() calls bound to the imported names, with no module transform:
 // a session's cells are scripts of one context, and a later cell uses the
 // names an earlier one imported.
+let imports = 0;
 function requireImports(context) {
   const t = compiler();
   const f = context.factory;
@@ -320,7 +321,8 @@ function requireImports(context) {
     if (!c) return f.createExpressionStatement(req(spec));
     if (c.isTypeOnly) return undefined;
     const out = [];
-    const mod = f.createUniqueName('mod');
+    // Unique in the session: every cell's declarations share one scope.
+    const mod = f.createIdentifier('__runbox_import_' + (++imports));
     out.push(decl(mod, req(spec)));
     if (c.name) {
       // The default import: module.exports itself unless it is an ES
@@ -366,7 +368,9 @@ class Session {
     });
     const map = JSON.parse(out.sourceMapText);
     map.sources = [file];
-    const js = out.outputText.replace(/\n\/\/# sourceMappingURL=.*\s*$/, '\n');
+    // The compiler keeps a file that imported a module one (`export {};`,
+    // a line of its own, emptied here): a cell is a script.
+    const js = out.outputText.replace(/\n\/\/# sourceMappingURL=.*\s*$/, '\n').replace(/^export \{\};$/m, '');
     return { js, map };
   }
 }
