@@ -155,3 +155,30 @@ func TestTypeScriptSavedTool(t *testing.T) {
 		t.Fatalf("stdout %q, stderr %q", r.Stdout, r.Stderr)
 	}
 }
+
+// TestTypeScriptToolCalls: a TypeScript program imports runbox_tools and
+// calls a tool server, one-off and in a session. runbox-init has no
+// declarations for it yet (its answer to the typings request is a
+// refusal), so runbox_tools is typed any and the program checks.
+func TestTypeScriptToolCalls(t *testing.T) {
+	dir := t.TempDir()
+	s := dockerServer(t, waitForEnd+toolServers(t, dir))
+	code := "import tools from 'runbox_tools';\nconst sum: unknown = await tools.everything.get_sum({ a: 40, b: 2 });\nconsole.log(JSON.stringify(sum));\n"
+	check := func(t *testing.T, r contract.Result) {
+		t.Helper()
+		mustOK(t, r)
+		if !strings.Contains(r.Stdout, "42") {
+			t.Fatalf("stdout %q", r.Stdout)
+		}
+	}
+	r, _ := s.call(t, map[string]any{"language": "typescript", "code": code, "timeout_seconds": 120})
+	check(t, r)
+	id := s.open(t, "typescript")
+	defer s.tool(t, "session_close", map[string]any{"session_id": id})
+	check(t, s.in(t, id, "typescript", code, "timeout_seconds", 120))
+	// A type error still is one, with the tools' declarations in the check.
+	r = s.in(t, id, "typescript", "const n: number = 'x';\n", "timeout_seconds", 120)
+	if e := wantError(t, r, contract.KindSyntax, ""); e.Type != "TS2322" || e.Line != 1 {
+		t.Fatalf("error %+v", e)
+	}
+}

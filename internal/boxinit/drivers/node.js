@@ -236,6 +236,22 @@
       fail(e);
       return;
     }
+    if (tsSession && tsCheck && tsSession.tools === null && /runbox_tools/.test(source)) {
+      // The first cell that mentions runbox_tools waits for its
+      // declarations (runbox-init's answer, or `any`), kept for the
+      // session; it runs from a plain callback, as any cell does.
+      tsRunner.typings(source).then((d) => {
+        tsSession.tools = d;
+        process.nextTick(() => { if (current === cell) run(req, cell, source); });
+      });
+      return;
+    }
+    run(req, cell, source);
+  }
+
+  // run compiles a cell's source (TypeScript: checks and transpiles it)
+  // and runs it.
+  function run(req, cell, source) {
     let code = source;
     if (tsSession) {
       let out;

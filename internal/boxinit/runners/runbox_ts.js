@@ -349,6 +349,8 @@ class Session {
     this.checker = new Checker();
     this.head = '';
     this.headLines = 0;
+    // tools is the declarations of runbox_tools (typings), once asked.
+    this.tools = null;
   }
 
   // cell returns { error } (the report of the cell's type errors) or
@@ -356,7 +358,8 @@ class Session {
   cell(file, text, check) {
     if (check) {
       const whole = this.head + text;
-      const diags = this.checker.check(file, whole, []).filter((d) => !d.file || d.file.fileName !== file || d.start === undefined || d.start >= this.head.length);
+      const extra = this.tools !== null ? [[TOOLS_TYPINGS, this.tools]] : (/runbox_tools/.test(whole) ? [[TOOLS_TYPINGS, TOOLS_FALLBACK]] : []);
+      const diags = this.checker.check(file, whole, extra).filter((d) => !d.file || d.file.fileName !== file || d.start === undefined || d.start >= this.head.length);
       if (diags.length > 0) return { error: report(diags, this.headLines, file) };
       this.head = whole + '\n';
       this.headLines += text.split('\n').length;
