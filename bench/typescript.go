@@ -28,11 +28,14 @@ func typeScriptBench(bin string, n int, jsonPath string) error {
 		return err
 	}
 	defer c.Close()
-	time.Sleep(10 * time.Second) // the pool fills and its runners load the compiler
+	time.Sleep(30 * time.Second) // the pool fills and its runners load the compiler
 	oneOff := func(lang string) func() error {
 		return func() error { return runLanguage(c, lang, "", "console.log(1)\n") }
 	}
-	rows := interleave("console.log(1)", 1, n, 4, 400*time.Millisecond,
+	// Calls 15 s apart, as an agent that thinks between calls makes them:
+	// the pool refills only in a quiet moment, and a TypeScript box's
+	// runner takes seconds of a loaded host to load the compiler.
+	rows := interleave("console.log(1)", 1, n, 4, 15*time.Second,
 		scenario{"javascript, pooled one-off", oneOff("javascript")},
 		scenario{"typescript, pooled one-off", oneOff("typescript")})
 	var ids []string
