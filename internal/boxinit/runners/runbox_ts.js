@@ -66,7 +66,6 @@ function emitOptions() {
     moduleDetection: t.ModuleDetectionKind.Force,
     esModuleInterop: true,
     strict: true,
-    inlineSourceMap: false,
     sourceMap: true,
     inlineSources: true,
   };
@@ -244,7 +243,7 @@ function typeCheck(env) {
   return (env || process.env).RUNBOX_TS_TYPE_CHECK !== '0';
 }
 
-// compileTs lets the program require() its own .ts files: transpiled, not
+// registerTs lets the program require() its own .ts files: transpiled, not
 // checked (the program's check covered those it imports).
 function registerTs() {
   Module._extensions['.ts'] = function (m, filename) {
