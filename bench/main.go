@@ -89,7 +89,7 @@ func main() {
 	asJSON := flag.String("json", "", "also write the rows as JSON to this file")
 	serverLog = flag.String("server-log", "", "append the runbox servers' logs (stderr) to this file")
 	tsSDK = flag.String("ts-sdk", "e2e/ts", "a folder whose node_modules has the TypeScript SDK (npm ci there), for the large-output row with its client")
-	only := flag.String("only", "", "run only this part: speed (calibration, paces, concurrency 8, gVisor, 1 MiB of output), one of speed's own (with the calibration: throughput, gvisor, output, tasks: a short run as an MCP task beside a plain call), toolcalls, network or sessions (with the pooled run they compare with), cells (a session cell against ping and a no-op tool call, cells/s, and where a cell's time goes), view (tools/call to the MCP Apps view painted in headless Chromium, against the call alone), or preview (a 10 MiB download through session_expose's URL against docker exec of curl in the box, on runc and gVisor)")
+	only := flag.String("only", "", "run only this part: speed (calibration, paces, concurrency 8, gVisor, 1 MiB of output), one of speed's own (with the calibration: throughput, gvisor, output, tasks: a short run as an MCP task beside a plain call), toolcalls, network or sessions (with the pooled run they compare with), cells (a session cell against ping and a no-op tool call, cells/s, and where a cell's time goes), typescript (console.log(1) in TypeScript against JavaScript: a pooled one-off and a session cell), view (tools/call to the MCP Apps view painted in headless Chromium, against the call alone), or preview (a 10 MiB download through session_expose's URL against docker exec of curl in the box, on runc and gVisor)")
 	viewHost := flag.String("view-host", "e2e/view", "the view's test host (npm ci there; Debian's chromium), for --only view")
 	seconds := flag.Float64("seconds", 10, "how long each --only cells throughput row runs")
 	busy := flag.Int("busy", 0, "run this many CPU-bound loops beside the bench (stopped by the bench)")
@@ -168,6 +168,13 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	case "typescript":
+		if err := typeScriptBench(*server, *n, *asJSON); err != nil {
+			loops.stop()
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	case "sessions":
 		if err := benchSessionsOnly(*server, *n, *asJSON); err != nil {
 			loops.stop()
@@ -177,7 +184,7 @@ func main() {
 		return
 	default:
 		loops.stop()
-		fmt.Fprintf(os.Stderr, "bench: --only takes speed, throughput, gvisor, output, tasks, toolcalls, network, sessions, cells, view or preview, not %q\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: --only takes speed, throughput, gvisor, output, tasks, toolcalls, network, sessions, cells, typescript, view or preview, not %q\n", *only)
 		os.Exit(2)
 	}
 	if err := bench(*server, *n, *asJSON); err != nil {

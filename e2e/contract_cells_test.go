@@ -149,6 +149,14 @@ _rbx_t_os.chdir("/workspace")
 }
 process.chdir('/workspace');
 `,
+	// TypeScript's is JavaScript's, which type-checks.
+	"typescript": `for (const d of ['/workspace', '/tmp']) {
+  for (const n of require('fs').readdirSync(d)) {
+    if (d + '/' + n !== '/tmp/.runbox') require('fs').rmSync(d + '/' + n, { recursive: true, force: true });
+  }
+}
+process.chdir('/workspace');
+`,
 	"bash": `cd /workspace && find /workspace /tmp -mindepth 1 -maxdepth 1 ! -path /tmp/.runbox -exec rm -rf {} +`,
 }
 

@@ -328,8 +328,12 @@ var (
 	// or take seconds of their own. It is sized for gVisor on a loaded
 	// 2-core machine, where oom/bash and disk/inodes took over a minute;
 	// a case that ends sooner ends sooner.
-	long   = map[string]any{"timeout_seconds": 180}
-	stdinH = map[string]any{"stdin": "hello stdin\n"}
+	long = map[string]any{"timeout_seconds": 180}
+	// compiled is the deadline of the TypeScript cases: a cold box loads
+	// the compiler and parses its libraries (seconds of CPU time), which
+	// on a loaded machine took past the default 30 s.
+	compiled = long
+	stdinH   = map[string]any{"stdin": "hello stdin\n"}
 )
 
 func contractCases() []contractCase {
@@ -350,6 +354,7 @@ func contractCases() []contractCase {
 		{name: "syntax/python", lang: "python", code: "x = 1\ny = 2\nprint(x +* y)\n", want: syntaxAt("SyntaxError", 3, 10)},
 		{name: "syntax/python-indentation", lang: "python", code: "def f():\nreturn 1\n", want: syntaxAt("IndentationError", 2, 0)},
 		{name: "syntax/javascript", lang: "javascript", code: "const a = 1;\nconst b = ;\n", want: syntaxAt("SyntaxError", 2, 11)},
+		{name: "syntax/typescript", lang: "typescript", args: compiled, code: "console.log('before');\nconst s: string = 1;\n", want: syntaxAt("TS2322", 2, 7)},
 		{name: "syntax/bash-unclosed", lang: "bash", code: "echo start\nif true; then\n  echo x\n", want: syntaxAt("", 4, 0)},
 		{name: "syntax/bash-token", lang: "bash", code: "echo one\necho two )\n", want: syntaxAt("", 2, 0)},
 
@@ -361,6 +366,8 @@ func contractCases() []contractCase {
 			want: runtimeError("ReferenceError", "missing is not defined", 3)},
 		{name: "runtime/javascript-async", lang: "javascript", code: "class Oops extends Error {}\nsetTimeout(() => { throw new TypeError('late'); }, 10);\n",
 			want: runtimeError("TypeError", "late", 2)},
+		{name: "runtime/typescript", lang: "typescript", args: compiled, code: "console.log('before');\nfunction f(xs: number[]): number {\n  return xs.reduce((a, b) => a + b) / (xs.length ? 1 : (null as any).n);\n}\nf([]);\n",
+			want: runtimeError("TypeError", "Reduce of empty array with no initial value", 3)},
 		{name: "runtime/bash", lang: "bash", code: "echo before\nno_such_command --flag\n",
 			want: runtimeError("", "no_such_command: command not found", 2)},
 		{name: "runtime/exit-status", lang: "bash", code: "echo partial; exit 7", exits: true, want: outcome{kind: contract.KindRuntime, stdout: "partial\n",

@@ -224,8 +224,14 @@ type Language struct {
 	// that nothing of a malformed script executes (bash -n).
 	Check []string `json:"check,omitempty" jsonschema_description:"A syntax check run first ({file} is the code's path); failure means a syntax error and nothing runs."`
 	// ErrorFormat names the parser for the interpreter's error reports:
-	// python, node or bash.
-	ErrorFormat string `json:"error_format" jsonschema_description:"How to read the interpreter's errors: python, node, bash or none."`
+	// python, node, typescript or bash. typescript is Node running
+	// runbox's TypeScript runner: a program is type-checked before it runs
+	// and its errors name the TypeScript's lines.
+	ErrorFormat string `json:"error_format" jsonschema_description:"How to read the interpreter's errors: python, node, typescript, bash or none. typescript: the command runs runbox's TypeScript runner (node /tmp/.runbox/run/runbox_ts.js {file}), which type-checks the program before it runs."`
+	// TypeCheck, for a typescript language, says whether a program is
+	// type-checked before it runs (the default); false only transpiles it,
+	// so that a program with type errors runs anyway.
+	TypeCheck *bool `json:"type_check,omitempty" jsonschema_description:"typescript only: type-check a program before it runs (default true); a type error is a syntax_error and nothing runs. false: transpile and run without checking."`
 	// Env is added to the box's fixed environment for this language.
 	// Preload names modules a pooled box imports before its job arrives,
 	// so that importing them in the run costs nothing (python only).
@@ -299,6 +305,16 @@ func (l Limits) AnswerWithin() time.Duration { return seconds(l.AnswerWithinSeco
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
+// TypeScriptRunner is runbox's TypeScript runner in the box, which
+// runbox-init writes there (initproto.TypeScriptRunner).
+const TypeScriptRunner = "/tmp/.runbox/run/runbox_ts.js"
+
+// TypeChecked says whether l's programs are type-checked before they run.
+func (l Language) TypeChecked() bool { return l.TypeCheck == nil || *l.TypeCheck }
+
+// IsNode says whether l's programs run on Node (JavaScript, TypeScript).
+func (l Language) IsNode() bool { return l.ErrorFormat == "node" || l.ErrorFormat == "typescript" }
+
 // Default returns the built-in manifest.
 func Default() *Manifest {
 	return &Manifest{
@@ -319,6 +335,11 @@ func Default() *Manifest {
 				Name: "javascript", Image: DefaultImage, File: "main.js",
 				Command:     []string{"node", "{file}"},
 				ErrorFormat: "node",
+			},
+			{
+				Name: "typescript", Image: DefaultImage, File: "main.ts",
+				Command:     []string{"node", TypeScriptRunner, "{file}"},
+				ErrorFormat: "typescript",
 			},
 			{
 				Name: "bash", Image: DefaultImage, File: "main.sh",
@@ -444,8 +465,11 @@ func (m *Manifest) Validate() error {
 		if len(l.Check) > 0 && !slices.Contains(l.Check, "{file}") {
 			bad(f+".check", l.Check, "empty, or a command that names {file}")
 		}
-		if !slices.Contains([]string{"python", "node", "bash", "none"}, l.ErrorFormat) {
-			bad(f+".error_format", l.ErrorFormat, "python, node, bash or none")
+		if !slices.Contains([]string{"python", "node", "typescript", "bash", "none"}, l.ErrorFormat) {
+			bad(f+".error_format", l.ErrorFormat, "python, node, typescript, bash or none")
+		}
+		if l.TypeCheck != nil && l.ErrorFormat != "typescript" {
+			bad(f+".type_check", *l.TypeCheck, "only with error_format typescript")
 		}
 	}
 	lim := m.Limits

@@ -33,7 +33,7 @@ func TestValidateNamesFieldValueAndRange(t *testing.T) {
 		{"network hosts", func(m *Manifest) { m.Network.Hosts = map[string]string{"a.example": "nope"} }, "network.hosts.a.example = nope"},
 		{"network bytes", func(m *Manifest) { m.Network.MaxBytes = 1 }, "network.max_bytes = 1B"},
 		{"isolation", func(m *Manifest) { m.Isolation = "kata" }, "isolation = kata: runc or gvisor"},
-		{"duplicate language", func(m *Manifest) { m.Languages = append(m.Languages, m.Languages[0]) }, "languages[3].name = python: unique"},
+		{"duplicate language", func(m *Manifest) { m.Languages = append(m.Languages, m.Languages[0]) }, "languages[4].name = python: unique"},
 		{"command without file", func(m *Manifest) { m.Languages[0].Command = []string{"python3"} }, "languages[0].command"},
 		{"file with slash", func(m *Manifest) { m.Languages[0].File = "../x.py" }, "languages[0].file"},
 		{"origin with a path", func(m *Manifest) {
@@ -45,6 +45,7 @@ func TestValidateNamesFieldValueAndRange(t *testing.T) {
 		{"origin bad port", func(m *Manifest) { m.HTTP.AllowedOrigins = []string{"http://localhost:99999"} }, "http.allowed_origins[0]"},
 		{"request body too small", func(m *Manifest) { m.HTTP.MaxRequestBytes = 1024 }, "http.max_request_bytes"},
 		{"no connection per address", func(m *Manifest) { m.HTTP.MaxConnectionsPerAddress = 0 }, "http.max_connections_per_address"},
+		{"type_check on javascript", func(m *Manifest) { f := false; m.Languages[1].TypeCheck = &f }, "languages[1].type_check = false: only with error_format typescript"},
 		{"no unauthenticated connection", func(m *Manifest) { m.HTTP.MaxUnauthenticatedConnections = 0 }, "http.max_unauthenticated_connections"},
 	}
 	for _, tc := range cases {
@@ -82,7 +83,7 @@ func TestLoadOverlaysDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Limits.Memory != 256*MiB || m.Limits.TimeoutSeconds != 5 || m.Concurrency != 2 || m.Limits.Pids != Default().Limits.Pids || len(m.Languages) != 3 {
+	if m.Limits.Memory != 256*MiB || m.Limits.TimeoutSeconds != 5 || m.Concurrency != 2 || m.Limits.Pids != Default().Limits.Pids || len(m.Languages) != 4 {
 		t.Fatalf("got %+v", m.Limits)
 	}
 }

@@ -23,7 +23,7 @@ func TestDecodeAndValidate(t *testing.T) {
 		{"wrong type", `{"language":"python","code":5}`, "code must be a string, not number"},
 		{"wrong file type", `{"language":"python","code":"x","files":"a"}`, "files must be an array"},
 		{"unknown field", `{"language":"python","code":"x","lang":"py"}`, `unknown field "lang"`},
-		{"no language", `{"code":"x"}`, "language is required: one of python, javascript, bash"},
+		{"no language", `{"code":"x"}`, "language is required: one of python, javascript, typescript, bash"},
 		{"unknown language", `{"language":"ruby","code":"x"}`, `unknown language "ruby"`},
 		{"empty code", `{"language":"python","code":"  \n"}`, "code is empty"},
 		{"NUL", `{"language":"python","code":"a\u0000b"}`, "NUL byte (at byte 1)"},

@@ -16,7 +16,7 @@ func displayEnv(lang manifest.Language, env map[string]string) {
 		} else {
 			env["PYTHONPATH"] = initproto.DisplayLib
 		}
-	case "node":
+	case "node", "typescript":
 		pre := "--require=" + initproto.DisplayLib + "/runbox_display.js"
 		if o := env["NODE_OPTIONS"]; o != "" {
 			env["NODE_OPTIONS"] = o + " " + pre

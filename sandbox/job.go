@@ -74,12 +74,17 @@ func programEnv(m *manifest.Manifest, lang manifest.Language) []string {
 	// host's: on a large host that alone would hit the pids limit.
 	threads := strconv.Itoa(int(math.Ceil(m.Limits.CPUs)))
 	env["OPENBLAS_NUM_THREADS"], env["OMP_NUM_THREADS"] = threads, threads
-	if lang.ErrorFormat == "node" {
+	if lang.IsNode() {
 		// V8 sizes its heap from the host's memory, not the box's: about
 		// half of a 512 MiB box. Sized to the box with headroom, a program
 		// can use the memory it was given, and one that needs more meets
 		// the heap limit (reported as oom) before the kernel's killer.
 		env["NODE_OPTIONS"] = "--max-old-space-size=" + strconv.FormatInt(nodeHeapMiB(int64(m.Limits.Memory)), 10)
+	}
+	if lang.ErrorFormat == "typescript" && !lang.TypeChecked() {
+		// The TypeScript runner transpiles without checking (and takes
+		// the variable out of the program's environment).
+		env["RUNBOX_TS_TYPE_CHECK"] = "0"
 	}
 	if len(m.Servers) > 0 {
 		// runbox-init writes the runbox_tools libraries there.

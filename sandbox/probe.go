@@ -45,6 +45,23 @@ for (const dir of (process.env.PATH || "").split(":")) {
 }
 console.log(JSON.stringify({version: "Node.js " + process.version, packages}));
 `,
+	// TypeScript: the compiler's version, and the declarations it checks
+	// against, from the image's packages (images/sandbox/npm.txt).
+	"typescript": `const fs = require("fs");
+const version = (name: string): string | null => {
+  try {
+    return JSON.parse(fs.readFileSync("/usr/lib/node_modules/" + name + "/package.json", "utf8")).version;
+  } catch {
+    return null;
+  }
+};
+const packages: string[] = [];
+for (const n of ["typescript", "@types/node"]) {
+  const v = version(n);
+  if (v) packages.push(n + " " + v);
+}
+console.log(JSON.stringify({version: "TypeScript " + (version("typescript") || "?") + " on Node.js " + process.version, packages}));
+`,
 	// bash: curl, when there is one.
 	"bash": `p=
 if v=$(curl --version 2>/dev/null); then v=${v#curl }; p="\"curl ${v%% *}\""; fi

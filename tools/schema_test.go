@@ -98,7 +98,7 @@ func TestSchemasAreStrictClientFriendly(t *testing.T) {
 		Required []string `json:"required"`
 	}
 	_ = json.Unmarshal(InputSchema(m), &in)
-	if len(in.Properties["language"].Enum) != 3 || in.Properties["timeout_seconds"].Maximum != 300 {
+	if len(in.Properties["language"].Enum) != 4 || in.Properties["timeout_seconds"].Maximum != 300 {
 		t.Errorf("manifest not reflected in the input schema: %+v", in.Properties)
 	}
 }

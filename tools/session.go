@@ -185,7 +185,7 @@ func SessionTools(d Deps) []server.ServerTool {
 	s, sl := m.Sessions, m.SessionLimits()
 	openDesc := fmt.Sprintf("Open a session: a sandbox whose interpreter keeps its state between run_code calls (pass the returned session_id), like a notebook. "+
 		"Use it for iterative work: load data or do slow imports once, then explore it over many calls. For a one-off computation, call run_code without a session.\n\n"+
-		"Python keeps globals, imports and loaded data (a cell's last expression is shown, as in a notebook); JavaScript keeps top-level declarations and globals (top-level await works); bash keeps variables, functions and the working directory; /workspace persists.\n"+
+		"Python keeps globals, imports and loaded data (a cell's last expression is shown, as in a notebook); JavaScript and TypeScript keep top-level declarations and globals (top-level await works; a TypeScript cell is type-checked against the earlier cells first); bash keeps variables, functions and the working directory; /workspace persists.\n"+
 		"Limits: memory %s, %d processes/threads, /workspace %s, each call's own timeout as run_code's. A session closes after %gs without a call and at the latest %gs after it opened; at most %d open sessions per client, %d on the server.\n"+
 		"A call that times out or runs out of memory loses the session's state (error.kind session_lost on later calls): open a new one and re-run the set-up code.",
 		sl.Memory, sl.Pids, sl.WorkspaceBytes, s.IdleTTLSeconds, s.MaxLifetimeSeconds, s.MaxPerClient, s.MaxOpen) + workspaceParagraph(m)

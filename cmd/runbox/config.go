@@ -94,7 +94,7 @@ func parse(args []string) (config, error) {
 		fs.StringVar(&cfg.authToken, "auth-token", "", "bearer token required on http and sse (env RUNBOX_AUTH_TOKEN)")
 	case "run":
 		help = "Usage: runbox run [flags] FILE | -\n\nRuns FILE (or the code on stdin, with -) in a fresh box and prints its stdout and stderr;\nexits with the program's exit code. When FILE is given, runbox's stdin is the program's.\nThen it names on stderr each artifact and each display (display(), plt.show(), a frame,\nconsole.table); with --out, their files: the artifacts at their paths, the displays'\nrepresentations as displays/<index>-<name> (0-image.png, 1-table.json, 1-text.txt).\n"
-		fs.StringVar(&cfg.language, "language", "", "python, javascript or bash (default: from the file's extension)")
+		fs.StringVar(&cfg.language, "language", "", "python, javascript, typescript or bash (default: from the file's extension)")
 		fs.Float64Var(&cfg.timeout, "timeout", 0, "wall-clock limit in seconds (default: the manifest's)")
 		fs.BoolVar(&cfg.jsonOut, "json", false, "print the whole structured result as JSON")
 		fs.StringVar(&cfg.outDir, "out", "", "write the run's artifacts, and its displays under displays/, into this directory")

@@ -337,7 +337,7 @@ func describe(m *manifest.Manifest, infos []*sandbox.LanguageInfo) *manifest.Man
 }
 
 // extensions maps file extensions to languages for `runbox run`.
-var extensions = map[string]string{".py": "python", ".js": "javascript", ".cjs": "javascript", ".sh": "bash", ".bash": "bash"}
+var extensions = map[string]string{".py": "python", ".js": "javascript", ".cjs": "javascript", ".ts": "typescript", ".cts": "typescript", ".sh": "bash", ".bash": "bash"}
 
 func runFile(ctx context.Context, cfg config, m *manifest.Manifest, r sandbox.Runner, logger *slog.Logger) (int, error) {
 	lang := cfg.language

@@ -84,33 +84,53 @@ rm -f "$site/distutils-precedence.pth"
 rm -f "$site"/matplotlib-*-nspkg.pth
 in_root PYTHONDONTWRITEBYTECODE=1 python3 -c 'import importlib.util as u; assert u.find_spec("mpl_toolkits.mplot3d")'
 
-# npm: its own release tarball, pinned by integrity hash in npm.txt, from
-# the npm registry (RUNBOX_NPM_REGISTRY, default registry.npmjs.org),
-# fetched with wget (debootstrap depends on it, so it is wherever this runs).
-# The hash is what is trusted, as apt trusts signatures over plain http, not
-# the connection: the engine-side build's container has no CA of the
-# machine's (a TLS-inspecting egress, say), so the certificate is not
-# checked, and bytes other than the pinned ones stop the build.
-read -r _ npm_version npm_integrity < <(grep -v '^\s*\(#\|$\)' "$RECIPE/npm.txt")
-npm_sha512=$(base64 -d <<<"${npm_integrity#sha512-}" | od -An -v -tx1 | tr -d ' \n')
-npm_tgz=${debs:-$rootfs/tmp}/npm-$npm_version.tgz
-if [[ ! -s $npm_tgz ]] || ! sha512sum -c --status <<<"$npm_sha512  $npm_tgz"; then
-  registry=${RUNBOX_NPM_REGISTRY:-https://registry.npmjs.org}
-  log "fetching npm $npm_version from ${registry}"
-  wget -q --no-check-certificate -O "$npm_tgz.tmp" "${registry%/}/npm/-/npm-$npm_version.tgz" || {
-    log "fetching npm from $registry failed (wget exit $?)"; exit 1; }
-  mv "$npm_tgz.tmp" "$npm_tgz"
-fi
-sha512sum -c --status <<<"$npm_sha512  $npm_tgz" || { log "npm-$npm_version.tgz does not have the integrity npm.txt pins"; exit 1; }
-npm_dir="$rootfs/usr/lib/node_modules/npm"
-mkdir -p "$npm_dir"
-tar -xzf "$npm_tgz" -C "$npm_dir" --strip-components=1 --no-same-owner --no-same-permissions
-rm -rf "$npm_dir/docs" "$npm_dir/man"
-chmod -R u=rwX,go=rX "$npm_dir"
+# Node packages from their registry tarballs, each pinned by integrity hash
+# in npm.txt: npm itself, and the TypeScript compiler with Node's type
+# declarations (the typescript language; the box has no network at run
+# time). Fetched from the npm registry (RUNBOX_NPM_REGISTRY, default
+# registry.npmjs.org) with wget (debootstrap depends on it, so it is
+# wherever this runs). The hash is what is trusted, as apt trusts
+# signatures over plain http, not the connection: the engine-side build's
+# container has no CA of the machine's (a TLS-inspecting egress, say), so
+# the certificate is not checked, and bytes other than the pinned ones
+# stop the build. Each is extracted into /usr/lib/node_modules/<name>
+# (@scope/name for scoped packages), where require() finds it by path.
+registry=${RUNBOX_NPM_REGISTRY:-https://registry.npmjs.org}
+while read -r name version integrity; do
+  [[ $name =~ ^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$ && $version =~ ^[0-9A-Za-z.+-]+$ && $integrity == sha512-* ]] || {
+    log "npm.txt: bad line: $name $version $integrity"; exit 1; }
+  base=${name##*/}
+  sha512=$(base64 -d <<<"${integrity#sha512-}" | od -An -v -tx1 | tr -d ' \n')
+  [[ ${#sha512} == 128 ]] || { log "npm.txt: $name's integrity is not a sha512"; exit 1; }
+  # The cached file's name keeps the scope (@types/node, @other/node).
+  tgz=${debs:-$rootfs/tmp}/npm-${name//\//+}-$version.tgz
+  if [[ ! -s $tgz ]] || ! sha512sum -c --status <<<"$sha512  $tgz"; then
+    log "fetching $name $version from ${registry}"
+    wget -q --no-check-certificate -O "$tgz.tmp" "${registry%/}/$name/-/$base-$version.tgz" || {
+      log "fetching $name from $registry failed (wget exit $?)"; exit 1; }
+    mv "$tgz.tmp" "$tgz"
+  fi
+  sha512sum -c --status <<<"$sha512  $tgz" || { log "$name-$version.tgz does not have the integrity npm.txt pins"; exit 1; }
+  dir="$rootfs/usr/lib/node_modules/$name"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  # A registry tarball's one top directory is "package" (most) or the
+  # package's name (@types/*): stripped either way.
+  tar -xzf "$tgz" -C "$dir" --strip-components=1 --no-same-owner --no-same-permissions
+  rm -rf "$dir/docs" "$dir/man"
+  chmod -R u=rwX,go=rX "$dir"
+  # An older pin of this package goes from the cache.
+  [[ -z $debs ]] || find "$debs" -maxdepth 1 -name "npm-${name//\//+}-*.tgz" ! -name "${tgz##*/}" -delete
+done < <(grep -v '^\s*\(#\|$\)' "$RECIPE/npm.txt")
 ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$rootfs/usr/bin/npm"
 ln -sf ../lib/node_modules/npm/bin/npx-cli.js "$rootfs/usr/bin/npx"
-install -m 0644 "$RECIPE/npmrc" "$npm_dir/npmrc"
-[[ -z $debs ]] || find "$debs" -maxdepth 1 -name 'npm-*.tgz' ! -name "npm-$npm_version.tgz" -delete
+install -m 0644 "$RECIPE/npmrc" "$rootfs/usr/lib/node_modules/npm/npmrc"
+# tsc on PATH too, for an agent's own builds in bash.
+ln -sf ../lib/node_modules/typescript/bin/tsc "$rootfs/usr/bin/tsc"
+# The compiler reads its lib.*.d.ts at every check; none may be missing.
+ls "$rootfs"/usr/lib/node_modules/typescript/lib/lib.es2022.full.d.ts \
+   "$rootfs"/usr/lib/node_modules/@types/node/index.d.ts \
+   "$rootfs"/usr/lib/node_modules/undici-types/index.d.ts >/dev/null
 
 # Slim: no package manager state, docs, man pages, translations, logs or
 # test suites in the box.

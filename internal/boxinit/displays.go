@@ -26,26 +26,43 @@ import (
 //go:embed displaylib
 var displayLibraries embed.FS
 
+// runners are the language runners (initproto.RunnerLib): TypeScript's.
+//
+//go:embed runners
+var runners embed.FS
+
 // writeDisplayLibraries puts the display libraries in initproto.DisplayLib
-// and makes the empty spool, before an interpreter starts.
+// and the language runners in initproto.RunnerLib, and makes the empty
+// spool, before an interpreter starts.
 func writeDisplayLibraries() error {
-	if err := os.MkdirAll(initproto.DisplayLib, 0o755); err != nil {
+	if err := writeEmbedded(displayLibraries, "displaylib", initproto.DisplayLib); err != nil {
 		return err
 	}
-	entries, err := displayLibraries.ReadDir("displaylib")
+	if err := writeEmbedded(runners, "runners", initproto.RunnerLib); err != nil {
+		return err
+	}
+	return clearDisplays(initproto.DisplaySpool)
+}
+
+// writeEmbedded copies the files of fsys's directory dir into dest.
+func writeEmbedded(fsys embed.FS, dir, dest string) error {
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return err
+	}
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		b, err := displayLibraries.ReadFile("displaylib/" + e.Name())
+		b, err := fsys.ReadFile(dir + "/" + e.Name())
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(initproto.DisplayLib, e.Name()), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dest, e.Name()), b, 0o644); err != nil {
 			return err
 		}
 	}
-	return clearDisplays(initproto.DisplaySpool)
+	return nil
 }
 
 // onPythonPath says whether env's PYTHONPATH names dir.

@@ -46,6 +46,10 @@ func driverArgv(s initproto.Session) ([]string, error) {
 	case "node":
 		// --expose-internals: the REPL's own rewrite of top-level await.
 		return []string{s.Interpreter, "--expose-internals", "-e", nodeDriver}, nil
+	case "typescript":
+		// The same driver; its cells are TypeScript, checked and
+		// transpiled by the runner runbox-init wrote (initproto.RunnerLib).
+		return []string{s.Interpreter, "--expose-internals", "-e", nodeDriver, initproto.TypeScriptRunner}, nil
 	case "bash":
 		return []string{s.Interpreter, "-c", bashDriver, "bash"}, nil
 	}

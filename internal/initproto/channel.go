@@ -273,3 +273,12 @@ const (
 const CABundle = "/tmp/.runbox/ca-certificates.crt"
 
 var SystemCAs = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/ca-bundle.pem", "/etc/ssl/cert.pem"}
+
+// RunnerLib holds the language runners runbox-init ships with itself and
+// writes before any interpreter starts: TypeScriptRunner type-checks,
+// transpiles and runs a TypeScript program (`node TypeScriptRunner FILE`)
+// with the image's compiler; a session's driver loads it for its cells.
+const (
+	RunnerLib        = "/tmp/.runbox/run"
+	TypeScriptRunner = RunnerLib + "/runbox_ts.js"
+)

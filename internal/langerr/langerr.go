@@ -10,7 +10,10 @@ import (
 const (
 	formatPython = "python"
 	formatNode   = "node"
-	formatBash   = "bash"
+	// formatTypeScript is Node running runbox's TypeScript runner: Node's
+	// reports, and type errors in the shape of its syntax errors.
+	formatTypeScript = "typescript"
+	formatBash       = "bash"
 )
 
 // Error is what an interpreter's own error report says about a failed run.
@@ -37,8 +40,8 @@ type Error struct {
 	Column int
 }
 
-// Parse reads the stderr of a failed run. format is "python", "node" or
-// "bash" (the manifest's error_format); codePath is the path the code was
+// Parse reads the stderr of a failed run. format is "python", "node",
+// "typescript" or "bash" (the manifest's error_format); codePath is the path the code was
 // run from, e.g. "/workspace/main.py"; code is the submitted source, which
 // turns the interpreters' offsets into columns. ok is false when stderr
 // holds no recognisable error report, e.g. after sys.exit(3) or a command's
@@ -57,6 +60,12 @@ func Parse(format, stderr, codePath, code string) (e Error, ok bool) {
 		e, ok = parsePython(lines, codePath, code)
 	case formatNode:
 		e, ok = parseNode(lines, codePath, code)
+	case formatTypeScript:
+		e, ok = parseNode(lines, codePath, code)
+		if ok && e.Kind == contract.KindRuntime && isTypeError(e.Type) && e.Line > 0 {
+			// The compiler's report of the submitted code: nothing ran.
+			e.Kind = contract.KindSyntax
+		}
 	case formatBash:
 		e, ok = parseBash(lines, codePath)
 	}
@@ -65,6 +74,21 @@ func Parse(format, stderr, codePath, code string) (e Error, ok bool) {
 	}
 	e.Message = contract.FirstLine(e.Message)
 	return e, true
+}
+
+// isTypeError says whether typ is a TypeScript compiler diagnostic's
+// code (TS2322), as the TypeScript runner names its type errors.
+func isTypeError(typ string) bool {
+	n, ok := strings.CutPrefix(typ, "TS")
+	if !ok || n == "" || len(n) > 6 {
+		return false
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // isTruncationMarker recognises the line runbox-init puts where it cut

@@ -146,7 +146,8 @@ var heapSigns = []struct{ prefix, suffix string }{
 // HeapExhausted says whether stderr, of a program run with error format
 // format, shows that V8 aborted the program because its JavaScript heap
 // reached the limit (--max-old-space-size): the program ran out of memory,
-// though no cgroup killed it. Only "node" has such a report.
+// though no cgroup killed it. Only Node's formats (node, typescript) have
+// such a report.
 //
 // The report must be V8's own line, not the words in a message: an Error
 // whose message quotes it, or a worker_threads Worker stopped at its own
@@ -154,7 +155,7 @@ var heapSigns = []struct{ prefix, suffix string }{
 // is no heap exhaustion of the program's. "Allocation failed - process out
 // of memory" is no heap limit either: V8 failed to reserve address space.
 func HeapExhausted(format, stderr string) bool {
-	if format != formatNode {
+	if format != formatNode && format != formatTypeScript {
 		return false
 	}
 	for _, s := range heapSigns {

@@ -250,5 +250,5 @@ func instructions(m *manifest.Manifest) string {
 	if m.Network.Enabled() {
 		network = "that reaches only the network endpoints the tool description lists"
 	}
-	return "runbox runs Python, JavaScript and bash in an isolated sandbox " + network + ". Call run_code to execute code and read its structured result; the tool description lists the limits and installed packages."
+	return "runbox runs Python, JavaScript, TypeScript and bash in an isolated sandbox " + network + ". Call run_code to execute code and read its structured result; the tool description lists the limits and installed packages."
 }

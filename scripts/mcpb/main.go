@@ -97,7 +97,7 @@ func run() error {
 		Name:            "runbox",
 		DisplayName:     "runbox: run code in a sandbox",
 		Version:         strings.TrimPrefix(*version, "v"),
-		Description:     "Run the Python, JavaScript and bash your agent writes in a hardened, ephemeral container, with a structured result.",
+		Description:     "Run the Python, JavaScript, TypeScript and bash your agent writes in a hardened, ephemeral container, with a structured result.",
 		LongDescription: "runbox runs each call in a fresh, hardened container with no network (Docker Desktop, OrbStack, Colima, Rancher Desktop or Podman must be running) and answers with stdout and stderr, the exit code, the files written (images inline) and a typed error with a hint. After installing, run `runbox setup` once to make the sandbox image, and `runbox doctor` to check everything.",
 		Author:          author{Name: "runbox", URL: "https://github.com/runbox-mcp"},
 		Repository:      repo{Type: "git", URL: "https://github.com/runbox-mcp/runbox"},
@@ -106,7 +106,7 @@ func run() error {
 		Icon:            "icon.png",
 		Server: server{Type: "binary", EntryPoint: bin,
 			MCPConfig: mcpConfig{Command: "${__dirname}/" + bin, Args: []string{"serve"}}},
-		Keywords:       []string{"code execution", "sandbox", "python", "javascript", "bash", "containers"},
+		Keywords:       []string{"code execution", "sandbox", "python", "javascript", "typescript", "bash", "containers"},
 		ToolsGenerated: true,
 		Compatibility:  compat{Platforms: []string{platform}},
 	}

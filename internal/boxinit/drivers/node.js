@@ -45,6 +45,17 @@
   const stdio = [process.stdout, process.stderr];
   let processTopLevelAwait = null;
   try { ({ processTopLevelAwait } = require('internal/repl/await')); } catch (e) { /* without --expose-internals */ }
+  // A TypeScript session names its runner (initproto.TypeScriptRunner):
+  // each cell is type-checked against the earlier ones, then transpiled,
+  // and runs as a JavaScript cell. The compiler stays loaded between
+  // cells.
+  const tsRunner = process.argv[1] && /runbox_ts\.js$/.test(process.argv[1]) ? require(process.argv[1]) : null;
+  const tsSession = tsRunner ? new tsRunner.Session() : null;
+  const tsCheck = tsRunner ? tsRunner.typeCheck() : false;
+  if (tsRunner) {
+    delete process.env.RUNBOX_TS_TYPE_CHECK;
+    try { tsRunner.warm(tsSession.checker); } catch (e) { /* the first cell's check reports it */ }
+  }
 
   // current is the running cell: { marker, timers, awaited, interrupt,
   // first }.
@@ -81,6 +92,7 @@
     } else {
       text = 'Uncaught ' + inspect(err);
     }
+    if (current && current.map) text = tsRunner.mapStack(text, current.path, current.map);
     writeAll(2, text + '\n');
   }
 
@@ -224,10 +236,44 @@
       fail(e);
       return;
     }
+    if (tsSession && tsCheck && tsSession.tools === null && /runbox_tools/.test(source)) {
+      // The first cell that mentions runbox_tools waits for its
+      // declarations (runbox-init's answer, or `any`), kept for the
+      // session; it runs from a plain callback, as any cell does.
+      tsRunner.typings(source).then((d) => {
+        tsSession.tools = d;
+        process.nextTick(() => { if (current === cell) run(req, cell, source); });
+      });
+      return;
+    }
+    run(req, cell, source);
+  }
+
+  // run compiles a cell's source (TypeScript: checks and transpiles it)
+  // and runs it.
+  function run(req, cell, source) {
     let code = source;
-    if (processTopLevelAwait && /\bawait\b/.test(source)) {
-      try { new Script(source, { filename: req.path }); } catch (e) {
-        const wrapped = processTopLevelAwait(source);
+    if (tsSession) {
+      let out;
+      try {
+        out = tsSession.cell(req.path, source, tsCheck);
+      } catch (e) {
+        fail(e);
+        return;
+      }
+      if (out.error !== undefined) {
+        writeAll(2, out.error);
+        end(1, false);
+        return;
+      }
+      code = out.js;
+      cell.map = out.map;
+      cell.path = req.path;
+    }
+    const js = code;
+    if (processTopLevelAwait && /\bawait\b/.test(js)) {
+      try { new Script(js, { filename: req.path }); } catch (e) {
+        const wrapped = processTopLevelAwait(js);
         if (wrapped !== null) code = wrapped;
       }
     }
@@ -254,7 +300,7 @@
       fail(e);
       return;
     }
-    if (code !== source && current === cell) {
+    if (code !== js && current === cell) {
       // The rewritten cell's promise: its rejection is the cell's error, as
       // a module's top-level await's would be.
       cell.awaited = 'pending';
