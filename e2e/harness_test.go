@@ -111,6 +111,21 @@ func absent(t testing.TB, why string) {
 	t.Skip(why)
 }
 
+// kubeTurn is the test cluster, which the kubernetes subtests of parallel
+// tests take in turn (takeKubeTurn): its node has 2 CPUs, which one test's
+// pods may take whole, so that another's would wait Pending; and its first
+// use deletes the pods of dead owners, a killed server's among them.
+var kubeTurn = make(chan struct{}, 1)
+
+// takeKubeTurn holds the test cluster until t ends, its servers closed
+// and its pods checked gone: call it before the test's first use of the
+// cluster (kubeSetup).
+func takeKubeTurn(t testing.TB) {
+	t.Helper()
+	kubeTurn <- struct{}{}
+	t.Cleanup(func() { <-kubeTurn })
+}
+
 // boxes lists runbox's containers on the engine.
 func boxes(filters ...string) []string {
 	args := []string{"ps", "-aq", "--filter", "label=" + sandbox.LabelManaged + "=true"}
