@@ -130,10 +130,19 @@ func checkSoFar(t *testing.T, running []contract.Result, texts []string, final c
 // peeks: pooled and cold one-off runs and a session's cell, on every
 // backend. A hostile program (100 MB fast, invalid UTF-8, a closed
 // stdout) breaks neither its peeks nor its run.
+//
+// Its runs wait on their programs' clocks, so it runs beside other tests,
+// and its backends beside one another: each has servers of its own, and
+// checks only their boxes.
 func TestRunningShowsOutputSoFar(t *testing.T) {
+	t.Parallel()
 	const manifest = "limits:\n  answer_within_seconds: 2\n"
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			if b.name == "kubernetes" {
+				takeKubeTurn(t)
+			}
 			pooled := b.start(t, "pool:\n  size: 1\n"+manifest)
 			cold := b.start(t, manifest)
 			follow := func(t *testing.T, s *server, args map[string]any) ([]contract.Result, []string, contract.Result) {
