@@ -234,9 +234,18 @@ func countdownOut(n int) string {
 // same state directory: run_wait answers running, then the whole result;
 // the session's cell keeps the session busy while it runs, and the
 // session goes on after it. No box is left.
+//
+// Its runs wait on their programs' clocks, so it runs beside other tests,
+// and its backends beside one another: each has its servers' own host
+// (ownHost) and state directory, and looks only for its runs' boxes.
 func TestDurableRunAfterKill(t *testing.T) {
+	t.Parallel()
 	for _, b := range durableBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			if b.kube {
+				takeKubeTurn(t)
+			}
 			b.ready(t)
 			env, runs := durableEnv(t, b)
 			m := durableManifest(t, b)
