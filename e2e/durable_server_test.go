@@ -243,9 +243,7 @@ func TestDurableRunAfterKill(t *testing.T) {
 	for _, b := range durableBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			if b.kube {
-				takeKubeTurn(t)
-			}
+			takeTurn(t, b.name)
 			b.ready(t)
 			env, runs := durableEnv(t, b)
 			m := durableManifest(t, b)
@@ -370,9 +368,7 @@ func TestDurableRunOutlivesAnotherStateDirsReaper(t *testing.T) {
 	for _, b := range durableBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			if b.kube {
-				takeKubeTurn(t)
-			}
+			takeTurn(t, b.name)
 			b.ready(t)
 			env, runs := durableEnv(t, b)
 			otherEnv, _ := durableEnv(t, b)

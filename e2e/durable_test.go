@@ -102,9 +102,7 @@ func TestRunOutlivesItsServer(t *testing.T) {
 	} {
 		t.Run(be.name, func(t *testing.T) {
 			t.Parallel()
-			if be.name == "kubernetes" {
-				takeKubeTurn(t)
-			}
+			takeTurn(t, be.name)
 			for _, session := range []bool{false, true} {
 				name := "one-off"
 				if session {

@@ -111,19 +111,29 @@ func absent(t testing.TB, why string) {
 	t.Skip(why)
 }
 
-// kubeTurn is the test cluster, which the kubernetes subtests of parallel
-// tests take in turn (takeKubeTurn): its node has 2 CPUs, which one test's
-// pods may take whole, so that another's would wait Pending; and its first
-// use deletes the pods of dead owners, a killed server's among them.
-var kubeTurn = make(chan struct{}, 1)
+// Turns of the backends that parallel tests take one at a time: a
+// backend subtest of a parallel test takes its backend's turn (takeTurn)
+// before its first use of it, and holds it to its end, its servers closed
+// and their boxes checked gone. The test cluster's node has 2 CPUs, which
+// one test's pods may take whole, so that another's would wait Pending;
+// and its first use deletes the pods of dead owners, a killed server's
+// among them. The Podman service, one process for every test's boxes,
+// removed a box past the minute a test's clean-up waits when tests used
+// it at once on a loaded machine.
+var turns = map[string]chan struct{}{
+	"kubernetes": make(chan struct{}, 1),
+	"podman":     make(chan struct{}, 1),
+}
 
-// takeKubeTurn holds the test cluster until t ends, its servers closed
-// and its pods checked gone: call it before the test's first use of the
-// cluster (kubeSetup).
-func takeKubeTurn(t testing.TB) {
+// takeTurn holds backend's turn, if it has one, until t ends.
+func takeTurn(t testing.TB, backend string) {
 	t.Helper()
-	kubeTurn <- struct{}{}
-	t.Cleanup(func() { <-kubeTurn })
+	turn := turns[backend]
+	if turn == nil {
+		return
+	}
+	turn <- struct{}{}
+	t.Cleanup(func() { <-turn })
 }
 
 // boxes lists runbox's containers on the engine.

@@ -140,9 +140,7 @@ func TestRunningShowsOutputSoFar(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			if b.name == "kubernetes" {
-				takeKubeTurn(t)
-			}
+			takeTurn(t, b.name)
 			pooled := b.start(t, "pool:\n  size: 1\n"+manifest)
 			cold := b.start(t, manifest)
 			follow := func(t *testing.T, s *server, args map[string]any) ([]contract.Result, []string, contract.Result) {
