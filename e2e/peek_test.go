@@ -158,20 +158,11 @@ func TestRunningShowsOutputSoFar(t *testing.T) {
 				}
 				t.Logf("cold: %d running answers, %v", len(running), outputs(running))
 			})
-			t.Run("session", func(t *testing.T) {
-				id := cold.open(t, "python")
-				running, texts, final := follow(t, cold, map[string]any{"language": "python", "code": "n = 1\n" + ticks(15), "session_id": id, "timeout_seconds": 120})
-				checkSoFar(t, running, texts, final, ticksOut(15))
-				if r := cold.in(t, id, "python", "print('after', n)\n"); r.Status != contract.StatusOK || r.Stdout != "after 1\n" {
-					t.Fatalf("the session after a peeked cell: %+v", r)
-				}
-				cold.tool(t, "session_close", map[string]any{"session_id": id})
-				t.Logf("session: %d running answers, %v", len(running), outputs(running))
-			})
-			t.Run("hostile", func(t *testing.T) { hostilePeeks(t, cold) })
-			// The pooled run goes last: its box, started with the server and
-			// of a low CPU weight until taken, may be slow to get ready on a
-			// loaded machine, and a run before it is ready starts cold.
+			// The pooled run goes after the cold one: its box, started with
+			// the server and of a low CPU weight until taken, may be slow to
+			// get ready on a loaded machine, and a run before it is ready
+			// starts cold. Not last: the pool's refill after it, still under
+			// way when the server closed, once left a box on Podman.
 			t.Run("pooled", func(t *testing.T) {
 				if b.name == "docker" || b.name == "gvisor" {
 					waitRunningPooled(t, pooled.cmd.Process.Pid, "python")
@@ -183,6 +174,17 @@ func TestRunningShowsOutputSoFar(t *testing.T) {
 				}
 				t.Logf("pooled: %d running answers, %v", len(running), outputs(running))
 			})
+			t.Run("session", func(t *testing.T) {
+				id := cold.open(t, "python")
+				running, texts, final := follow(t, cold, map[string]any{"language": "python", "code": "n = 1\n" + ticks(15), "session_id": id, "timeout_seconds": 120})
+				checkSoFar(t, running, texts, final, ticksOut(15))
+				if r := cold.in(t, id, "python", "print('after', n)\n"); r.Status != contract.StatusOK || r.Stdout != "after 1\n" {
+					t.Fatalf("the session after a peeked cell: %+v", r)
+				}
+				cold.tool(t, "session_close", map[string]any{"session_id": id})
+				t.Logf("session: %d running answers, %v", len(running), outputs(running))
+			})
+			t.Run("hostile", func(t *testing.T) { hostilePeeks(t, cold) })
 		})
 	}
 }
