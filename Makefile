@@ -74,7 +74,7 @@ e2e: e2e-prep
 	@mkdir -p .cache/logs
 	RUNBOX_PODMAN_HOST=$$(bash scripts/podman.sh | sed 's/^DOCKER_HOST=//') \
 	RUNBOX_K8S_KUBECONFIG=$$(bash scripts/k8s/up.sh 2>/dev/null) \
-	  $(GO) test -count=1 -tags e2e -timeout $(E2E_TIMEOUT) -json ./e2e/ | $(GO) run ./scripts/testreport -times .cache/logs/e2e-times.tsv
+	  $(GO) test -count=1 -tags e2e -timeout $(E2E_TIMEOUT) -parallel $(E2E_PARALLEL) -json ./e2e/ | $(GO) run ./scripts/testreport -times .cache/logs/e2e-times.tsv
 
 ## e2e-prep: what e2e needs beside the engine: the npm packages of its clients, Debian's chromium
 ## and the npm packages that drive it (the view's test), and the test cluster
@@ -86,6 +86,11 @@ chromium:
 
 ## E2E_TIMEOUT: e2e's alarm (go test -timeout), which prints every goroutine and fails the run
 E2E_TIMEOUT ?= 70m
+
+## E2E_PARALLEL: how many parallel e2e tests and subtests run at once (go test -parallel); they
+## run after the serial ones and mostly wait on their programs' clocks, containers and child
+## processes, not on the 2 cores
+E2E_PARALLEL ?= 4
 
 ## k8s-up: start the single-node Kubernetes test cluster (root; binaries built once from the
 ## Go module proxy into the machine's cache) and import the runbox-init image into it

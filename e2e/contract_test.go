@@ -124,6 +124,10 @@ var contractManifest = "concurrency: " + strconv.Itoa(contractConcurrency) + "\n
 // TestContract runs every contract case on every backend, one server per
 // backend; each case as a one-off run and as a session's cell, the runs in
 // parallel up to the server's concurrency.
+//
+// It stays serial: its timeout cases want a program's first output
+// within a 5 s deadline, which node missed on a loaded 2-core machine
+// with parallel tests beside the table.
 func TestContract(t *testing.T) {
 	cases := contractCases()
 	for _, b := range backends() {

@@ -235,9 +235,16 @@ func countdownOut(n int) string {
 // same state directory: run_wait answers running, then the whole result;
 // the session's cell keeps the session busy while it runs, and the
 // session goes on after it. No box is left.
+//
+// Its runs wait on their programs' clocks, so it runs beside other tests,
+// and its backends beside one another: each has its servers' own host
+// (ownHost) and state directory, and looks only for its runs' boxes.
 func TestDurableRunAfterKill(t *testing.T) {
+	t.Parallel()
 	for _, b := range durableBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			takeTurn(t, b.name)
 			b.ready(t)
 			env, runs := durableEnv(t, b)
 			m := durableManifest(t, b)
@@ -413,9 +420,14 @@ func TestDurableResultAfterKill(t *testing.T) {
 // and as it runs, and a server restarted on the first directory adopts the
 // run. The servers run under one host name of the test's own, so that the
 // reaper judges the box by its dead owner process, as on a user's machine.
+// The backends run beside one another and beside other tests, each under
+// its own host name.
 func TestDurableRunOutlivesAnotherStateDirsReaper(t *testing.T) {
+	t.Parallel()
 	for _, b := range durableBackends(t) {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			takeTurn(t, b.name)
 			b.ready(t)
 			env, runs := durableEnv(t, b)
 			otherEnv, _ := durableEnv(t, b)
@@ -494,7 +506,10 @@ func (b durableBackend) waitMarked(t *testing.T, id string) {
 // TestDurableTaskAfterKill: an MCP task's run, its server killed
 // mid-run, completes in a new server on the same state directory:
 // tasks/get answers working, then completed with the run's result.
+// It runs beside other tests: its servers have a host name and a state
+// directory of their own.
 func TestDurableTaskAfterKill(t *testing.T) {
+	t.Parallel()
 	b := durableBackend{name: "docker"}
 	env, runs := durableEnv(t, b)
 	m := durableManifest(t, b)
@@ -612,7 +627,10 @@ func (r *rawStdio) kill9() {
 
 // TestTypeScriptClientDurable: the same with the reference TypeScript
 // SDK client at its default 60 s request timeout (e2e/ts/durable.mjs).
+// It runs beside other tests: its servers have a host name and a state
+// directory of their own, and it looks only for its run's boxes.
 func TestTypeScriptClientDurable(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	m := durableManifest(t, durableBackend{name: "docker"})
 	host, _ := ownHost(t)

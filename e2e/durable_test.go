@@ -64,8 +64,12 @@ func buildDurable(t *testing.T) string {
 // the engine is shared with other runbox servers (other suites), and any
 // server judges a box of a dead owner on its own host as left over. The
 // restarted server, of that same host, does too: only its Keep holds the
-// box.
+// box. The host is the backend's own: the backends run in parallel, and
+// one's restarted server would take another's box as left over.
+//
+// Its runs wait on their programs' clocks, so it runs beside other tests.
 func TestRunOutlivesItsServer(t *testing.T) {
+	t.Parallel()
 	bin := buildDurable(t)
 	base := "audit:\n  enabled: false\npool:\n  size: 0\nsessions:\n  enabled: true\n"
 	for _, be := range []struct {
@@ -97,6 +101,8 @@ func TestRunOutlivesItsServer(t *testing.T) {
 		}},
 	} {
 		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			takeTurn(t, be.name)
 			for _, session := range []bool{false, true} {
 				name := "one-off"
 				if session {
@@ -113,7 +119,7 @@ func TestRunOutlivesItsServer(t *testing.T) {
 
 func durableRun(t *testing.T, bin, manifest string, env []string, backend string, session bool) {
 	record := filepath.Join(t.TempDir(), "record.json")
-	host := "runbox-durable-e2e"
+	host := "runbox-durable-e2e-" + backend
 	args := []string{"start", "-manifest", manifest, "-record", record, "-code", durableCode, "-owner-host", host}
 	if session {
 		args = append(args, "-session")

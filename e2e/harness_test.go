@@ -111,6 +111,31 @@ func absent(t testing.TB, why string) {
 	t.Skip(why)
 }
 
+// Turns of the backends that parallel tests take one at a time: a
+// backend subtest of a parallel test takes its backend's turn (takeTurn)
+// before its first use of it, and holds it to its end, its servers closed
+// and their boxes checked gone. The test cluster's node has 2 CPUs, which
+// one test's pods may take whole, so that another's would wait Pending;
+// and its first use deletes the pods of dead owners, a killed server's
+// among them. The Podman service, one process for every test's boxes,
+// removed a box past the minute a test's clean-up waits when tests used
+// it at once on a loaded machine.
+var turns = map[string]chan struct{}{
+	"kubernetes": make(chan struct{}, 1),
+	"podman":     make(chan struct{}, 1),
+}
+
+// takeTurn holds backend's turn, if it has one, until t ends.
+func takeTurn(t testing.TB, backend string) {
+	t.Helper()
+	turn := turns[backend]
+	if turn == nil {
+		return
+	}
+	turn <- struct{}{}
+	t.Cleanup(func() { <-turn })
+}
+
 // boxes lists runbox's containers on the engine.
 func boxes(filters ...string) []string {
 	args := []string{"ps", "-aq", "--filter", "label=" + sandbox.LabelManaged + "=true"}

@@ -387,8 +387,11 @@ func TestRequestBodiesAreBounded(t *testing.T) {
 }
 
 // A call that answers after more than a minute, past every timeout of
-// the listener (the idle one, a write's), still answers.
+// the listener (the idle one, a write's), still answers. It waits on its
+// program's clock, beside other tests: its server is its own, on a port
+// of its own.
 func TestLongAnswerOutlivesTheListenerTimeouts(t *testing.T) {
+	t.Parallel()
 	s := startNetServer(t, "http", "--manifest", writeManifest(t, "audit:\n  enabled: false\nlimits:\n  answer_within_seconds: 0\n"))
 	status, raw := modernPost(t, s.url("http"), testToken, map[string]any{"id": 1, "method": "tools/call", "params": map[string]any{"name": "run_code",
 		"arguments": map[string]any{"language": "python", "code": "import time\ntime.sleep(75)\nprint('late')", "timeout_seconds": 120}}})

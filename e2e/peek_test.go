@@ -130,10 +130,17 @@ func checkSoFar(t *testing.T, running []contract.Result, texts []string, final c
 // peeks: pooled and cold one-off runs and a session's cell, on every
 // backend. A hostile program (100 MB fast, invalid UTF-8, a closed
 // stdout) breaks neither its peeks nor its run.
+//
+// Its runs wait on their programs' clocks, so it runs beside other tests,
+// and its backends beside one another: each has servers of its own, and
+// checks only their boxes.
 func TestRunningShowsOutputSoFar(t *testing.T) {
+	t.Parallel()
 	const manifest = "limits:\n  answer_within_seconds: 2\n"
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			takeTurn(t, b.name)
 			pooled := b.start(t, "pool:\n  size: 1\n"+manifest)
 			cold := b.start(t, manifest)
 			follow := func(t *testing.T, s *server, args map[string]any) ([]contract.Result, []string, contract.Result) {
@@ -143,6 +150,19 @@ func TestRunningShowsOutputSoFar(t *testing.T) {
 				}
 				return s.runningAnswers(t, first, text, 3)
 			}
+			t.Run("cold", func(t *testing.T) {
+				running, texts, final := follow(t, cold, map[string]any{"language": "python", "code": ticks(15), "timeout_seconds": 120})
+				checkSoFar(t, running, texts, final, ticksOut(15))
+				if final.Metrics.Pooled {
+					t.Errorf("a run of a server without a pool was pooled")
+				}
+				t.Logf("cold: %d running answers, %v", len(running), outputs(running))
+			})
+			// The pooled run goes after the cold one: its box, started with
+			// the server and of a low CPU weight until taken, may be slow to
+			// get ready on a loaded machine, and a run before it is ready
+			// starts cold. Not last: the pool's refill after it, still under
+			// way when the server closed, once left a box on Podman.
 			t.Run("pooled", func(t *testing.T) {
 				if b.name == "docker" || b.name == "gvisor" {
 					waitRunningPooled(t, pooled.cmd.Process.Pid, "python")
@@ -153,14 +173,6 @@ func TestRunningShowsOutputSoFar(t *testing.T) {
 					t.Errorf("the run did not take the pooled box")
 				}
 				t.Logf("pooled: %d running answers, %v", len(running), outputs(running))
-			})
-			t.Run("cold", func(t *testing.T) {
-				running, texts, final := follow(t, cold, map[string]any{"language": "python", "code": ticks(15), "timeout_seconds": 120})
-				checkSoFar(t, running, texts, final, ticksOut(15))
-				if final.Metrics.Pooled {
-					t.Errorf("a run of a server without a pool was pooled")
-				}
-				t.Logf("cold: %d running answers, %v", len(running), outputs(running))
 			})
 			t.Run("session", func(t *testing.T) {
 				id := cold.open(t, "python")

@@ -54,7 +54,12 @@ func imagePresent(ref string) bool {
 // whole hardening self-test. Heavy (two Debian bootstraps, a few minutes
 // each): the images get their own tags, so runbox/sandbox:bookworm, which
 // other tests use, is never replaced, and they are removed at the end.
+//
+// It runs beside other tests: its images, tags and build stages are its
+// own (no other test builds by setup's engine method or uses the Debian
+// stand-in).
 func TestSetupBuildPaths(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"debootstrap", "bash"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CI") != "" {

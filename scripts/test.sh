@@ -28,7 +28,7 @@ summary() {
   awk -F'\t' '{ printf "  %-10s %6ds  %s\n", $1, $2, $3 }' "$LOGS/stages.tsv"
   printf '  %-10s %6ds\n' total $(( $(date +%s) - T0 ))
   if compgen -G "$LOGS/*-times.tsv" >/dev/null; then
-    echo "the slowest 20 tests (seconds, result, test; parallel tests overlap):"
+    echo "the slowest 20 tests (seconds, result, test; parallel tests overlap, so their times add up to more than their stage's):"
     sort -t$'\t' -k1,1 -rn "$LOGS"/*-times.tsv | head -20 | awk -F'\t' '{ printf "  %8.1f  %-4s  %s\n", $1, $2, $3 }'
   fi
   exit "$status"
