@@ -94,7 +94,17 @@ fi
 
 # 3. The service. A service started before the configuration changed is
 # restarted (only ours: the one in our pid file).
-answering() { curl -fsS --max-time 2 --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1; }
+# A service that is busy (a loaded machine, many boxes starting) answers
+# late, not never: three tries of 10 s each before it counts as gone, since
+# restarting it would end every box it runs.
+answering() {
+  local try
+  for try in 1 2 3; do
+    curl -fsS --max-time 10 --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1 && return 0
+    [[ -S $SOCK ]] || return 1
+  done
+  return 1
+}
 our_pid() {
   local pid
   pid=$(cat "$PIDFILE" 2>/dev/null) || return 1
@@ -167,6 +177,7 @@ else
   fi
 fi
 
-api=$(curl -fsS --max-time 2 --unix-socket "$SOCK" http://d/version 2>/dev/null | sed -n 's/.*"ApiVersion":"\([^"]*\)".*/\1/p')
+# Only for the log line: a late answer must not fail the script.
+api=$(curl -fsS --max-time 10 --unix-socket "$SOCK" http://d/version 2>/dev/null | sed -n 's/.*"ApiVersion":"\([^"]*\)".*/\1/p' || true)
 log "ready in $(ms_since "$t0") ms: $(podman --version), compat API ${api:-?}, runtime $(podman info --format '{{.Host.OCIRuntime.Name}}' 2>/dev/null), cgroups $(podman info --format '{{.Host.CgroupsVersion}} ({{.Host.CgroupManager}})' 2>/dev/null)"
 echo "DOCKER_HOST=$HOST"
