@@ -2,6 +2,8 @@ package docker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -101,11 +103,17 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 	}
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	created, err := d.cli.ContainerCreate(actx, client.ContainerCreateOptions{Config: cfg, HostConfig: host})
+	// A name of its own, so that a create the engine carried out after
+	// its request gave up (a cancelled start: a server closing while its
+	// pool refills, a deadline on a loaded engine) can still be found and
+	// removed; the box has no id to remove it by.
+	name := boxName()
+	created, err := d.cli.ContainerCreate(actx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: host})
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			err = imageMissing(spec.Language.Image)
+			return nil, imageMissing(spec.Language.Image)
 		}
+		_ = d.removeContainer(name)
 		return nil, err
 	}
 	b := &box{d: d, id: created.ID, lowWeight: lowWeight}
@@ -298,6 +306,14 @@ func (d *Docker) remove(id string) {
 		d.unremoved[id] = true
 		d.mu.Unlock()
 	}
+}
+
+// boxName is a new box's container name: runbox-box- and 16 random hex
+// digits.
+func boxName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "runbox-box-" + hex.EncodeToString(b[:])
 }
 
 // removeContainer force-removes a container with a fresh deadline. Podman
