@@ -410,7 +410,7 @@ print(a["text"])
 
 // typeCheck compiles the declarations the typings op answered, with a
 // program that calls the real tools as they are typed, using the host's
-// TypeScript (npx typescript@5); it skips where npx is absent.
+// TypeScript (npx typescript@5.9.3, the version the image pins); it skips where npx is absent.
 func typeCheck(t *testing.T, decl string) {
 	t.Helper()
 	npx, err := exec.LookPath("npx")
@@ -431,7 +431,7 @@ func typeCheck(t *testing.T, decl string) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(npx, "-y", "-p", "typescript@5", "tsc", "-p", dir)
+	cmd := exec.Command(npx, "-y", "-p", "typescript@5.9.3", "tsc", "-p", dir)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("tsc on the typings op's declarations: %v\n%s", err, out)

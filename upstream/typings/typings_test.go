@@ -221,7 +221,7 @@ main();
 `)
 	write("tsconfig.json", `{"compilerOptions":{"strict":true,"noEmit":true,"target":"es2022","module":"nodenext","moduleResolution":"nodenext","esModuleInterop":true,"skipLibCheck":false,"types":[]},"files":["runbox_tools.d.ts","ok.ts"]}`)
 	tsc := func() (string, error) {
-		cmd := exec.Command(npx, "-y", "-p", "typescript@5", "tsc", "-p", dir)
+		cmd := exec.Command(npx, "-y", "-p", "typescript@5.9.3", "tsc", "-p", dir)
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		return string(out), err
