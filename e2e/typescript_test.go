@@ -181,4 +181,31 @@ func TestTypeScriptToolCalls(t *testing.T) {
 	if e := wantError(t, r, contract.KindSyntax, ""); e.Type != "TS2322" || e.Line != 1 {
 		t.Fatalf("error %+v", e)
 	}
+
+	// The bindings are typed from the tools' schemas: echo's message is a
+	// string, get-sum's a and b numbers. A call that fits them runs; a
+	// wrong argument's type or name fails the check, so nothing of the
+	// program runs and no call leaves the box (its first line prints).
+	echo := "import tools from 'runbox_tools';\nconst r = await tools.everything.echo({ message: 'typed hi' });\nconsole.log(JSON.stringify(r));\n"
+	for i, way := range []func(code string) contract.Result{
+		func(code string) contract.Result {
+			r, _ := s.call(t, map[string]any{"language": "typescript", "code": code, "timeout_seconds": 120})
+			return r
+		},
+		func(code string) contract.Result { return s.in(t, id, "typescript", code, "timeout_seconds", 120) },
+	} {
+		if r := way(echo); r.Status != contract.StatusOK || !strings.Contains(r.Stdout, "typed hi") {
+			t.Fatalf("echo through the typed bindings (way %d: one-off, session): %s %+v stdout %q stderr %q", i, r.Status, r.Error, r.Stdout, r.Stderr)
+		}
+		for _, bad := range []struct{ code, why string }{
+			{"import tools from 'runbox_tools';\nconsole.log('ran');\nawait tools.everything.get_sum({ a: 'forty', b: 2 });\n", "a string for a number"},
+			{"import tools from 'runbox_tools';\nconsole.log('ran');\nawait tools.everything.echo({ msg: 'hi' });\n", "an argument the tool does not have"},
+		} {
+			r := way(bad.code)
+			e := wantError(t, r, contract.KindSyntax, "")
+			if e.Line != 3 || !strings.HasPrefix(e.Type, "TS") || strings.Contains(r.Stdout, "ran") {
+				t.Fatalf("way %d (one-off, session): %s: error %+v stdout %q, want a type error on line 3 before anything ran", i, bad.why, e, r.Stdout)
+			}
+		}
+	}
 }

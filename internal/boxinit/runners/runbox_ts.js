@@ -319,7 +319,9 @@ function requireImports(context) {
   const t = compiler();
   const f = context.factory;
   const req = (spec) => f.createCallExpression(f.createIdentifier('require'), undefined, [f.createStringLiteral(spec)]);
-  const decl = (name, init) => f.createVariableStatement(undefined, f.createVariableDeclarationList([f.createVariableDeclaration(name, undefined, undefined, init)], t.NodeFlags.Const));
+  // var, not const: a later cell may import the same names again (an
+  // agent's cells each begin with their imports), as the check allows.
+  const decl = (name, init) => f.createVariableStatement(undefined, f.createVariableDeclarationList([f.createVariableDeclaration(name, undefined, undefined, init)], t.NodeFlags.None));
   return (sf) => t.visitEachChild(sf, (n) => {
     if (!t.isImportDeclaration(n) || !t.isStringLiteral(n.moduleSpecifier)) return n;
     const spec = n.moduleSpecifier.text;
@@ -355,6 +357,10 @@ class Session {
     this.checker = new Checker();
     this.head = '';
     this.headLines = 0;
+    // importsInHead are the earlier cells' imports: { start, end, names }
+    // in head. A cell that imports a name again supersedes the earlier
+    // import, which is blanked out of head (the lines stay).
+    this.importsInHead = [];
     // tools is the declarations of runbox_tools (typings), once asked.
     this.tools = null;
   }
@@ -363,10 +369,17 @@ class Session {
   // { js } (the script that runs it), for file (the cell's path).
   cell(file, text, check) {
     if (check) {
-      const whole = this.head + text;
+      const again = new Set();
+      for (const im of cellImports(text)) for (const n of im.names) again.add(n);
+      const superseded = this.importsInHead.filter((im) => im.names.some((n) => again.has(n)));
+      let head = this.head;
+      for (const im of superseded) head = head.slice(0, im.start) + head.slice(im.start, im.end).replace(/[^\n]/g, ' ') + head.slice(im.end);
+      const whole = head + text;
       const extra = this.tools !== null ? [[TOOLS_TYPINGS, this.tools]] : (/runbox_tools/.test(whole) ? [[TOOLS_TYPINGS, TOOLS_FALLBACK]] : []);
       const diags = this.checker.check(file, whole, extra).filter((d) => !d.file || d.file.fileName !== file || d.start === undefined || d.start >= this.head.length);
       if (diags.length > 0) return { error: report(diags, this.headLines, file) };
+      this.importsInHead = this.importsInHead.filter((im) => !superseded.includes(im))
+        .concat(cellImports(text).map((im) => ({ start: im.start + head.length, end: im.end + head.length, names: im.names })));
       this.head = whole + '\n';
       this.headLines += text.split('\n').length;
     }
@@ -382,6 +395,28 @@ class Session {
     const js = out.outputText.replace(/\n\/\/# sourceMappingURL=.*\s*$/, '\n').replace(/^export \{\};$/m, '');
     return { js, map };
   }
+}
+
+// cellImports lists a cell's import declarations: their range in text
+// and the names each binds.
+function cellImports(text) {
+  const t = compiler();
+  const sf = t.createSourceFile('cell.ts', text, t.ScriptTarget.ES2022, false);
+  const out = [];
+  for (const st of sf.statements) {
+    const names = [];
+    if (t.isImportDeclaration(st) && st.importClause) {
+      const c = st.importClause;
+      if (c.name) names.push(c.name.text);
+      const b = c.namedBindings;
+      if (b && t.isNamespaceImport(b)) names.push(b.name.text);
+      if (b && t.isNamedImports(b)) for (const e of b.elements) names.push(e.name.text);
+    } else if (t.isImportEqualsDeclaration(st)) {
+      names.push(st.name.text);
+    }
+    if (names.length) out.push({ start: st.getStart(sf), end: st.end, names });
+  }
+  return out;
 }
 
 // mapStack rewrites the positions in file of a stack's text through map
