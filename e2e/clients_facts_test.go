@@ -54,7 +54,7 @@ func hasText(sub string) func(seenResult, string) bool {
 // Facts of a run result, each in its JSON and its summary form.
 
 func factStatus(status string) fact {
-	return fact{"status " + status, hasMatch(`"status":\s*"` + status + `"|(?m)(^|\W)` + status + ` · (python|javascript)`)}
+	return fact{"status " + status, hasMatch(`"status":\s*"` + status + `"|(?m)(^|\W)` + status + ` · (python|javascript|typescript|bash)`)}
 }
 
 func factExit(code int) fact {

@@ -266,6 +266,13 @@ func clientScenarios() []clientScenario {
 		{name: "a DataFrame displayed", calls: []toolCall{
 			runCode("import pandas as pd\ndf = pd.DataFrame({'n': range(1000), 'sq': [i * i for i in range(1000)]})\ndisplay(df)\n"),
 		}, facts: [][]fact{okRun(factText("a row of the table", "| 19 | 361 |"), factText("its shape", "of 1000 rows x 2 columns)"))}},
+		{name: "TypeScript, then a type error", calls: []toolCall{
+			{Tool: "run_code", Args: map[string]any{"language": "typescript", "code": "const n: number = await Promise.resolve(41) + 1;\nconsole.log(`typed ${n}`);\n"}},
+			{Tool: "run_code", Args: map[string]any{"language": "typescript", "code": "console.log('never');\nconst s: string = 1;\n"}},
+		}, facts: [][]fact{
+			okRun(factText("stdout", "typed 42")),
+			{factStatus("error"), factKind("syntax"), factLine(2), factHint, factText("the compiler's code", "TS2322")},
+		}},
 		{name: "60,000 characters of stdout", calls: []toolCall{runCode(code60)},
 			facts: [][]fact{okRun(factText("head", "HEAD-60K"), factText("tail", "TAIL-60K"), factStream("stdout", out60))}},
 		{name: "120,000 characters of stdout", calls: []toolCall{runCode(code120)},
