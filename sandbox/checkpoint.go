@@ -185,12 +185,14 @@ func (r *BoxRunner) bringBack(ctx context.Context, cp Checkpointer, ls *liveSess
 	b, err := cp.Restore(context.WithoutCancel(ctx), r.sessionSpec(ls), dir)
 	if err == nil {
 		r.alive.Add(1)
-		if !s.setLiveBox(ls, b) {
-			// The session ended meanwhile (the server closes): its
-			// new box goes with it.
+		old, live := s.setLiveBox(ls, b)
+		if !live {
+			// The session ended meanwhile (the server closes), its saved
+			// box with it: the new box goes too.
 			s.drop(b)
 			return ""
 		}
+		r.remove(old)
 		ls.ch, err = r.connectSession(context.WithoutCancel(ctx), ls)
 	}
 	if err != nil {
@@ -201,7 +203,9 @@ func (r *BoxRunner) bringBack(ctx context.Context, cp Checkpointer, ls *liveSess
 }
 
 // save saves session ls's box into dir (the box ends); bringBack
-// restores it. Called in ls's turn.
+// restores it and removes the saved box, which stays the session's until
+// then, so that a session ended meanwhile removes it once. Called in
+// ls's turn.
 func (r *BoxRunner) save(ctx context.Context, cp Checkpointer, ls *liveSession, dir string) error {
 	s := r.sessionsOf()
 	s.mu.Lock()
@@ -214,7 +218,6 @@ func (r *BoxRunner) save(ctx context.Context, cp Checkpointer, ls *liveSession, 
 		ls.ch.close()
 		ls.ch = nil
 	}
-	r.remove(old)
 	return nil
 }
 
