@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -23,6 +24,7 @@ func TestCheckpointTimings(t *testing.T) {
 		slices.Sort(d)
 		return d[len(d)/2]
 	}
+	seen := 0
 	for _, mb := range []int{10, 200} {
 		cell := fmt.Sprintf("import os, numpy as np\nstate = np.frombuffer(os.urandom(%d << 20), dtype=np.uint8).copy()\nprint(int(state[:8].sum()))", mb)
 		var ck, rs, fk, rebuild []time.Duration
@@ -45,6 +47,15 @@ func TestCheckpointTimings(t *testing.T) {
 				s.tool(t, "session_close", map[string]any{"session_id": sid})
 			}
 		}
+		// With RUNBOX_LOG_LEVEL=debug the server logs where each fork's
+		// time went: runsc checkpoint, a box's set-up, the fork ready.
+		logs := s.stderr.String()
+		for _, l := range strings.Split(logs[seen:], "\n") {
+			if strings.Contains(l, "fork timings") || strings.Contains(l, "runsc ") {
+				t.Log(l)
+			}
+		}
+		seen = len(logs)
 		t.Logf("gVisor, %d MB of state, p50 of 3: checkpoint %v, restore %v, fork %v; session_open + the cell again %v",
 			mb, p50(ck).Round(time.Millisecond), p50(rs).Round(time.Millisecond), p50(fk).Round(time.Millisecond), p50(rebuild).Round(time.Millisecond))
 	}

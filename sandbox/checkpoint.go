@@ -185,7 +185,14 @@ func (r *BoxRunner) bringBack(ctx context.Context, cp Checkpointer, ls *liveSess
 	b, err := cp.Restore(context.WithoutCancel(ctx), r.sessionSpec(ls), dir)
 	if err == nil {
 		r.alive.Add(1)
-		s.setBox(ls, b)
+		old, live := s.setLiveBox(ls, b)
+		if !live {
+			// The session ended meanwhile (the server closes), its saved
+			// box with it: the new box goes too.
+			s.drop(b)
+			return ""
+		}
+		r.remove(old)
 		ls.ch, err = r.connectSession(context.WithoutCancel(ctx), ls)
 	}
 	if err != nil {
@@ -196,7 +203,9 @@ func (r *BoxRunner) bringBack(ctx context.Context, cp Checkpointer, ls *liveSess
 }
 
 // save saves session ls's box into dir (the box ends); bringBack
-// restores it. Called in ls's turn.
+// restores it and removes the saved box, which stays the session's until
+// then, so that a session ended meanwhile removes it once. Called in
+// ls's turn.
 func (r *BoxRunner) save(ctx context.Context, cp Checkpointer, ls *liveSession, dir string) error {
 	s := r.sessionsOf()
 	s.mu.Lock()
@@ -209,7 +218,6 @@ func (r *BoxRunner) save(ctx context.Context, cp Checkpointer, ls *liveSession, 
 		ls.ch.close()
 		ls.ch = nil
 	}
-	r.remove(old)
 	return nil
 }
 
@@ -335,24 +343,32 @@ func (r *BoxRunner) ForkSession(ctx context.Context, id, client string) (Restore
 		release()
 		return RestoreInfo{}, ptr(contract.SandboxFailed("the fork's image could not be written: " + err.Error()))
 	}
-	defer os.RemoveAll(tmp)
 	image := filepath.Join(tmp, ckImage)
+	start := time.Now()
 	if err := r.save(ctx, cp, ls, image); err != nil {
+		os.RemoveAll(tmp)
 		release()
 		return RestoreInfo{}, engineFail(contract.Job{}, err).Error
 	}
-	// The original comes back while the fork starts, from one image.
-	back := make(chan struct{})
+	saved := time.Since(start)
+	// The fork is restored first, alone: a restore takes what CPU there
+	// is, and two at once each took as long as both one after the other.
+	// The fork is answered as soon as it is ready; the original comes
+	// back after it, holding its turn until then (its next call waits),
+	// and the image goes once both have read it. Close waits for it.
+	req.image = image
+	info, fail := r.OpenSession(ctx, req)
+	ready := time.Since(start)
+	r.bg.Add(1)
 	go func() {
-		defer close(back)
+		defer r.bg.Done()
+		defer os.RemoveAll(tmp)
 		defer release()
 		if lost := r.bringBack(ctx, cp, ls, image); lost != "" {
 			r.log.Warn("a forked session was lost", "why", lost)
 		}
+		r.log.Debug("fork timings", "checkpoint", saved, "fork_ready", ready, "original_back", time.Since(start))
 	}()
-	req.image = image
-	info, fail := r.OpenSession(ctx, req)
-	<-back
 	if fail != nil {
 		return RestoreInfo{}, fail
 	}

@@ -366,6 +366,18 @@ func (s *sessions) setBox(ls *liveSession, b Box) {
 	s.mu.Unlock()
 }
 
+// setLiveBox sets session ls's box b unless ls has ended, and says which,
+// with the box b replaces: whoever ends ls after it removes b with it.
+func (s *sessions) setLiveBox(ls *liveSession, b Box) (old Box, live bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live[ls.key] != ls {
+		return nil, false
+	}
+	old, ls.box = ls.box, b
+	return old, true
+}
+
 func (s *sessions) forget(key string) {
 	s.mu.Lock()
 	delete(s.gone, key)

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/runbox-mcp/runbox/sandbox"
 )
@@ -28,7 +29,9 @@ func (o *OCI) Checkpoint(ctx context.Context, id, dir string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, sandbox.CheckpointTimeout)
 	defer cancel()
+	start := time.Now()
 	out, err := exec.CommandContext(ctx, o.runc, o.rt("checkpoint", "--image-path", dir, id)...).CombinedOutput()
+	o.log.Debug("runsc checkpoint", "box", id, "took", time.Since(start))
 	if err != nil {
 		return fmt.Errorf("runsc checkpoint: %v: %s", err, strings.TrimSpace(string(out)))
 	}
@@ -42,10 +45,12 @@ func (o *OCI) Restore(ctx context.Context, spec sandbox.BoxSpec, dir string) (sa
 	if !o.gvisor() {
 		return nil, &sandbox.EngineError{Msg: "boxes under " + o.m.Isolation + " keep no memory", Hint: "Restore replays the session's cells instead."}
 	}
+	start := time.Now()
 	b, s, err := o.newBox(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
+	defer func() { o.log.Debug("runsc restore started", "box", b.id, "setup", time.Since(start)) }()
 	err = b.launch(s, func() *exec.Cmd {
 		return exec.Command(o.runc, o.rt("restore", "--image-path", dir, "--bundle", b.bundle, "--pid-file", filepath.Join(b.bundle, "pid"), b.id)...)
 	})
