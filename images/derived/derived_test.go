@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,21 +54,22 @@ func TestApply(t *testing.T) {
 		t.Fatal("no packages: nothing may change")
 	}
 	m.Packages = pkgs([]string{"python3-tabulate=0.8.9-1"}, nil)
-	m.Languages[2].Image = "my/own:image"
+	own := slices.IndexFunc(m.Languages, func(l manifest.Language) bool { return l.Name == "bash" })
+	m.Languages[own].Image = "my/own:image"
 	am, plan := Apply(m)
-	if len(plan) != 2 || plan[0].Base != manifest.DefaultImage || plan[1].Base != "my/own:image" || len(plan[0].Languages) != 2 {
+	if len(plan) != 2 || plan[0].Base != manifest.DefaultImage || plan[1].Base != "my/own:image" || len(plan[0].Languages) != len(m.Languages)-1 {
 		t.Fatalf("plan = %+v", plan)
 	}
 	for i, l := range am.Languages {
 		want := plan[0].Tag
-		if i == 2 {
+		if i == own {
 			want = plan[1].Tag
 		}
 		if l.Image != want {
 			t.Errorf("%s runs on %s, want %s", l.Name, l.Image, want)
 		}
 	}
-	if m.Languages[0].Image != manifest.DefaultImage || m.Languages[2].Image != "my/own:image" {
+	if m.Languages[0].Image != manifest.DefaultImage || m.Languages[own].Image != "my/own:image" {
 		t.Errorf("the loaded manifest was changed: %+v", m.Languages)
 	}
 }
