@@ -149,7 +149,15 @@ func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sand
 	// before it: a client that does not wait for initialize (Codex)
 	// would start without runbox's tools.
 	described := make(chan *manifest.Manifest, 1)
-	go prepareEngine(ctx, m, runner, derivedImages, described, logger)
+	// stop cancels the probes and waits for them: a probe's box still
+	// running when the server stops is removed by its run, before the
+	// runner closes (on Podman a box outlives its server's attach).
+	pctx, pcancel := context.WithCancel(ctx)
+	prepared := make(chan struct{})
+	go func() {
+		defer close(prepared)
+		prepareEngine(pctx, m, runner, derivedImages, described, logger)
+	}()
 	var r sandbox.Runner = runner
 	if m.Cache.Enabled {
 		r = sandbox.NewCache(runner, m, runner.ImageDigest)
@@ -163,6 +171,8 @@ func serving(ctx context.Context, cfg config, m *manifest.Manifest, runner *sand
 	// the probes beside serving confirm or correct it.
 	s = mcpserver.New(describeFromCache(m), r, opts)
 	return s, opts.Metrics, func() {
+		pcancel()
+		<-prepared
 		opts.Upstream.Close()
 		auditLog.Close()
 	}, nil
