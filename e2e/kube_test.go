@@ -324,8 +324,8 @@ func TestKubeTwoInstances(t *testing.T) {
 func TestKubePool(t *testing.T) {
 	// Pooled pods hold their CPU request while they wait: 3 × 0.25 fits
 	// the 2-core test node next to a running pod.
-	s := kubeServer(t, "pool:\n  size: 1\nlimits:\n  cpus: 0.25\n")
 	langs := []string{"python", "javascript", "bash"}
+	s := kubeServer(t, "pool:\n  size: 1\nlimits:\n  cpus: 0.25\n"+poolOf(t, langs...))
 	waitIdle := func() {
 		deadline := time.Now().Add(60 * time.Second)
 		for time.Now().Before(deadline) {
@@ -406,7 +406,7 @@ func TestKubeLatency(t *testing.T) {
 		t.Logf("cold python runs: %v", measure(t, kubeServer(t, "limits:\n  cpus: 0.5\n"), 5))
 	})
 	t.Run("warm", func(t *testing.T) {
-		t.Logf("warm python runs: %v", measure(t, kubeServer(t, "pool:\n  size: 1\nlimits:\n  cpus: 0.5\n"), 5))
+		t.Logf("warm python runs: %v", measure(t, kubeServer(t, "pool:\n  size: 1\nlimits:\n  cpus: 0.5\n"+poolOf(t, "python", "javascript", "bash")), 5))
 	})
 	// The same on the Docker backend, for comparison.
 	docker := func(t *testing.T, extra string) *server {
@@ -418,7 +418,7 @@ func TestKubeLatency(t *testing.T) {
 		t.Logf("docker cold python runs: %v", measure(t, docker(t, ""), 5))
 	})
 	t.Run("docker-warm", func(t *testing.T) {
-		t.Logf("docker warm python runs: %v", measure(t, docker(t, "pool:\n  size: 1\n"), 5))
+		t.Logf("docker warm python runs: %v", measure(t, docker(t, "pool:\n  size: 1\n"+poolOf(t, "python", "javascript", "bash")), 5))
 	})
 }
 

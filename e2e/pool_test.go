@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/manifest"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -55,7 +58,7 @@ func waitRunningPooled(t *testing.T, pid int, lang string) {
 // TestWarmPool: pooled boxes answer exactly as cold ones, each serves one
 // job, the pool refills, and shutdown leaves nothing behind.
 func TestWarmPool(t *testing.T) {
-	p := writeManifest(t, "pool:\n  size: 2\n")
+	p := writeManifest(t, "pool:\n  size: 2\n"+poolOf(t, "python", "javascript", "bash"))
 	s := startServer(t, nil, "--manifest", p)
 	pid := s.cmd.Process.Pid
 	waitPooled(t, pid, 6) // 2 per language
@@ -256,7 +259,7 @@ func TestPooledGVisorMatchesCold(t *testing.T) {
 // TestPrestartedInterpreterMatchesCold: a pooled box whose interpreter
 // preloaded numpy and pandas gives exactly a cold run's result.
 func TestPrestartedInterpreterMatchesCold(t *testing.T) {
-	p := writeManifest(t, "pool:\n  size: 1\n")
+	p := writeManifest(t, "pool:\n  size: 1\n"+poolOf(t, "python", "javascript", "bash"))
 	s := startServer(t, nil, "--manifest", p)
 	defer s.close()
 	waitPooled(t, s.cmd.Process.Pid, 3)
@@ -311,4 +314,26 @@ func TestPrestartedInterpreterMatchesCold(t *testing.T) {
 			t.Fatalf("a pooled box that waited %d s had not preloaded pandas: %q %q", try*3, r.Stdout, r.Stderr)
 		}
 	}
+}
+
+// poolOf is a manifest's languages section with only the default
+// languages named: a pool test that counts or times its boxes pools the
+// languages it runs (TypeScript's boxes load the compiler as they start,
+// seconds of CPU a box, which a test of the other languages need not pay).
+func poolOf(t *testing.T, names ...string) string {
+	t.Helper()
+	var langs []manifest.Language
+	for _, l := range manifest.Default().Languages {
+		if slices.Contains(names, l.Name) {
+			langs = append(langs, l)
+		}
+	}
+	if len(langs) != len(names) {
+		t.Fatalf("languages %v: not all are default languages", names)
+	}
+	b, err := json.Marshal(langs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "languages: " + string(b) + "\n"
 }
