@@ -39,6 +39,13 @@ func imageLanguages(t *testing.T) string {
 	for i := range langs {
 		langs[i].Image = img
 	}
+	return languagesSection(t, langs)
+}
+
+// languagesSection is a manifest's languages section listing langs (a
+// list replaces the default one).
+func languagesSection(t *testing.T, langs []manifest.Language) string {
+	t.Helper()
 	b, err := json.Marshal(langs)
 	if err != nil {
 		t.Fatal(err)

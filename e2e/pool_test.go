@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -331,9 +330,5 @@ func poolOf(t *testing.T, names ...string) string {
 	if len(langs) != len(names) {
 		t.Fatalf("languages %v: not all are default languages", names)
 	}
-	b, err := json.Marshal(langs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "languages: " + string(b) + "\n"
+	return languagesSection(t, langs)
 }
