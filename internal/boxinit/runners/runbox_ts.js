@@ -370,7 +370,8 @@ class Session {
   cell(file, text, check) {
     if (check) {
       const again = new Set();
-      for (const im of cellImports(text)) for (const n of im.names) again.add(n);
+      const imports = cellImports(text);
+      for (const im of imports) for (const n of im.names) again.add(n);
       const superseded = this.importsInHead.filter((im) => im.names.some((n) => again.has(n)));
       let head = this.head;
       for (const im of superseded) head = head.slice(0, im.start) + head.slice(im.start, im.end).replace(/[^\n]/g, ' ') + head.slice(im.end);
@@ -379,7 +380,7 @@ class Session {
       const diags = this.checker.check(file, whole, extra).filter((d) => !d.file || d.file.fileName !== file || d.start === undefined || d.start >= this.head.length);
       if (diags.length > 0) return { error: report(diags, this.headLines, file) };
       this.importsInHead = this.importsInHead.filter((im) => !superseded.includes(im))
-        .concat(cellImports(text).map((im) => ({ start: im.start + head.length, end: im.end + head.length, names: im.names })));
+        .concat(imports.map((im) => ({ start: im.start + head.length, end: im.end + head.length, names: im.names })));
       this.head = whole + '\n';
       this.headLines += text.split('\n').length;
     }
