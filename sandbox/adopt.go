@@ -186,7 +186,7 @@ func unheld(o outcome) bool {
 
 // reconnect opens a one-off box's channel again (a restarted server).
 func reconnect(ctx context.Context, conn Conn, max int64) (*channel, error) {
-	ch, w, err := openAgain(ctx, conn, max)
+	ch, w, err := openAgain(ctx, conn, max, APITimeout)
 	if err != nil {
 		return nil, err
 	}

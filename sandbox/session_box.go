@@ -82,8 +82,31 @@ func clientKey(client string) string {
 	return hex.EncodeToString(s[:16])
 }
 
-// connectSession opens the session box's channel (openAgain).
+// connectSession opens the session box's channel (openAgain). A box that
+// does not answer in APITimeout gets one more try on a new attach, waiting
+// longer: on a busy node (a Kubernetes node starting dozens of pods on two
+// cores) the box's process, or the attach stream to it, may come up late,
+// and an attach that never came up stays down however long one waits.
 func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*channel, error) {
+	ch, err := r.connectSessionOnce(ctx, ls, sessionAnswerWait)
+	if !errors.Is(err, errNoAnswer) || ctx.Err() != nil {
+		return ch, err
+	}
+	r.log.Info("session box did not answer yet: attaching again", "box", ls.box.ID(), "err", err)
+	// The failed attach is closed: the next Exchange attaches anew.
+	if _, spent := ls.box.(spentExchange); !spent {
+		r.sessionsOf().setBox(ls, spentExchange{ls.box})
+	}
+	return r.connectSessionOnce(ctx, ls, 3*sessionAnswerWait)
+}
+
+// sessionAnswerWait is how long a session box's first answer on a new
+// attach is awaited before attaching again.
+var sessionAnswerWait = APITimeout
+
+// connectSessionOnce opens the session box's channel, waiting at most wait
+// for the box's answer.
+func (r *BoxRunner) connectSessionOnce(ctx context.Context, ls *liveSession, wait time.Duration) (*channel, error) {
 	b := ls.box
 	conn, err := b.Exchange(ctx)
 	if err != nil {
@@ -97,7 +120,7 @@ func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*chann
 		}
 		r.sessionsOf().setBox(ls, b)
 	}
-	ch, _, err := openAgain(ctx, conn, maxStream(ls.limits))
+	ch, _, err := openAgain(ctx, conn, maxStream(ls.limits), wait)
 	if err != nil {
 		return nil, err
 	}
@@ -108,10 +131,14 @@ func (r *BoxRunner) connectSession(ctx context.Context, ls *liveSession) (*chann
 	return ch, nil
 }
 
+// errNoAnswer is a box that did not answer a channel's reset in time.
+var errNoAnswer = errors.New("the box did not answer")
+
 // openAgain opens a channel over conn to a box that may have served
 // another before: a reset that ends whatever a previous server left
-// half-written, the box's answer, and a new multiplexer session over it.
-func openAgain(ctx context.Context, conn Conn, max int64) (*channel, *initproto.ResetWriter, error) {
+// half-written, the box's answer (awaited at most wait), and a new
+// multiplexer session over it.
+func openAgain(ctx context.Context, conn Conn, max int64, wait time.Duration) (*channel, *initproto.ResetWriter, error) {
 	nonce := make([]byte, initproto.NonceSize)
 	_, _ = rand.Read(nonce)
 	w := initproto.NewResetWriter(conn)
@@ -133,8 +160,8 @@ func openAgain(ctx context.Context, conn Conn, max int64) (*channel, *initproto.
 	var a acked
 	select {
 	case a = <-done:
-	case <-time.After(APITimeout):
-		a.err = errors.New("the box did not answer")
+	case <-time.After(wait):
+		a.err = errNoAnswer
 	case <-ctx.Done():
 		a.err = ctx.Err()
 	}

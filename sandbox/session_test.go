@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,9 @@ type fakeSessionDriver struct {
 	// runbox-init does; otherwise they close it unread, as an older
 	// runbox-init does, and get each cell on a job stream.
 	cells bool
+	// hung is how many of the next attaches hang: what is written to
+	// them never reaches the box, and they read nothing until closed.
+	hung atomic.Int32
 }
 
 type fakeSessionBox struct {
@@ -117,7 +121,7 @@ func (b *fakeSessionBox) isDead() bool {
 // attach is a new attach: the box's output goes to it from now on.
 func (b *fakeSessionBox) attach() *fakeSessionAttach {
 	r, w := io.Pipe()
-	a := &fakeSessionAttach{b: b, r: r}
+	a := &fakeSessionAttach{b: b, r: r, hung: b.d.hung.Add(-1) >= 0}
 	b.mu.Lock()
 	if b.out != nil {
 		_ = b.out.Close()
@@ -294,6 +298,8 @@ type fakeSessionAttach struct {
 	r *io.PipeReader
 	// frozen: the server that holds this attach is dead (under b.mu).
 	frozen bool
+	// hung: nothing written to this attach reaches the box.
+	hung bool
 }
 
 func (a *fakeSessionAttach) isFrozen() bool {
@@ -351,6 +357,9 @@ func (c fakeSessionConn) Read(p []byte) (int, error) {
 func (c fakeSessionConn) Write(p []byte) (int, error) {
 	if c.a.isFrozen() {
 		return 0, io.ErrClosedPipe
+	}
+	if c.a.hung {
+		return len(p), nil
 	}
 	return c.a.b.stdinW.Write(p)
 }
@@ -614,5 +623,34 @@ func TestSessionCellsStreamUnknown(t *testing.T) {
 	}
 	if box := d.sboxs[0]; box.cellsStreams != 0 {
 		t.Fatalf("the box served %d cells streams", box.cellsStreams)
+	}
+}
+
+// A session box whose first attach never carries the reset (a busy node's
+// attach that never came up) is attached again, and the session opens.
+// One that stays silent on the second attach too fails the open, and its
+// box goes.
+func TestSessionOpenAttachesAgain(t *testing.T) {
+	defer func(w time.Duration) { sessionAnswerWait = w }(sessionAnswerWait)
+	sessionAnswerWait = 50 * time.Millisecond
+	ctx := context.Background()
+	d, r, m := sessionRunner(t, nil)
+	lang, _ := m.Language("python")
+	d.hung.Store(1)
+	info, fail := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "c", Limits: m.SessionLimits()})
+	if fail != nil {
+		t.Fatal(fail)
+	}
+	job := testJob(t, m, 5*time.Second)
+	job.Code = "x"
+	if res := r.RunInSession(ctx, info.ID, "c", RunRequest{Job: job}); res.Status != contract.StatusOK || res.Stdout != "x" {
+		t.Fatalf("the first cell: %+v %q", res.Error, res.Stdout)
+	}
+	d.hung.Store(2)
+	if _, fail := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "c", Limits: m.SessionLimits()}); fail == nil || !strings.Contains(fail.Message, "did not answer") {
+		t.Fatalf("a box that never answers: %+v", fail)
+	}
+	if !d.sboxs[1].isDead() {
+		t.Fatal("the silent box was left running")
 	}
 }
