@@ -79,12 +79,18 @@ func (hd *handle) kindID() (string, string) {
 	return recordRun, hd.RunID
 }
 
-// beginTask registers the run of task's call, durable at once (so that a
-// restarted server finds it by task id), outside the run_wait registry.
+// beginTask registers the run of task's call, by task id, outside the
+// run_wait registry: its result is the task's, rendered when the client
+// collects the task (TaskAnswer). With a store it is durable at once, so
+// that a restarted server finds it by task id.
 func (h *Handles) beginTask(owner, tool, task string, c Call) *handle {
+	h.sweep()
 	hd := &handle{Held: Held{RunID: runs.NewRunID(), Owner: owner, Tool: tool, Language: c.Args.Language, Started: h.now()},
 		cancel: func() {}, done: make(chan struct{})}
 	hd.taskID, hd.call = task, runs.RecordCall(c)
+	h.mu.Lock()
+	h.tasks[task] = hd
+	h.mu.Unlock()
 	h.persist(hd)
 	return hd
 }
@@ -401,7 +407,7 @@ func (h *Handles) sweepStore() {
 // AdoptTask finishes, in a restarted server, the run of an MCP task
 // whose server stopped: the answer of its stored result, or of the adopted
 // run's once it ends (cancelling ctx cancels the run), or one saying it is
-// lost.
+// lost. A run it finds keeps its result in the store (TaskRun).
 func (d Deps) AdoptTask(ctx context.Context, taskID string) *mcp.CallToolResult {
 	h := d.Handles
 	lost := func(why string) *mcp.CallToolResult {
@@ -436,4 +442,74 @@ func (d Deps) AdoptTask(ctx context.Context, taskID string) *mcp.CallToolResult 
 		case <-t.C:
 		}
 	}
+}
+
+// TaskRun names the ended run of task taskID's call (Handles.TaskRun).
+func (d Deps) TaskRun(taskID string) (runID string, ok bool) { return d.Handles.TaskRun(taskID) }
+
+// TaskRun names the ended run of task taskID's call, whose result is the
+// task's: kept in memory, or in the store. ok is false for a task whose
+// call ran no run (refused before it, or asking the client first).
+func (h *Handles) TaskRun(taskID string) (runID string, ok bool) {
+	if h == nil {
+		return "", false
+	}
+	h.mu.Lock()
+	hd, here := h.tasks[taskID]
+	if here {
+		runID, ok = hd.RunID, !hd.Ended.IsZero()
+	}
+	h.mu.Unlock()
+	if here || h.store == nil {
+		return runID, ok
+	}
+	rec, ok := h.load(recordTaskRun, taskID)
+	if !ok || rec.Ended.IsZero() {
+		return "", false
+	}
+	return rec.RunID, true
+}
+
+// TaskAnswer renders the result of task taskID's run (TaskRun) for its
+// client, as its call answered it (contentOnly: without the structured
+// content, for a client that reads content only); a result no longer kept
+// answers that it is lost.
+func (d Deps) TaskAnswer(ctx context.Context, taskID string, contentOnly bool) *mcp.CallToolResult {
+	m, h := d.Manifest, d.Handles
+	res, ok := h.taskResult(ctx, d, taskID)
+	if !ok {
+		res = contract.Fail(contract.Job{}, contract.RunLost("its result is no longer kept"))
+		res.Isolation = m.Isolation
+	}
+	out := ToCallToolResult(m, contract.ForModel(res, m.Limits.AnswerChars))
+	if contentOnly {
+		out.StructuredContent = nil
+	}
+	return out
+}
+
+// taskResult is the result of task taskID's ended run: in memory, or read
+// back from the store (its resources kept again for the run's owner).
+func (h *Handles) taskResult(ctx context.Context, d Deps, taskID string) (contract.Result, bool) {
+	if h == nil {
+		return contract.Result{}, false
+	}
+	h.mu.Lock()
+	hd, here := h.tasks[taskID]
+	var res *contract.Result
+	if here {
+		res = hd.Result
+	}
+	h.mu.Unlock()
+	if res != nil {
+		return *res, true
+	}
+	if h.store == nil {
+		return contract.Result{}, false
+	}
+	rec, ok := h.load(recordTaskRun, taskID)
+	if !ok || rec.Ended.IsZero() {
+		return contract.Result{}, false
+	}
+	return d.storedResult(ctx, rec), true
 }

@@ -421,6 +421,16 @@ func TestDurableTaskRun(t *testing.T) {
 	}
 	close(r.release)
 	<-done
+	// The store keeps the ended run's result, the only copy.
+	a.Handles.mu.Lock()
+	inMemory := len(a.Handles.tasks)
+	a.Handles.mu.Unlock()
+	if runID, ok := a.TaskRun("TASK1"); !ok || inMemory != 0 {
+		t.Fatalf("the ended task's run: %q %v, %d in memory", runID, ok, inMemory)
+	}
+	if res := a.TaskAnswer(context.Background(), "TASK1", false); res.IsError {
+		t.Fatalf("the ended task's answer: %+v", res)
+	}
 
 	adopter := &fakeAdopter{release: make(chan struct{})}
 	close(adopter.release)
@@ -442,6 +452,12 @@ func TestDurableTaskRun(t *testing.T) {
 	}
 	if res := decode(b.AdoptTask(context.Background(), "TASK2")); res.Stdout != "adopted box9\n" || res.RunID != "r_2" {
 		t.Fatalf("the adopted task: %+v", res)
+	}
+	if runID, ok := b.TaskRun("TASK2"); !ok || runID != "r_2" {
+		t.Fatalf("the adopted task's run: %q %v", runID, ok)
+	}
+	if res := decode(b.TaskAnswer(context.Background(), "TASK2", false)); res.Stdout != "adopted box9\n" {
+		t.Fatalf("the adopted task's answer: %+v", res)
 	}
 	if res := decode(b.AdoptTask(context.Background(), "NOSUCHTASK")); res.Error == nil || !strings.Contains(res.Error.Message, "lost") {
 		t.Fatalf("a task with no record: %+v", res)

@@ -100,8 +100,14 @@ type Handles struct {
 	base context.Context
 	stop context.CancelFunc
 
-	mu     sync.Mutex
-	runs   map[string]*handle
+	// taskKeep is how long a task's run stays in tasks (TaskTTL).
+	taskKeep time.Duration
+
+	mu   sync.Mutex
+	runs map[string]*handle
+	// tasks are the runs of MCP tasks' calls, by task id: while they
+	// run, and once ended, with their result, when no store keeps it.
+	tasks  map[string]*handle
 	long   map[string]int
 	nLong  int
 	closed bool
@@ -119,9 +125,19 @@ func NewHandles(m *manifest.Manifest, log *audit.Log, metrics BackgroundMetrics,
 		within: m.Limits.AnswerWithin(), keep: max(m.Artifacts.TTL(), time.Minute),
 		maxKept:   max(64, 4*m.Limits.MaxBackgroundRuns),
 		perClient: m.Limits.MaxBackgroundRunsPerClient, total: m.Limits.MaxBackgroundRuns,
-		audit: log, metrics: metrics, logger: logger, now: time.Now, m: m,
-		base: base, stop: stop, runs: map[string]*handle{}, long: map[string]int{},
+		audit: log, metrics: metrics, logger: logger, now: time.Now, m: m, taskKeep: TaskTTL(m),
+		base: base, stop: stop, runs: map[string]*handle{}, tasks: map[string]*handle{}, long: map[string]int{},
 	}
+}
+
+// TaskTTL is an MCP task's time to live: as long as the longest run may
+// take, then as long as its run's files are kept.
+func TaskTTL(m *manifest.Manifest) time.Duration {
+	ttl := m.Limits.MaxTimeout() + m.Artifacts.TTL()
+	if ttl <= 0 {
+		ttl = time.Hour
+	}
+	return ttl
 }
 
 // take counts a long run of owner, or says which cap refuses it.
@@ -217,13 +233,22 @@ func (h *Handles) finish(hd *handle, res contract.Result) {
 	h.mu.Lock()
 	hd.decided = true
 	hd.Result, hd.Ended = &res, h.now()
-	if hd.Background {
+	switch {
+	case hd.Background:
 		h.releaseLocked(hd.Owner)
-	} else {
+	case hd.taskID == "":
 		delete(h.runs, hd.RunID)
 	}
 	h.mu.Unlock()
 	h.ended(hd)
+	if hd.taskID != "" && hd.durable {
+		// The store keeps the task's result from now on.
+		h.mu.Lock()
+		if h.tasks[hd.taskID] == hd {
+			delete(h.tasks, hd.taskID)
+		}
+		h.mu.Unlock()
+	}
 	close(hd.done)
 }
 
@@ -394,6 +419,7 @@ func (h *Handles) sweep() {
 		}
 	}
 	sort.Slice(ended, func(i, j int) bool { return ended[i].Ended.Before(ended[j].Ended) })
+	h.sweepTasksLocked(now)
 	var gone []*handle
 	for i, hd := range ended {
 		if now.Sub(hd.Ended) >= h.keep || len(ended)-i > h.maxKept {
@@ -412,6 +438,30 @@ func (h *Handles) sweep() {
 	}
 	for _, hd := range gone {
 		h.store.Delete(hd.kindID())
+	}
+}
+
+// maxKeptTasks bounds the ended task runs kept in memory (as the task
+// layer bounds its tasks).
+const maxKeptTasks = 1024
+
+// sweepTasksLocked drops the task runs whose task has expired, and the
+// oldest ended past maxKeptTasks.
+func (h *Handles) sweepTasksLocked(now time.Time) {
+	var ended []*handle
+	for id, hd := range h.tasks {
+		if now.Sub(hd.Started) >= h.taskKeep {
+			delete(h.tasks, id)
+		} else if !hd.Ended.IsZero() {
+			ended = append(ended, hd)
+		}
+	}
+	if len(ended) <= maxKeptTasks {
+		return
+	}
+	sort.Slice(ended, func(i, j int) bool { return ended[i].Ended.Before(ended[j].Ended) })
+	for _, hd := range ended[:len(ended)-maxKeptTasks] {
+		delete(h.tasks, hd.taskID)
 	}
 }
 
@@ -435,6 +485,7 @@ func (h *Handles) Close() {
 			going = append(going, hd)
 		}
 	}
+
 	h.mu.Unlock()
 	h.stop()
 	for _, e := range lines {

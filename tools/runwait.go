@@ -99,11 +99,9 @@ func (d Deps) answerCall(ctx context.Context, req mcp.CallToolRequest, c Call) *
 			return answer(ctx, m, nil, d.refused(c, *bad))
 		}
 		defer h.release(owner)
-		if h.store == nil {
-			return answer(ctx, m, d.Store, d.Run(ctx, c))
-		}
-		// A task's call is durable from its start: its record, by task
-		// id, lets a restarted server finish the task.
+		// A task's run is kept by task id, its result the task's; with a
+		// store it is durable from its start: its record lets a
+		// restarted server finish the task.
 		hd := h.beginTask(owner, req.Params.Name, task, c)
 		c.RunID, c.Hold = hd.RunID, heldRun{h, hd}
 		res := d.Run(ctx, c)

@@ -330,6 +330,43 @@ func TestTaskCallIsNotCut(t *testing.T) {
 	}
 }
 
+// A task's run stays in the registry, by task id, once it ended: its
+// result is the task's, rendered when the task is collected as the call
+// answered it; it goes once the task has expired.
+func TestTaskRunKeepsTheTasksResult(t *testing.T) {
+	r := newGateRunner()
+	close(r.release)
+	d, _, _ := handleDeps(t, 20*time.Millisecond, 4, 16, r)
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = RunCodeName, slowCall
+	req.Params.Meta = &mcp.Meta{ProgressToken: TaskCallPrefix + "T1"}
+	out, _ := RunCode(d).Handler(WithPrincipal(context.Background(), "alice"), req)
+	runID, ok := d.TaskRun("T1")
+	if !ok || !strings.HasPrefix(runID, "r_") {
+		t.Fatalf("the task's run: %q %v", runID, ok)
+	}
+	if _, ok := d.TaskRun("T2"); ok {
+		t.Fatal("a task that ran nothing has a run")
+	}
+	call, _ := json.Marshal(out)
+	again, _ := json.Marshal(d.TaskAnswer(context.Background(), "T1", false))
+	if string(call) != string(again) {
+		t.Fatalf("the task's answer changed:\n%s\n%s", call, again)
+	}
+	if plain := d.TaskAnswer(context.Background(), "T1", true); plain.StructuredContent != nil {
+		t.Fatal("a content-only answer has structured content")
+	}
+	if lost := d.TaskAnswer(context.Background(), "T2", false); !lost.IsError || !strings.Contains(lost.Content[0].(mcp.TextContent).Text, "no longer kept") {
+		t.Fatalf("the answer of a run not kept: %+v", lost)
+	}
+	h := d.Handles
+	h.now = func() time.Time { return time.Now().Add(h.taskKeep) }
+	h.sweep()
+	if _, ok := d.TaskRun("T1"); ok {
+		t.Fatal("the run of an expired task is kept")
+	}
+}
+
 // A finished run nobody collects is dropped after its keeping time, and
 // its audit line says abandoned; so are those left when the server stops.
 func TestAbandonedRuns(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/audit"
@@ -88,7 +89,8 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 	// The Tasks extension (tasks.go) is served on every transport: stdio,
 	// streamable HTTP and SSE (tasks_sse.go).
 	opts = append(opts, server.WithExtensions(map[string]any{ExtensionTasks: map[string]any{}}))
-	s := server.NewMCPServer(Name, o.Version, append(opts,
+	info := implementation(o.Version)
+	s := server.NewMCPServer(info.Name, info.Version, append(opts,
 		server.WithToolCapabilities(true),
 		server.WithResourceCapabilities(false, false),
 		server.WithPromptCapabilities(true),
@@ -100,8 +102,8 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 		server.WithInstructions(instructions(m)),
 		server.WithToolFilter(tools.ToolsForClient),
 		server.WithToolFilter(tools.ViewForClient),
-		server.WithIcons(tools.Icons...),
-		server.WithTitle("runbox: run code in a sandbox"),
+		server.WithIcons(info.Icons...),
+		server.WithTitle(info.Title),
 	)...)
 	store := runs.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
 	deps := tools.Deps{Service: runs.Service{Manifest: m, Runner: r, Budgets: runs.NewBudgets(m.Budgets),
@@ -144,7 +146,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 	// Last: every tool registered before the saved ones is a built-in,
 	// which no saved tool may shadow or delete.
 	addSaved(s, m, deps, o)
-	layer := newTaskLayer(s, m, builtins, logger, o.Runs, deps.AdoptTask)
+	layer := newTaskLayer(s, m, builtins, logger, o.Runs, deps, info)
 	mr := tools.ManifestResource(d.current)
 	s.AddResource(mr.Resource, mr.Handler)
 	vr := tools.ViewResource()
@@ -167,6 +169,13 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 		}()
 	}
 	return &Server{mcp: s, m: m, logger: logger, handles: deps.Handles, tasks: layer}
+}
+
+// implementation is the server as it names itself: in initialize, and in
+// the _meta of every result of protocol 2026-07-28 (mcp-go's, and a task's
+// result rendered by the task layer).
+func implementation(version string) mcp.Implementation {
+	return mcp.Implementation{Name: Name, Version: version, Title: "runbox: run code in a sandbox", Icons: tools.Icons}
 }
 
 // MCP is mcp-go's server, for an in-process client.
