@@ -18,6 +18,7 @@ import (
 	"github.com/runbox-mcp/runbox/metrics"
 	"github.com/runbox-mcp/runbox/prompts"
 	"github.com/runbox-mcp/runbox/runs"
+	"github.com/runbox-mcp/runbox/runs/inflight"
 	"github.com/runbox-mcp/runbox/sandbox"
 	"github.com/runbox-mcp/runbox/tools"
 	"github.com/runbox-mcp/runbox/upstream"
@@ -56,10 +57,10 @@ type Server struct {
 	mcp    *server.MCPServer
 	m      *manifest.Manifest
 	logger *slog.Logger
-	// handles are the long runs in the background; nil for a server
-	// without runbox's tools.
-	handles *tools.Handles
-	tasks   tasksLayer
+	// inFlight are the runs in flight (long runs, tasks' runs); nil for
+	// a server without runbox's tools.
+	inFlight *inflight.Registry
+	tasks    tasksLayer
 
 	closeOnce sync.Once
 }
@@ -108,13 +109,13 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 	store := runs.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
 	deps := tools.Deps{Service: runs.Service{Manifest: m, Runner: r, Budgets: runs.NewBudgets(m.Budgets),
 		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics, Ask: tools.Elicit}, Store: store}
-	var bm tools.BackgroundMetrics
+	var bm inflight.BackgroundMetrics
 	if o.Metrics != nil {
 		bm = o.Metrics
 	}
-	deps.Handles = tools.NewHandles(m, o.Audit, bm, logger)
+	deps.InFlight = inflight.New(deps.Service, store, bm)
 	if o.Runs != nil {
-		deps.Handles.Durable(o.Runs, r)
+		deps.InFlight.Durable(o.Runs, r)
 	}
 	if hasUpstream(o) {
 		deps.Upstream = o.Upstream
@@ -168,7 +169,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 			}
 		}()
 	}
-	return &Server{mcp: s, m: m, logger: logger, handles: deps.Handles, tasks: layer}
+	return &Server{mcp: s, m: m, logger: logger, inFlight: deps.InFlight, tasks: layer}
 }
 
 // implementation is the server as it names itself: in initialize, and in
@@ -187,8 +188,8 @@ func (s *Server) MCP() *server.MCPServer { return s.mcp }
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.tasks.close()
-		if s.handles != nil {
-			s.handles.Close()
+		if s.inFlight != nil {
+			s.inFlight.Close()
 		}
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/runbox-mcp/runbox/internal/runstore"
 	"github.com/runbox-mcp/runbox/internal/tasks"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs/inflight"
 	"github.com/runbox-mcp/runbox/tools"
 )
 
@@ -29,7 +30,7 @@ import (
 // the call itself goes on to mcp-go with an id of the layer's own, on the
 // same transport path as any call (so the result is today's, byte for
 // byte). A call that ran a run leaves its result in the run registry
-// (tools.Handles), the task naming the run, and tasks/get renders it from
+// (runs/inflight), the task naming the run, and tasks/get renders it from
 // there as the call answered it; the layer keeps only the answer of a call
 // that ran none. tasks/cancel cancels that call (the box is killed as for
 // any cancelled call).
@@ -104,7 +105,7 @@ type taskRuns interface {
 }
 
 func newTaskLayer(s *server.MCPServer, m *manifest.Manifest, builtins map[string]bool, logger *slog.Logger, runs *runstore.Store, reg taskRuns, info mcp.Implementation) *taskLayer {
-	ttl := tools.TaskTTL(m)
+	ttl := inflight.TaskTTL(m)
 	base, stop := context.WithCancel(context.Background())
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
