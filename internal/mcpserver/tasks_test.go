@@ -19,6 +19,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/runstore"
+	"github.com/runbox-mcp/runbox/internal/tasks"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
@@ -614,5 +615,15 @@ func TestTasksOverSSE(t *testing.T) {
 	}
 	if leaked.Load() != 0 {
 		t.Fatalf("%d messages of the task's own call reached the client", leaked.Load())
+	}
+}
+
+// A completed task an earlier version wrote keeps its call's answer and
+// names no run: tasks/get answers that answer as it was kept.
+func TestTaskOfAnEarlierVersion(t *testing.T) {
+	l := &taskLayer{}
+	kept := json.RawMessage(`{"content":[{"type":"text","text":"kept"}]}`)
+	if got := l.result(tasks.Task{ID: "T", Status: tasks.Completed, Result: kept}); string(got) != string(kept) {
+		t.Fatalf("the kept answer: %s", got)
 	}
 }
