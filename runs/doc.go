@@ -6,12 +6,14 @@
 // outputs folder, the artifact store that keeps recent runs' files, the
 // format of a long run's record in the run store (Record, its result kept
 // as a KeptResult rather than a rendered answer) and which boxes those
-// records hold (KeepsBox).
+// records hold (KeepsBox). Its subpackage inflight is the registry of runs
+// in flight (long runs, MCP tasks' runs) that keeps those records.
 //
-// A call names its run id and its long run's record itself (Call.RunID,
-// Call.Hold): nothing travels in context values. The MCP layer (tools)
-// decodes and renders; `runbox run`, `runbox replay` and doctor call
-// Service.Run directly. The package imports no MCP server code (tools,
+// A call names its run id and its entry in that registry itself
+// (Call.RunID, Call.Hold): nothing travels in context values. The MCP
+// layer (tools) decodes and renders; `runbox run`, `runbox replay` and
+// doctor call Service.Run directly. The package (and inflight) imports no
+// MCP server code (tools,
 // internal/mcpserver, prompts, mcp-go's server), which imports_test.go
 // checks for it and for every caller outside the MCP layer; it knows no
 // engine (it runs calls through a sandbox.Runner) and treats the manifest

@@ -49,11 +49,12 @@ func banned(list []string, prefixes ...string) string {
 }
 
 // The run service sits below the MCP layer, and what runs boxes without
-// serving MCP uses it without the layer: the service, doctor and the MCP
-// bundle's script build on none of the layer and import no mcp-go;
-// cmd/runbox reaches MCP only through internal/mcpserver, for serve.
+// serving MCP uses it without the layer: the service, its registry of runs
+// in flight, doctor and the MCP bundle's script build on none of the layer
+// and import no mcp-go; cmd/runbox reaches MCP only through
+// internal/mcpserver, for serve.
 func TestNoMCPLayerBelowIt(t *testing.T) {
-	below := []string{".", "../internal/doctor", "../scripts/mcpb"}
+	below := []string{".", "./inflight", "../internal/doctor", "../scripts/mcpb"}
 	for pkg, deps := range imports(t, true, below...) {
 		if p := banned(deps, mcpLayer...); p != "" {
 			t.Errorf("%s builds on %s", strings.TrimPrefix(pkg, module), p)

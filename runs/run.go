@@ -71,8 +71,9 @@ type Call struct {
 	// RunID is the run's id, chosen by the caller (a long run's handle
 	// names it before the run starts); empty: a new one.
 	RunID string
-	// Hold is the long run's record that follows the run, when it has
-	// one (the MCP layer's run handles); nil: none.
+	// Hold is the run's entry in the registry of runs in flight, which
+	// follows the run when it has one (runs/inflight: a long run, an MCP
+	// task's call); nil: none.
 	Hold Hold
 }
 

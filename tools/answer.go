@@ -99,17 +99,9 @@ func answer(ctx context.Context, m *manifest.Manifest, store *runs.ArtifactStore
 	return rendered(ctx, m, shown)
 }
 
-// keepResources keeps a result's resources (artifacts, displays, the
-// streams its answer cuts) in the store for the caller, PrincipalOf(ctx),
-// as answer does, for a run whose answer is rendered later (render).
-func keepResources(ctx context.Context, m *manifest.Manifest, store *runs.ArtifactStore, res contract.Result) {
-	if store != nil {
-		store.Put(PrincipalOf(ctx), res, contract.ForModel(res, m.Limits.AnswerChars))
-	}
-}
-
-// render is the answer of a result whose resources were kept already
-// (keepResources): a long run's, when its client collects it.
+// render is the answer of a result whose resources were kept already (by
+// the registry of runs in flight, runs/inflight): a call's, or a long
+// run's when its client collects it.
 func render(ctx context.Context, m *manifest.Manifest, res contract.Result) *mcp.CallToolResult {
 	return rendered(ctx, m, contract.ForModel(res, m.Limits.AnswerChars))
 }

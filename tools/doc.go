@@ -6,14 +6,15 @@
 // over a typed Call), which Deps embeds. The run_code handler and every
 // saved tool call it after settling the call's input requests (roots,
 // approvals, who calls), and turn its contract.Result into a
-// CallToolResult. Around it for MCP calls, the run handle (runwait.go,
-// handles.go): a run still going after limits.answer_within_seconds
-// answers status running and goes on; run_wait collects it, run_cancel
-// stops it; long runs (those, and calls made as MCP tasks) are capped per
-// client and per server, and kept in the run store so that they outlive
-// the process: a restarted server answers a finished one's result and
-// adopts a running one through the runner (durable.go); a handle follows
-// its run as the call's runs.Hold. Every failure an agent can fix, bad arguments
+// CallToolResult. Around it for MCP calls, the run handle (runwait.go):
+// a run still going after limits.answer_within_seconds answers status
+// running and goes on; run_wait collects it, run_cancel stops it. The
+// registry of runs in flight (runs/inflight) does the work below MCP: it
+// caps long runs (those, and calls made as MCP tasks), keeps their results
+// and their records in the run store, and adopts a restarted server's
+// runs; this package reads a call's bound and task from the request and
+// renders the answers, a task's result included when the task layer
+// collects it (taskruns.go). Every failure an agent can fix, bad arguments
 // included, is a result with isError and a typed error.kind, never a
 // protocol error. The package knows nothing of Docker or Kubernetes: it
 // runs calls through a sandbox.Runner, and treats the manifest as

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/internal/stagetrace"
 	"github.com/runbox-mcp/runbox/runs"
+	"github.com/runbox-mcp/runbox/runs/inflight"
 )
 
 // RunCodeName is the tool's name.
@@ -24,10 +25,11 @@ type Deps struct {
 	runs.Service
 	// Store keeps artifacts readable as resources; nil keeps none.
 	Store *runs.ArtifactStore
-	// Handles answers runs past limits.answer_within_seconds with a
-	// handle and caps long runs (runwait.go); nil: every call waits for
-	// its run.
-	Handles *Handles
+	// InFlight is the registry of runs in flight: it answers runs past
+	// limits.answer_within_seconds with a handle, keeps the runs of MCP
+	// tasks' calls and caps long runs (runwait.go); nil: every call waits
+	// for its run.
+	InFlight *inflight.Registry
 	// Exposures are the server's previews (session_expose), which the
 	// session tools name with their sessions; nil: none.
 	Exposures *expose.Set

@@ -10,16 +10,16 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/runbox-mcp/runbox/audit"
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/runs"
-	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/runbox-mcp/runbox/runs/inflight"
 )
 
 // A run that outlasts limits.answer_within_seconds answers with a handle
 // (status running, its run_id) and goes on in the background; run_wait
-// collects it, run_cancel stops it. This is the layer around the
-// pipeline (Deps.Run) that does it, and the two tools.
+// collects it, run_cancel stops it. The registry of runs in flight
+// (runs/inflight) does it around the pipeline; this is its MCP side: the
+// bound and the task a request names, the answers, and the two tools.
 
 // Tool names of the handle.
 const (
@@ -32,9 +32,6 @@ const (
 // call answers at once as a task, so it is never cut, but it is a long
 // run for the caps.
 const TaskCallPrefix = "runbox-task/"
-
-// isTaskCall reports whether req is a task's call.
-func isTaskCall(req mcp.CallToolRequest) bool { return taskOf(req) != "" }
 
 // taskOf is the task id of a task's call, or "".
 func taskOf(req mcp.CallToolRequest) string {
@@ -58,9 +55,9 @@ const AnswerWithinMeta = "io.runbox/answer_within_seconds"
 
 // answerWithin is how long the call waits before answering running: the
 // client's AnswerWithinMeta, else the manifest's bound.
-func (h *Handles) answerWithin(req mcp.CallToolRequest) time.Duration {
+func answerWithin(req mcp.CallToolRequest, bound time.Duration) time.Duration {
 	if req.Params.Meta == nil {
-		return h.within
+		return bound
 	}
 	var secs float64
 	switch v := req.Params.Meta.AdditionalFields[AnswerWithinMeta].(type) {
@@ -73,112 +70,33 @@ func (h *Handles) answerWithin(req mcp.CallToolRequest) time.Duration {
 	case json.Number:
 		f, err := v.Float64()
 		if err != nil {
-			return h.within
+			return bound
 		}
 		secs = f
 	default:
-		return h.within
+		return bound
 	}
 	if !(secs >= 0) || secs > 24*3600 {
-		return h.within
+		return bound
 	}
 	return time.Duration(secs * float64(time.Second))
 }
 
 // answerCall runs the call and answers it: at its end, or with a handle
 // once limits.answer_within_seconds pass (a task's call is never cut, a
-// long run past the caps is refused).
+// long run past the caps is refused), through the registry of runs in
+// flight.
 func (d Deps) answerCall(ctx context.Context, req mcp.CallToolRequest, c Call) *mcp.CallToolResult {
-	m, h := d.Manifest, d.Handles
+	m, h := d.Manifest, d.InFlight
 	if h == nil {
 		return answer(ctx, m, d.Store, d.Run(ctx, c))
 	}
-	owner := c.Client
-	if task := taskOf(req); task != "" {
-		if bad := h.take(owner); bad != nil {
-			return answer(ctx, m, nil, d.refused(c, *bad))
-		}
-		defer h.release(owner)
-		if h.store == nil {
-			return answer(ctx, m, d.Store, d.Run(ctx, c))
-		}
-		// A task's call is durable from its start: its record, by task
-		// id, lets a restarted server finish the task.
-		hd := h.beginTask(owner, req.Params.Name, task, c)
-		c.RunID, c.Hold = hd.RunID, heldRun{h, hd}
-		res := d.Run(ctx, c)
-		h.finish(hd, res)
-		return answer(ctx, m, d.Store, res)
+	a := h.Call(ctx, d.Service, c, inflight.How{Tool: req.Params.Name, Task: taskOf(req), Within: answerWithin(req, h.Within())})
+	if a.Running != nil {
+		return d.running(ctx, *a.Running)
 	}
-	within := h.answerWithin(req)
-	if within <= 0 || h.within <= 0 {
-		return answer(ctx, m, d.Store, d.Run(ctx, c))
-	}
-	// The run outlives the call: its context keeps the call's values
-	// (the client, its session, the server) but not its end.
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	unhook := context.AfterFunc(h.base, cancel)
-	hd := h.begin(owner, req.Params.Name, c.Args.Language, cancel)
-	c.RunID, c.Hold = hd.RunID, heldRun{h, hd}
-	go func() {
-		defer unhook()
-		defer cancel()
-		res := d.Run(runCtx, c)
-		keepResources(runCtx, m, d.Store, res)
-		h.finish(hd, res)
-	}()
-	t := time.NewTimer(within)
-	defer t.Stop()
-	select {
-	case <-hd.done:
-		return render(ctx, m, *hd.Result)
-	case <-ctx.Done():
-		// The client gave up the call: stop the run, as a plain call.
-		cancel()
-		<-hd.done
-		return render(ctx, m, *hd.Result)
-	case <-t.C:
-	}
-	if h.toBackground(hd) {
-		h.mu.Lock()
-		hd.call = runs.RecordCall(c)
-		h.mu.Unlock()
-		h.persist(hd)
-		return d.running(ctx, hd)
-	}
-	if hd.refused != nil {
-		cancel()
-	}
-	<-hd.done
-	if hd.refused != nil {
-		res := contract.Fail(contract.Job{RunID: hd.RunID}, *hd.refused)
-		res.Language, res.Isolation = c.Args.Language, m.Isolation
-		return answer(ctx, m, nil, res)
-	}
-	return render(ctx, m, *hd.Result)
+	return render(ctx, m, a.Result)
 }
-
-// heldRun is a run handle as the pipeline sees it (runs.Hold).
-type heldRun struct {
-	h  *Handles
-	hd *handle
-}
-
-// OnSent joins the box's record to a durable handle's.
-func (r heldRun) OnSent() func(sandbox.Detached) {
-	if r.h.store == nil {
-		return nil
-	}
-	return func(det sandbox.Detached) { r.h.sent(r.hd, det) }
-}
-
-// End tells the handle the run is over, so its call waits for the answer
-// rather than answering running.
-func (r heldRun) End() *contract.ErrorInfo { return r.h.end(r.hd) }
-
-// Keep holds the run's audit line until the run is collected or
-// abandoned.
-func (r heldRun) Keep(e *audit.Entry) bool { return r.h.hold(r.hd, e) }
 
 // refused is the result of a call refused before it ran.
 func (d Deps) refused(c Call, bad contract.ErrorInfo) contract.Result {
@@ -190,11 +108,11 @@ func (d Deps) refused(c Call, bad contract.ErrorInfo) contract.Result {
 // running is the answer of a run still going: its handle, and its output
 // so far when its box tells it in time (cut to the answer's budget as a
 // result's is; the store keeps nothing of it: the result brings it all).
-func (d Deps) running(ctx context.Context, hd *handle) *mcp.CallToolResult {
-	res := contract.Result{RunID: hd.RunID, Language: hd.Language, Status: contract.StatusRunning,
-		Running: contract.StillRunning(time.Since(hd.Started), RunWaitName), Artifacts: []contract.Artifact{}, Isolation: d.Manifest.Isolation}
+func (d Deps) running(ctx context.Context, run inflight.Held) *mcp.CallToolResult {
+	res := contract.Result{RunID: run.RunID, Language: run.Language, Status: contract.StatusRunning,
+		Running: contract.StillRunning(time.Since(run.Started), RunWaitName), Artifacts: []contract.Artifact{}, Isolation: d.Manifest.Isolation}
 	if d.Runner != nil {
-		if p, ok := d.Runner.Peek(ctx, hd.RunID); ok {
+		if p, ok := d.Runner.Peek(ctx, run.RunID); ok {
 			res.Stdout, res.Stderr = p.Stdout, p.Stderr
 			res.StdoutBytes, res.StderrBytes = p.StdoutBytes, p.StderrBytes
 			res.StdoutTruncated, res.StderrTruncated = p.StdoutTruncated, p.StderrTruncated
@@ -218,8 +136,8 @@ type RunCancelArgs struct {
 // RunHandleTools are run_wait and run_cancel, when the manifest answers
 // long runs with a handle (limits.answer_within_seconds above 0).
 func RunHandleTools(d Deps) []server.ServerTool {
-	m, h := d.Manifest, d.Handles
-	if h == nil || h.within <= 0 {
+	m, h := d.Manifest, d.InFlight
+	if h == nil || h.Within() <= 0 {
 		return nil
 	}
 	within := m.Limits.AnswerWithinSeconds
@@ -233,37 +151,37 @@ func RunHandleTools(d Deps) []server.ServerTool {
 			if err := decodeStrict(req, &a); err != nil {
 				return answer(ctx, m, nil, d.refused(Call{}, contract.Invalid("bad arguments: %v", err))), nil
 			}
-			wait := h.within
+			wait := h.Within()
 			if a.WaitSeconds != nil {
 				if !(*a.WaitSeconds >= 0) {
 					return answer(ctx, m, nil, d.refused(Call{}, contract.Invalid("wait_seconds must be 0 or more, at most %g", within))), nil
 				}
 				wait = min(wait, time.Duration(*a.WaitSeconds*float64(time.Second)))
 			}
-			out, hd, ok := d.wait(ctx, PrincipalOf(ctx), a.RunID, wait)
-			return d.handleAnswer(ctx, a.RunID, out, hd, ok), nil
+			out, run, ok := h.Wait(ctx, PrincipalOf(ctx), a.RunID, wait)
+			return d.handleAnswer(ctx, a.RunID, out, run, ok), nil
 		}},
 		{Tool: cancelT, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var a RunCancelArgs
 			if err := decodeStrict(req, &a); err != nil {
 				return answer(ctx, m, nil, d.refused(Call{}, contract.Invalid("bad arguments: %v", err))), nil
 			}
-			out, hd, ok := d.cancelRun(ctx, PrincipalOf(ctx), a.RunID)
-			return d.handleAnswer(ctx, a.RunID, out, hd, ok), nil
+			out, run, ok := h.Cancel(ctx, PrincipalOf(ctx), a.RunID)
+			return d.handleAnswer(ctx, a.RunID, out, run, ok), nil
 		}},
 	}
 }
 
 // handleAnswer is run_wait's and run_cancel's answer: the run's result,
 // its handle again while it goes on, or an unknown run.
-func (d Deps) handleAnswer(ctx context.Context, id string, out *contract.Result, hd *handle, ok bool) *mcp.CallToolResult {
+func (d Deps) handleAnswer(ctx context.Context, id string, out *contract.Result, run inflight.Held, ok bool) *mcp.CallToolResult {
 	switch {
 	case !ok:
 		res := contract.Fail(contract.Job{RunID: id}, contract.UnknownRun(id))
 		res.Isolation = d.Manifest.Isolation
 		return answer(ctx, d.Manifest, nil, res)
 	case out == nil:
-		return d.running(ctx, hd)
+		return d.running(ctx, run)
 	}
 	return render(ctx, d.Manifest, *out)
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
-	"github.com/runbox-mcp/runbox/runs/runstest"
+	"github.com/runbox-mcp/runbox/runs/inflight"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -76,8 +76,8 @@ func handleDeps(t *testing.T, within time.Duration, perClient, total int, r *gat
 	m.Limits.MaxBackgroundRunsPerClient, m.Limits.MaxBackgroundRuns = perClient, total
 	d, _, read := pipeline(t, m, r)
 	bm := &bgMetrics{ended: map[string]int{}}
-	d.Handles = NewHandles(m, d.Audit, bm, nil)
-	t.Cleanup(d.Handles.Close)
+	d.InFlight = inflight.New(d.Service, d.Store, bm)
+	t.Cleanup(d.InFlight.Close)
 	return d, bm, func() []auditLine {
 		var out []auditLine
 		for _, e := range read() {
@@ -147,7 +147,7 @@ func TestRunWaitCollectsABackgroundRun(t *testing.T) {
 	if again.Status != contract.StatusRunning || again.RunID != first.RunID {
 		t.Fatalf("run_wait while running: %+v", again)
 	}
-	if total, mine := d.Handles.LongRuns("alice"); total != 1 || mine != 1 {
+	if total, mine := d.InFlight.LongRuns("alice"); total != 1 || mine != 1 {
 		t.Fatalf("long runs %d, alice's %d", total, mine)
 	}
 	close(r.release)
@@ -159,7 +159,7 @@ func TestRunWaitCollectsABackgroundRun(t *testing.T) {
 	if twice := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": first.RunID}); twice.Stdout != "done\n" {
 		t.Fatalf("second collection: %+v", twice)
 	}
-	if total, _ := d.Handles.LongRuns("alice"); total != 0 {
+	if total, _ := d.InFlight.LongRuns("alice"); total != 0 {
 		t.Fatalf("%d long runs held after the end", total)
 	}
 	if got := lines(); len(got) != 1 || got[0].run != first.RunID || got[0].background != "waited" {
@@ -167,24 +167,6 @@ func TestRunWaitCollectsABackgroundRun(t *testing.T) {
 	}
 	if bm.get("waited") != 1 {
 		t.Fatalf("metrics %+v", bm.ended)
-	}
-}
-
-// A run that ends within the bound answers as it always did: no handle,
-// no background line.
-func TestShortRunAnswersAsBefore(t *testing.T) {
-	r := newGateRunner()
-	close(r.release)
-	d, _, lines := handleDeps(t, 10*time.Second, 4, 16, r)
-	res := callAs(t, d, "alice", RunCodeName, slowCall)
-	if res.Status != contract.StatusOK || res.Stdout != "done\n" {
-		t.Fatalf("%+v", res)
-	}
-	if u := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": res.RunID}); u.Error == nil || u.Error.Kind != contract.KindInvalidRequest {
-		t.Fatalf("a foreground run has no handle: %+v", u)
-	}
-	if got := lines(); len(got) != 1 || got[0].background != "" || got[0].run != res.RunID {
-		t.Fatalf("audit %+v", got)
 	}
 }
 
@@ -208,20 +190,12 @@ func TestRunHandlesAreTheirOwners(t *testing.T) {
 	}
 }
 
-// run_wait waits at most the server's bound, whatever it asks; a
-// negative wait is a bad argument.
-func TestRunWaitIsBounded(t *testing.T) {
+// A negative wait_seconds is a bad argument.
+func TestRunWaitBadWait(t *testing.T) {
 	r := newGateRunner()
+	defer close(r.release)
 	d, _, _ := handleDeps(t, 200*time.Millisecond, 4, 16, r)
 	first := callAs(t, d, "alice", RunCodeName, slowCall)
-	start := time.Now()
-	res := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 3600})
-	if res.Status != contract.StatusRunning {
-		t.Fatalf("%+v", res)
-	}
-	if took := time.Since(start); took > 20*time.Second {
-		t.Fatalf("run_wait of 3600 s waited %v: the bound is 200 ms", took)
-	}
 	if bad := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": -1}); bad.Error == nil || bad.Error.Kind != contract.KindInvalidRequest {
 		t.Fatalf("negative wait: %+v", bad)
 	}
@@ -246,70 +220,8 @@ func TestRunCancelStopsTheRun(t *testing.T) {
 	if bm.get("cancelled") != 1 {
 		t.Fatalf("metrics %+v", bm.ended)
 	}
-	if total, _ := d.Handles.LongRuns("alice"); total != 0 {
+	if total, _ := d.InFlight.LongRuns("alice"); total != 0 {
 		t.Fatalf("%d long runs held after cancel", total)
-	}
-}
-
-// Past a client's cap, or the server's, a run that would go to the
-// background is stopped and refused with resource_limit/background_runs,
-// naming the cap; a task's call takes a long run from its start.
-func TestLongRunCaps(t *testing.T) {
-	r := newGateRunner()
-	d, _, lines := handleDeps(t, 50*time.Millisecond, 1, 2, r)
-	if a := callAs(t, d, "alice", RunCodeName, slowCall); a.Status != contract.StatusRunning {
-		t.Fatalf("alice's first: %+v", a)
-	}
-	refused := callAs(t, d, "alice", RunCodeName, slowCall)
-	if e := refused.Error; e == nil || e.Kind != contract.KindResourceLimit || e.Limit != contract.LimitBackgroundRuns ||
-		!contains(e.Message, "max_background_runs_per_client") {
-		t.Fatalf("alice past her cap: %+v", refused)
-	}
-	if !r.wasStopped(refused.RunID) {
-		t.Fatal("the refused run goes on")
-	}
-	// It is counted as what it answered.
-	deadline := time.Now().Add(20 * time.Second)
-	for counted := false; !counted; {
-		obs := d.Metrics.(*runstest.Observed)
-		for _, res := range obs.Results() {
-			if res.RunID == refused.RunID {
-				counted = true
-				if res.Error == nil || res.Error.Limit != contract.LimitBackgroundRuns {
-					t.Errorf("the refused run counted as %+v", res.Error)
-				}
-			}
-		}
-		if !counted && time.Now().After(deadline) {
-			t.Fatal("the refused run was never counted")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if b := callAs(t, d, "bob", RunCodeName, slowCall); b.Status != contract.StatusRunning {
-		t.Fatalf("bob's first: %+v", b)
-	}
-	// A task's call of carol's: the server holds 2 already.
-	req := mcp.CallToolRequest{}
-	req.Params.Name, req.Params.Arguments = RunCodeName, slowCall
-	req.Params.Meta = &mcp.Meta{ProgressToken: TaskCallPrefix + "x"}
-	out, _ := RunCode(d).Handler(WithPrincipal(context.Background(), "carol"), req)
-	var task contract.Result
-	b, _ := json.Marshal(out.StructuredContent)
-	_ = json.Unmarshal(b, &task)
-	if e := task.Error; e == nil || e.Limit != contract.LimitBackgroundRuns || !contains(e.Message, "limits.max_background_runs)") {
-		t.Fatalf("a task past the server's cap: %+v", task)
-	}
-	found := false
-	for _, l := range lines() {
-		if l.run == refused.RunID {
-			found = true
-			if e, _ := json.Marshal(l.err); !contains(string(e), "background_runs") {
-				t.Fatalf("the refused run's audit line: %s", e)
-			}
-		}
-	}
-	if !found {
-		t.Fatal("the refused run has no audit line")
 	}
 }
 
@@ -325,47 +237,80 @@ func TestTaskCallIsNotCut(t *testing.T) {
 	if out.IsError || !contains(out.Content[0].(mcp.TextContent).Text, "ok") {
 		t.Fatalf("%+v", out)
 	}
-	if total, _ := d.Handles.LongRuns("alice"); total != 0 {
+	if total, _ := d.InFlight.LongRuns("alice"); total != 0 {
 		t.Fatalf("the task's long run is still held: %d", total)
 	}
 }
 
-// A finished run nobody collects is dropped after its keeping time, and
-// its audit line says abandoned; so are those left when the server stops.
-func TestAbandonedRuns(t *testing.T) {
+// A task's run stays in the registry, by task id, once it ended: its
+// result is the task's, rendered when the task is collected as the call
+// answered it.
+func TestTaskAnswer(t *testing.T) {
 	r := newGateRunner()
-	d, bm, lines := handleDeps(t, 50*time.Millisecond, 4, 16, r)
-	d.Handles.keep = 0
-	first := callAs(t, d, "alice", RunCodeName, slowCall)
 	close(r.release)
-	deadline := time.Now().Add(20 * time.Second)
-	for bm.get("abandoned") == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-		d.Handles.sweep()
+	d, _, _ := handleDeps(t, 20*time.Millisecond, 4, 16, r)
+	req := mcp.CallToolRequest{}
+	req.Params.Name, req.Params.Arguments = RunCodeName, slowCall
+	req.Params.Meta = &mcp.Meta{ProgressToken: TaskCallPrefix + "T1"}
+	out, _ := RunCode(d).Handler(WithPrincipal(context.Background(), "alice"), req)
+	runID, ok := d.TaskRun("T1")
+	if !ok || !strings.HasPrefix(runID, "r_") {
+		t.Fatalf("the task's run: %q %v", runID, ok)
 	}
-	if got := lines(); len(got) != 1 || got[0].run != first.RunID || got[0].background != "abandoned" {
-		t.Fatalf("audit %+v", got)
+	if _, ok := d.TaskRun("T2"); ok {
+		t.Fatal("a task that ran nothing has a run")
 	}
-	if res := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": first.RunID}); res.Error == nil {
-		t.Fatalf("an abandoned run's result is still served: %+v", res)
+	call, _ := json.Marshal(out)
+	again, _ := json.Marshal(d.TaskAnswer(context.Background(), "T1", false))
+	if string(call) != string(again) {
+		t.Fatalf("the task's answer changed:\n%s\n%s", call, again)
 	}
-
-	r2 := newGateRunner()
-	d2, _, lines2 := handleDeps(t, 50*time.Millisecond, 4, 16, r2)
-	second := callAs(t, d2, "alice", RunCodeName, slowCall)
-	d2.Handles.Close()
-	for time.Now().Before(deadline) && len(lines2()) == 0 {
-		time.Sleep(20 * time.Millisecond)
+	if plain := d.TaskAnswer(context.Background(), "T1", true); plain.StructuredContent != nil {
+		t.Fatal("a content-only answer has structured content")
 	}
-	if !r2.wasStopped(second.RunID) {
-		t.Fatal("a background run goes on after Close")
-	}
-	if got := lines2(); len(got) != 1 || got[0].background != "abandoned" {
-		t.Fatalf("audit after Close %+v", got)
+	if lost := d.TaskAnswer(context.Background(), "T2", false); !lost.IsError || !strings.Contains(lost.Content[0].(mcp.TextContent).Text, "no longer kept") {
+		t.Fatalf("the answer of a run not kept: %+v", lost)
 	}
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// A client's io.runbox/answer_within_seconds: 0 waits for the run's end
+// (today's behaviour), a shorter bound answers running sooner.
+func TestAnswerWithinMeta(t *testing.T) {
+	call := func(d Deps, meta map[string]any) contract.Result {
+		t.Helper()
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = RunCodeName, slowCall
+		req.Params.Meta = &mcp.Meta{AdditionalFields: meta}
+		out, _ := RunCode(d).Handler(context.Background(), req)
+		var res contract.Result
+		b, _ := json.Marshal(out.StructuredContent)
+		_ = json.Unmarshal(b, &res)
+		return res
+	}
+	r := newGateRunner()
+	d, _, _ := handleDeps(t, 30*time.Millisecond, 4, 16, r)
+	time.AfterFunc(300*time.Millisecond, func() { close(r.release) })
+	if res := call(d, map[string]any{AnswerWithinMeta: 0.0}); res.Status != contract.StatusOK {
+		t.Fatalf("answer_within 0 = %s, want the run's result", res.Status)
+	}
+	r2 := newGateRunner()
+	defer close(r2.release)
+	d2, _, _ := handleDeps(t, time.Hour, 4, 16, r2)
+	start := time.Now()
+	if res := call(d2, map[string]any{AnswerWithinMeta: 0.05}); res.Status != contract.StatusRunning {
+		t.Fatalf("answer_within 0.05 = %s, want running", res.Status)
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Fatal("the client's bound was not kept")
+	}
+	for _, bad := range []any{-1.0, "2", 1e9} {
+		if got := answerWithin(mcp.CallToolRequest{Params: mcp.CallToolParams{Meta: &mcp.Meta{AdditionalFields: map[string]any{AnswerWithinMeta: bad}}}}, time.Hour); got != time.Hour {
+			t.Errorf("answer_within %v = %v, want the manifest's", bad, got)
+		}
+	}
+}
 
 func (*gateRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
 	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))

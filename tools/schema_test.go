@@ -14,6 +14,7 @@ import (
 	"github.com/runbox-mcp/runbox/expose"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/runs"
+	"github.com/runbox-mcp/runbox/runs/inflight"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -25,7 +26,7 @@ func TestToolSnapshots(t *testing.T) {
 	for _, st := range SessionTools(Deps{Service: runs.Service{Manifest: m, Runner: (*sandbox.BoxRunner)(nil)}}) {
 		all = append(all, st.Tool)
 	}
-	for _, st := range RunHandleTools(Deps{Service: runs.Service{Manifest: m}, Handles: NewHandles(m, nil, nil, nil)}) {
+	for _, st := range RunHandleTools(Deps{Service: runs.Service{Manifest: m}, InFlight: inflight.New(runs.Service{Manifest: m}, nil, nil)}) {
 		all = append(all, st.Tool)
 	}
 	wm := manifest.Default()

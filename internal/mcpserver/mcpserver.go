@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/runbox-mcp/runbox/audit"
@@ -17,6 +18,7 @@ import (
 	"github.com/runbox-mcp/runbox/metrics"
 	"github.com/runbox-mcp/runbox/prompts"
 	"github.com/runbox-mcp/runbox/runs"
+	"github.com/runbox-mcp/runbox/runs/inflight"
 	"github.com/runbox-mcp/runbox/sandbox"
 	"github.com/runbox-mcp/runbox/tools"
 	"github.com/runbox-mcp/runbox/upstream"
@@ -55,10 +57,10 @@ type Server struct {
 	mcp    *server.MCPServer
 	m      *manifest.Manifest
 	logger *slog.Logger
-	// handles are the long runs in the background; nil for a server
-	// without runbox's tools.
-	handles *tools.Handles
-	tasks   tasksLayer
+	// inFlight are the runs in flight (long runs, tasks' runs); nil for
+	// a server without runbox's tools.
+	inFlight *inflight.Registry
+	tasks    tasksLayer
 
 	closeOnce sync.Once
 }
@@ -88,7 +90,8 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 	// The Tasks extension (tasks.go) is served on every transport: stdio,
 	// streamable HTTP and SSE (tasks_sse.go).
 	opts = append(opts, server.WithExtensions(map[string]any{ExtensionTasks: map[string]any{}}))
-	s := server.NewMCPServer(Name, o.Version, append(opts,
+	info := implementation(o.Version)
+	s := server.NewMCPServer(info.Name, info.Version, append(opts,
 		server.WithToolCapabilities(true),
 		server.WithResourceCapabilities(false, false),
 		server.WithPromptCapabilities(true),
@@ -100,19 +103,19 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 		server.WithInstructions(instructions(m)),
 		server.WithToolFilter(tools.ToolsForClient),
 		server.WithToolFilter(tools.ViewForClient),
-		server.WithIcons(tools.Icons...),
-		server.WithTitle("runbox: run code in a sandbox"),
+		server.WithIcons(info.Icons...),
+		server.WithTitle(info.Title),
 	)...)
 	store := runs.NewArtifactStore(m.Artifacts.TTL(), int64(m.Artifacts.StoreBytes))
 	deps := tools.Deps{Service: runs.Service{Manifest: m, Runner: r, Budgets: runs.NewBudgets(m.Budgets),
 		Audit: o.Audit, Transport: o.Transport, Logger: logger, Metrics: o.Metrics, Ask: tools.Elicit}, Store: store}
-	var bm tools.BackgroundMetrics
+	var bm inflight.BackgroundMetrics
 	if o.Metrics != nil {
 		bm = o.Metrics
 	}
-	deps.Handles = tools.NewHandles(m, o.Audit, bm, logger)
+	deps.InFlight = inflight.New(deps.Service, store, bm)
 	if o.Runs != nil {
-		deps.Handles.Durable(o.Runs, r)
+		deps.InFlight.Durable(o.Runs, r)
 	}
 	if hasUpstream(o) {
 		deps.Upstream = o.Upstream
@@ -144,7 +147,7 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 	// Last: every tool registered before the saved ones is a built-in,
 	// which no saved tool may shadow or delete.
 	addSaved(s, m, deps, o)
-	layer := newTaskLayer(s, m, builtins, logger, o.Runs, deps.AdoptTask)
+	layer := newTaskLayer(s, m, builtins, logger, o.Runs, deps, info)
 	mr := tools.ManifestResource(d.current)
 	s.AddResource(mr.Resource, mr.Handler)
 	vr := tools.ViewResource()
@@ -166,7 +169,14 @@ func New(m *manifest.Manifest, r sandbox.Runner, o Options) *Server {
 			}
 		}()
 	}
-	return &Server{mcp: s, m: m, logger: logger, handles: deps.Handles, tasks: layer}
+	return &Server{mcp: s, m: m, logger: logger, inFlight: deps.InFlight, tasks: layer}
+}
+
+// implementation is the server as it names itself: in initialize, and in
+// the _meta of every result of protocol 2026-07-28 (mcp-go's, and a task's
+// result rendered by the task layer).
+func implementation(version string) mcp.Implementation {
+	return mcp.Implementation{Name: Name, Version: version, Title: "runbox: run code in a sandbox", Icons: tools.Icons}
 }
 
 // MCP is mcp-go's server, for an in-process client.
@@ -178,8 +188,8 @@ func (s *Server) MCP() *server.MCPServer { return s.mcp }
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.tasks.close()
-		if s.handles != nil {
-			s.handles.Close()
+		if s.inFlight != nil {
+			s.inFlight.Close()
 		}
 	})
 }

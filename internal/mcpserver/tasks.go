@@ -19,6 +19,7 @@ import (
 	"github.com/runbox-mcp/runbox/internal/runstore"
 	"github.com/runbox-mcp/runbox/internal/tasks"
 	"github.com/runbox-mcp/runbox/manifest"
+	"github.com/runbox-mcp/runbox/runs/inflight"
 	"github.com/runbox-mcp/runbox/tools"
 )
 
@@ -28,8 +29,11 @@ import (
 // request declares the extension is answered at once with a task, and
 // the call itself goes on to mcp-go with an id of the layer's own, on the
 // same transport path as any call (so the result is today's, byte for
-// byte); the layer keeps its answer for tasks/get. tasks/cancel cancels
-// that call (the box is killed as for any cancelled call).
+// byte). A call that ran a run leaves its result in the run registry
+// (runs/inflight), the task naming the run, and tasks/get renders it from
+// there as the call answered it; the layer keeps only the answer of a call
+// that ran none. tasks/cancel cancels that call (the box is killed as for
+// any cancelled call).
 const (
 	// ExtensionTasks is the extension's identifier.
 	ExtensionTasks = "io.modelcontextprotocol/tasks"
@@ -70,10 +74,13 @@ type taskLayer struct {
 	// disk keeps the tasks in the run store, so that they outlive the
 	// process (nil: in memory); holds has, by task id, the release of
 	// the store's hold of a task whose call runs (or is adopted) here.
-	// adopt finishes the task of a server that stopped.
 	disk  *tasks.Disk
 	holds sync.Map
-	adopt AdoptTask
+	// runs keeps the tasks' runs and their results, and finishes the
+	// task of a server that stopped.
+	runs taskRuns
+	// info is the server as its results name it (implementation).
+	info mcp.Implementation
 
 	// base ends every task's call when the server stops.
 	base context.Context
@@ -84,17 +91,21 @@ type taskLayer struct {
 // run outlived its TTL cancelled) when no new task does it.
 const sweepEvery = time.Minute
 
-// AdoptTask finishes the task of a server that stopped (tools'
-// Deps.AdoptTask): the result of its call, once its run ends.
-type AdoptTask func(ctx context.Context, taskID string) *mcp.CallToolResult
+// taskRuns is the run registry as the task layer sees it (tools.Deps).
+type taskRuns interface {
+	// AdoptTask finishes the task of a server that stopped: the answer
+	// of its call, once its run ends.
+	AdoptTask(ctx context.Context, taskID string) *mcp.CallToolResult
+	// TaskRun names the ended run of a task's call, which keeps the
+	// task's result; false for a call that ran none.
+	TaskRun(taskID string) (runID string, ok bool)
+	// TaskAnswer renders the result of a task's run as its call answered
+	// it.
+	TaskAnswer(ctx context.Context, taskID string, contentOnly bool) *mcp.CallToolResult
+}
 
-func newTaskLayer(s *server.MCPServer, m *manifest.Manifest, builtins map[string]bool, logger *slog.Logger, runs *runstore.Store, adopt AdoptTask) *taskLayer {
-	// A task lives as long as the longest run may, then as long as its
-	// run's files are kept.
-	ttl := m.Limits.MaxTimeout() + m.Artifacts.TTL()
-	if ttl <= 0 {
-		ttl = time.Hour
-	}
+func newTaskLayer(s *server.MCPServer, m *manifest.Manifest, builtins map[string]bool, logger *slog.Logger, runs *runstore.Store, reg taskRuns, info mcp.Implementation) *taskLayer {
+	ttl := inflight.TaskTTL(m)
 	base, stop := context.WithCancel(context.Background())
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -105,7 +116,7 @@ func newTaskLayer(s *server.MCPServer, m *manifest.Manifest, builtins map[string
 		disk = tasks.NewDisk(runs)
 		store = disk
 	}
-	l := &taskLayer{s: s, tasks: tasks.New(store, ttl), builtins: builtins, base: base, stop: stop, logger: logger, disk: disk, adopt: adopt}
+	l := &taskLayer{s: s, tasks: tasks.New(store, ttl), builtins: builtins, base: base, stop: stop, logger: logger, disk: disk, runs: reg, info: info}
 	go func() {
 		t := time.NewTicker(sweepEvery)
 		defer t.Stop()
@@ -381,7 +392,40 @@ func (l *taskLayer) finish(id string, m rpcMessage) {
 		l.tasks.NeedInput(id, r.InputRequests, r.RequestState)
 		return
 	}
-	l.tasks.Complete(id, m.Result)
+	l.complete(id, m.Result)
+}
+
+// complete ends a task with its call's answer: the name of the run that
+// keeps its result, or the answer itself when the call ran no run.
+func (l *taskLayer) complete(id string, result json.RawMessage) {
+	if l.runs != nil {
+		if runID, ok := l.runs.TaskRun(id); ok {
+			var shape struct {
+				Structured json.RawMessage `json:"structuredContent"`
+			}
+			_ = json.Unmarshal(result, &shape)
+			l.tasks.CompleteRun(id, runID, len(shape.Structured) == 0)
+			return
+		}
+	}
+	l.tasks.Complete(id, result)
+}
+
+// result is a completed task's result as its call answered it: rendered
+// from its run's, or kept.
+func (l *taskLayer) result(t tasks.Task) json.RawMessage {
+	if t.RunID == "" || l.runs == nil {
+		return t.Result
+	}
+	out := l.runs.TaskAnswer(l.base, t.ID, t.ContentOnly)
+	// As mcp-go stamps every result of protocol 2026-07-28.
+	out.ResultType = mcp.ResultTypeComplete
+	out.EnsureResultMeta().SetServerInfo(l.info)
+	raw, err := json.Marshal(out)
+	if err != nil {
+		raw, _ = json.Marshal(mcp.NewToolResultError("the task's result could not be encoded"))
+	}
+	return raw
 }
 
 func (l *taskLayer) failInternal(id, message string) {
@@ -427,7 +471,7 @@ func (l *taskLayer) resumeOrphan(owner, id string) {
 	if err != nil || t.Status.Terminal() || !l.hold(id) {
 		return
 	}
-	if t.Status == tasks.InputRequired || l.adopt == nil {
+	if t.Status == tasks.InputRequired || l.runs == nil {
 		l.failInternal(id, "the task's server stopped while the task waited for the client's answer: call the tool again")
 		return
 	}
@@ -436,9 +480,9 @@ func (l *taskLayer) resumeOrphan(owner, id string) {
 	l.logger.Info("task adopted", "task", logID(id), "tool", t.Tool)
 	go func() {
 		defer cancel()
-		out := l.adopt(ctx, id)
+		out := l.runs.AdoptTask(ctx, id)
 		if raw, err := json.Marshal(out); err == nil {
-			l.tasks.Complete(id, raw)
+			l.complete(id, raw)
 		} else {
 			l.failInternal(id, "the adopted task's result could not be encoded")
 		}
@@ -549,6 +593,9 @@ func (l *taskLayer) answer(owner string, req rpcMessage, p requestMeta) ([]byte,
 		t, err := l.tasks.Get(owner, p.TaskID)
 		if err != nil {
 			return notFound("retrieve")
+		}
+		if t.Status == tasks.Completed {
+			t.Result = l.result(t)
 		}
 		return rpcResult(req.ID, taskWire(t, "complete", true)), 0
 	case methodTasksCancel:

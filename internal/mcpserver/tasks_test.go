@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/runstore"
+	"github.com/runbox-mcp/runbox/internal/tasks"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
@@ -79,7 +82,14 @@ func httpTasks(t *testing.T, r *gateRunner) func(token string, id int, method st
 
 func httpTasksOf(t *testing.T, r *gateRunner, m *manifest.Manifest) func(token string, id int, method string, params map[string]any, tasks bool) rpcAnswer {
 	t.Helper()
-	h, shutdown := New(m, r, Options{Version: "test", Transport: TransportHTTP}).Handler(
+	return httpTasksWith(t, r, m, Options{Version: "test", Transport: TransportHTTP}, "tasks-test")
+}
+
+// httpTasksWith serves New(m, r, o) over streamable HTTP, to a client
+// that names itself client.
+func httpTasksWith(t *testing.T, r *gateRunner, m *manifest.Manifest, o Options, client string) func(token string, id int, method string, params map[string]any, tasks bool) rpcAnswer {
+	t.Helper()
+	h, shutdown := New(m, r, o).Handler(
 		HTTPConfig{Transport: TransportHTTP, Addr: "127.0.0.1:0", Tokens: map[string]string{"alice": "alice-token-0123456789", "bob": "bob-token-0123456789abc"}})
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { close(r.gate); _ = shutdown(context.Background()); srv.Close() })
@@ -89,7 +99,8 @@ func httpTasksOf(t *testing.T, r *gateRunner, m *manifest.Manifest) func(token s
 		if name == nil {
 			name = params["taskId"]
 		}
-		req, _ := http.NewRequest("POST", srv.URL+PathMCP, bytes.NewReader(modernCall(id, method, params, tasks)))
+		body := bytes.Replace(modernCall(id, method, params, tasks), []byte(`"tasks-test"`), []byte(strconv.Quote(client)), 1)
+		req, _ := http.NewRequest("POST", srv.URL+PathMCP, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
@@ -103,10 +114,10 @@ func httpTasksOf(t *testing.T, r *gateRunner, m *manifest.Manifest) func(token s
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
+		answer, _ := io.ReadAll(resp.Body)
 		// A JSON body, or the last data line of an event stream.
 		var a rpcAnswer
-		for _, line := range strings.Split(string(body), "\n") {
+		for _, line := range strings.Split(string(answer), "\n") {
 			line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "data:"))
 			if strings.HasPrefix(line, "{") && strings.Contains(line, `"id"`) {
 				a = rpcAnswer{}
@@ -209,6 +220,73 @@ func TestTasksOverHTTP(t *testing.T) {
 	}
 	if a := get("alice-token-0123456789"); a.str("status") != "completed" {
 		t.Fatalf("a finished task cancelled: %s", a.Result)
+	}
+}
+
+// A task's result is its run's, which the run registry keeps (in memory,
+// or in the run store): tasks/get renders it as the call answered it, byte
+// for byte the answer of the same call made plainly, for a client that
+// reads structured content and for one that reads content only. The task
+// itself keeps no copy of it.
+func TestTaskResultIsTheRunsAnswer(t *testing.T) {
+	for _, c := range []struct {
+		name, client string
+		disk         bool
+	}{{"memory", "tasks-test", false}, {"disk", "tasks-test", true}, {"content only", "codex-test", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &gateRunner{gate: make(chan struct{})}
+			o := Options{Version: "test", Transport: TransportHTTP}
+			dir := t.TempDir()
+			if c.disk {
+				store, err := runstore.Open(dir, runstore.Options{Keep: time.Hour})
+				if err != nil {
+					t.Fatal(err)
+				}
+				o.Runs = store
+			}
+			do := httpTasksWith(t, r, manifest.Default(), o, c.client)
+			const alice = "alice-token-0123456789"
+			id := do(alice, 1, "tools/call", runArgs("print(3)"), true).str("taskId")
+			r.gate <- struct{}{}
+			done := waitStatus(t, func() rpcAnswer { return do(alice, 2, "tasks/get", map[string]any{"taskId": id}, true) }, "completed")
+			go func() { r.gate <- struct{}{} }()
+			plain := do(alice, 3, "tools/call", runArgs("print(3)"), false)
+			task, _ := json.Marshal(done.Result["result"])
+			var asTask map[string]json.RawMessage
+			_ = json.Unmarshal(task, &asTask)
+			got, _ := json.Marshal(asTask)
+			want, _ := json.Marshal(plain.Result)
+			runOf := func(a map[string]json.RawMessage) string {
+				var text []struct {
+					Text string `json:"text"`
+				}
+				_ = json.Unmarshal(a["content"], &text)
+				if len(text) == 0 {
+					return ""
+				}
+				i := strings.Index(text[0].Text, "r_")
+				if i < 0 {
+					return ""
+				}
+				return strings.Fields(text[0].Text[i:])[0]
+			}
+			taskRun, plainRun := runOf(asTask), runOf(plain.Result)
+			if taskRun == "" || plainRun == "" {
+				t.Fatalf("no run id in the answers:\n%s\n%s", got, want)
+			}
+			if g := strings.ReplaceAll(string(got), taskRun, "RUN"); g != strings.ReplaceAll(string(want), plainRun, "RUN") {
+				t.Fatalf("the task's result is not the plain call's:\n%s\n%s", got, want)
+			}
+			if _, ok := asTask["structuredContent"]; ok == (c.client == "codex-test") {
+				t.Fatalf("structured content for %s: %s", c.client, got)
+			}
+			if c.disk {
+				e, ok := o.Runs.Get("task", id)
+				if !ok || bytes.Contains(e.Data, []byte("print(3)")) {
+					t.Fatalf("the task's record keeps its result: %s", e.Data)
+				}
+			}
+		})
 	}
 }
 
@@ -537,5 +615,15 @@ func TestTasksOverSSE(t *testing.T) {
 	}
 	if leaked.Load() != 0 {
 		t.Fatalf("%d messages of the task's own call reached the client", leaked.Load())
+	}
+}
+
+// A completed task an earlier version wrote keeps its call's answer and
+// names no run: tasks/get answers that answer as it was kept.
+func TestTaskOfAnEarlierVersion(t *testing.T) {
+	l := &taskLayer{}
+	kept := json.RawMessage(`{"content":[{"type":"text","text":"kept"}]}`)
+	if got := l.result(tasks.Task{ID: "T", Status: tasks.Completed, Result: kept}); string(got) != string(kept) {
+		t.Fatalf("the kept answer: %s", got)
 	}
 }

@@ -36,7 +36,14 @@ type Task struct {
 	Updated time.Time `json:"updated"`
 	// TTL counts from Created; past it the task is gone.
 	TTL time.Duration `json:"ttl"`
-	// Result is the call's result, verbatim, once Completed.
+	// RunID names the run whose result is the task's, once Completed:
+	// the run registry keeps that result, and the task's is rendered from
+	// it when the client collects the task (ContentOnly: without its
+	// structured content, as the call answered).
+	RunID       string `json:"run_id,omitempty"`
+	ContentOnly bool   `json:"content_only,omitempty"`
+	// Result is the call's result, verbatim, once Completed by a call
+	// that ran no run (RunID empty).
 	Result json.RawMessage `json:"result,omitempty"`
 	// Error is the call's JSON-RPC error object, verbatim, once Failed.
 	Error json.RawMessage `json:"error,omitempty"`

@@ -141,6 +141,15 @@ func (t *Tasks) Complete(id string, result json.RawMessage) {
 	t.finish(id, func(task *Task) { task.Status = Completed; task.Message = ""; task.Result = result })
 }
 
+// CompleteRun ends a working task with the result of run runID, which the
+// run registry keeps: the task keeps only its name.
+func (t *Tasks) CompleteRun(id, runID string, contentOnly bool) {
+	t.finish(id, func(task *Task) {
+		task.Status, task.Message = Completed, ""
+		task.RunID, task.ContentOnly = runID, contentOnly
+	})
+}
+
 // Fail ends a working task with its call's JSON-RPC error object.
 func (t *Tasks) Fail(id string, rpcError json.RawMessage, message string) {
 	t.finish(id, func(task *Task) { task.Status = Failed; task.Message = message; task.Error = rpcError })

@@ -27,6 +27,7 @@ func TestTransitions(t *testing.T) {
 		status Status
 	}{
 		{"completed", func(ts *Tasks, id string) { ts.Complete(id, json.RawMessage(`{"isError":false}`)) }, Completed},
+		{"completed by a run", func(ts *Tasks, id string) { ts.CompleteRun(id, "r_1", true) }, Completed},
 		{"failed", func(ts *Tasks, id string) {
 			ts.Fail(id, json.RawMessage(`{"code":-32603,"message":"boom"}`), "boom")
 		}, Failed},
@@ -72,13 +73,25 @@ func TestTransitions(t *testing.T) {
 				t.Fatalf("cancel of a finished task: %v", err)
 			}
 			again, _ := ts.Get("alice", task.ID)
-			if again.Status != c.status || string(again.Result) != string(got.Result) || again.Message != got.Message {
+			if again.Status != c.status || string(again.Result) != string(got.Result) || again.Message != got.Message || again.RunID != got.RunID {
 				t.Fatalf("a finished task changed: %+v -> %+v", got, again)
 			}
 			if ts.Running() != 0 {
 				t.Errorf("running %d", ts.Running())
 			}
 		})
+	}
+}
+
+// A task completed by a run keeps the run's name, not its result: the
+// run registry keeps that.
+func TestTaskOfARun(t *testing.T) {
+	ts, _ := newTasks(time.Hour)
+	task, _ := ts.Create("local", "run_code", func() {})
+	ts.CompleteRun(task.ID, "r_7", true)
+	got, err := ts.Get("local", task.ID)
+	if err != nil || got.Status != Completed || got.RunID != "r_7" || !got.ContentOnly || got.Result != nil {
+		t.Fatalf("%+v %v", got, err)
 	}
 }
 

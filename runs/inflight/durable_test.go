@@ -1,4 +1,4 @@
-package tools
+package inflight
 
 import (
 	"bytes"
@@ -11,8 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/runstore"
@@ -59,21 +57,21 @@ func (a *fakeAdopter) Adopt(ctx context.Context, d sandbox.Detached) contract.Re
 
 // durableServer is one server process's pipeline over the run store in
 // dir: handles answering after within.
-func durableServer(t *testing.T, dir string, within time.Duration, r *gateRunner, a Adopter) (Deps, func() []auditLine) {
+func durableServer(t *testing.T, dir string, within time.Duration, r *gateRunner, a Adopter) (fixture, func() []auditLine) {
 	t.Helper()
 	d, _, lines := handleDeps(t, within, 4, 16, r)
 	store, err := runstore.Open(dir, runstore.Options{Keep: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.Handles.Durable(store, a)
+	d.reg.Durable(store, a)
 	return d, lines
 }
 
 // die is what kill -9 does to a server's records: its holds go (the
 // kernel drops its locks), its runs are no longer its.
-func die(d Deps) {
-	h := d.Handles
+func die(d fixture) {
+	h := d.reg
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, hd := range h.runs {
@@ -85,8 +83,8 @@ func die(d Deps) {
 	}
 }
 
-func sentAll(d Deps, box string) {
-	h := d.Handles
+func sentAll(d fixture, box string) {
+	h := d.reg
 	h.mu.Lock()
 	var hs []*handle
 	for _, hd := range h.runs {
@@ -99,11 +97,11 @@ func sentAll(d Deps, box string) {
 }
 
 // waitFinished waits for the finished record of d's run id.
-func waitFinished(t *testing.T, d Deps, id string) {
+func waitFinished(t *testing.T, d fixture, id string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		e, ok := d.Handles.store.Get(recordRun, id)
+		e, ok := d.reg.store.Get(recordRun, id)
 		if ok && e.Finished {
 			return
 		}
@@ -127,14 +125,14 @@ func TestDurableRunMarksItsBox(t *testing.T) {
 	adopter := &fakeAdopter{release: make(chan struct{})}
 	r := newGateRunner()
 	d, _ := durableServer(t, t.TempDir(), 30*time.Millisecond, r, adopter)
-	if res := callAs(t, d, "alice", RunCodeName, slowCall); res.Status != contract.StatusRunning {
+	if res := callAs(t, d, "alice", runCode, slowCall); res.Status != contract.StatusRunning {
 		t.Fatalf("status %s", res.Status)
 	}
 	sentAll(d, "box1")
 	sentAll(d, "box1") // a second write of the same record
 	close(r.release)
 	short, _ := durableServer(t, t.TempDir(), 10*time.Second, r, adopter)
-	if res := callAs(t, short, "alice", RunCodeName, slowCall); res.Status != contract.StatusOK {
+	if res := callAs(t, short, "alice", runCode, slowCall); res.Status != contract.StatusOK {
 		t.Fatalf("the short run: %+v", res)
 	}
 	sentAll(short, "box2")
@@ -151,7 +149,7 @@ func TestDurableRunMarksItsBox(t *testing.T) {
 func TestDurableRunAdoptedAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	a, _ := durableServer(t, dir, 30*time.Millisecond, newGateRunner(), nil)
-	first := callAs(t, a, "alice", RunCodeName, slowCall)
+	first := callAs(t, a, "alice", runCode, slowCall)
 	if first.Status != contract.StatusRunning {
 		t.Fatalf("status %s", first.Status)
 	}
@@ -163,16 +161,16 @@ func TestDurableRunAdoptedAfterRestart(t *testing.T) {
 
 	adopter := &fakeAdopter{release: make(chan struct{})}
 	b, linesB := durableServer(t, dir, 30*time.Millisecond, newGateRunner(), adopter)
-	if res := callAs(t, b, "bob", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 0}); res.Error == nil || res.Error.Kind != contract.KindInvalidRequest {
+	if res := callAs(t, b, "bob", runWait, map[string]any{"run_id": first.RunID, "wait_seconds": 0}); res.Error == nil || res.Error.Kind != contract.KindInvalidRequest {
 		t.Fatalf("another owner's run_wait = %+v", res)
 	}
 	for range 2 {
-		if res := callAs(t, b, "alice", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 0}); res.Status != contract.StatusRunning || res.RunID != first.RunID {
+		if res := callAs(t, b, "alice", runWait, map[string]any{"run_id": first.RunID, "wait_seconds": 0}); res.Status != contract.StatusRunning || res.RunID != first.RunID {
 			t.Fatalf("run_wait of an adopted run = %+v", res)
 		}
 	}
 	close(adopter.release)
-	res := callAs(t, b, "alice", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 5})
+	res := callAs(t, b, "alice", runWait, map[string]any{"run_id": first.RunID, "wait_seconds": 5})
 	if res.Status != contract.StatusOK || res.Stdout != "adopted box1\n" || res.RunID != first.RunID {
 		t.Fatalf("result = %+v", res)
 	}
@@ -180,7 +178,7 @@ func TestDurableRunAdoptedAfterRestart(t *testing.T) {
 		t.Fatalf("adopted %d times", len(adopter.adopted))
 	}
 	// Collected again: the same answer, no second audit line.
-	if again := callAs(t, b, "alice", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 0}); again.Stdout != res.Stdout {
+	if again := callAs(t, b, "alice", runWait, map[string]any{"run_id": first.RunID, "wait_seconds": 0}); again.Stdout != res.Stdout {
 		t.Fatalf("again = %+v", again)
 	}
 	var mine []auditLine
@@ -200,12 +198,12 @@ func TestDurableFinishedAnswerKept(t *testing.T) {
 	dir := t.TempDir()
 	r := newGateRunner()
 	a, _ := durableServer(t, dir, 30*time.Millisecond, r, nil)
-	first := callAs(t, a, "local", RunCodeName, slowCall)
+	first := callAs(t, a, "local", runCode, slowCall)
 	close(r.release)
 	waitFinished(t, a, first.RunID)
 	die(a)
 	b, lines := durableServer(t, dir, time.Second, newGateRunner(), &fakeAdopter{})
-	res := callAs(t, b, "local", RunWaitName, map[string]any{"run_id": first.RunID})
+	res := callAs(t, b, "local", runWait, map[string]any{"run_id": first.RunID})
 	if res.Status != contract.StatusOK || res.Stdout != "done\n" || res.RunID != first.RunID {
 		t.Fatalf("stored answer = %+v", res)
 	}
@@ -230,10 +228,10 @@ func TestDurableResultKeepsItsResources(t *testing.T) {
 		res.Stdout, res.StdoutBytes = strings.Repeat("x", 40000), 40000
 	}
 	a, _ := durableServer(t, dir, 30*time.Millisecond, r, nil)
-	first := callAs(t, a, "local", RunCodeName, slowCall)
+	first := callAs(t, a, "local", runCode, slowCall)
 	close(r.release)
 	waitFinished(t, a, first.RunID)
-	e, _ := a.Handles.store.Get(recordRun, first.RunID)
+	e, _ := a.reg.store.Get(recordRun, first.RunID)
 	var rec runs.Record
 	if err := json.Unmarshal(e.Data, &rec); err != nil || rec.Version != runs.RecordVersion || rec.Result == nil {
 		t.Fatalf("record: %v %+v", err, rec)
@@ -244,31 +242,33 @@ func TestDurableResultKeepsItsResources(t *testing.T) {
 	die(a)
 
 	b, _ := durableServer(t, dir, time.Second, newGateRunner(), &fakeAdopter{})
-	b.Store = runs.NewArtifactStore(time.Hour, 1<<20)
-	res := callAs(t, b, "local", RunWaitName, map[string]any{"run_id": first.RunID})
-	if res.Status != contract.StatusOK || len(res.Artifacts) != 1 || len(res.Displays) != 1 || res.StdoutCut == nil || res.StdoutCut.URI == "" {
-		t.Fatalf("collected after a restart: %+v", res)
+	store := runs.NewArtifactStore(time.Hour, 1<<20)
+	b.reg.artifacts = store
+	res := callAs(t, b, "local", runWait, map[string]any{"run_id": first.RunID})
+	shown := contract.ForModel(res, b.svc.Manifest.Limits.AnswerChars)
+	if res.Status != contract.StatusOK || len(res.Artifacts) != 1 || len(res.Displays) != 1 || shown.StdoutCut == nil || shown.StdoutCut.URI == "" {
+		t.Fatalf("collected after a restart: %+v", shown)
 	}
-	if got, err := b.Store.Get("local", first.RunID, "out/a.txt"); err != nil || string(got.Data) != "hello" {
+	if got, err := store.Get("local", first.RunID, "out/a.txt"); err != nil || string(got.Data) != "hello" {
 		t.Fatalf("artifact after a restart: %q %v", got.Data, err)
 	}
-	if got, err := b.Store.Get("local", first.RunID, runs.DisplayKey(0, "image.png")); err != nil || string(got.Data) != string(png) {
+	if got, err := store.Get("local", first.RunID, runs.DisplayKey(0, "image.png")); err != nil || string(got.Data) != string(png) {
 		t.Fatalf("display after a restart: %q %v", got.Data, err)
 	}
-	if got, err := b.Store.Stream("local", first.RunID, contract.StreamStdout); err != nil || len(got) != 40000 {
+	if got, err := store.Stream("local", first.RunID, contract.StreamStdout); err != nil || len(got) != 40000 {
 		t.Fatalf("stdout after a restart: %d %v", len(got), err)
 	}
-	if _, err := b.Store.Get("other", first.RunID, "out/a.txt"); err == nil {
+	if _, err := store.Get("other", first.RunID, "out/a.txt"); err == nil {
 		t.Fatal("another client reads the run's artifact")
 	}
 
 	// A finished record written by an older runbox (its answer rendered).
-	old, _ := json.Marshal(map[string]any{"run_id": "r_old", "owner": "local", "tool": RunCodeName, "language": "python",
+	old, _ := json.Marshal(map[string]any{"run_id": "r_old", "owner": "local", "tool": runCode, "language": "python",
 		"started": time.Now(), "ended": time.Now(), "answer": map[string]any{"content": []any{}}})
-	if err := b.Handles.store.Put(runstore.Entry{Kind: recordRun, ID: "r_old", Finished: true, Data: old}); err != nil {
+	if err := b.reg.store.Put(runstore.Entry{Kind: recordRun, ID: "r_old", Finished: true, Data: old}); err != nil {
 		t.Fatal(err)
 	}
-	res = callAs(t, b, "local", RunWaitName, map[string]any{"run_id": "r_old"})
+	res = callAs(t, b, "local", runWait, map[string]any{"run_id": "r_old"})
 	if res.Error == nil || res.Error.Kind != contract.KindSandbox || !strings.Contains(res.Error.Message, "version") || res.RunID != "r_old" {
 		t.Fatalf("an older record: %+v", res)
 	}
@@ -279,15 +279,15 @@ func TestDurableResultKeepsItsResources(t *testing.T) {
 func TestDurableLostAndCancelled(t *testing.T) {
 	dir := t.TempDir()
 	a, _ := durableServer(t, dir, 30*time.Millisecond, newGateRunner(), nil)
-	gone := callAs(t, a, "local", RunCodeName, slowCall)
+	gone := callAs(t, a, "local", runCode, slowCall)
 	sentAll(a, "gonebox")
-	unsent := callAs(t, a, "local", RunCodeName, slowCall)
+	unsent := callAs(t, a, "local", runCode, slowCall)
 	die(a)
 	adopter := &fakeAdopter{release: make(chan struct{}), gone: map[string]bool{"gonebox": true}}
 	b, _ := durableServer(t, dir, time.Second, newGateRunner(), adopter)
 	for _, id := range []string{gone.RunID, unsent.RunID} {
 		start := time.Now()
-		res := callAs(t, b, "local", RunWaitName, map[string]any{"run_id": id, "wait_seconds": 30})
+		res := callAs(t, b, "local", runWait, map[string]any{"run_id": id, "wait_seconds": 30})
 		if res.Error == nil || res.Error.Kind != contract.KindSandbox || !strings.Contains(res.Error.Message, "lost") {
 			t.Fatalf("lost run = %+v", res)
 		}
@@ -297,11 +297,11 @@ func TestDurableLostAndCancelled(t *testing.T) {
 	}
 
 	a2, _ := durableServer(t, t.TempDir(), 30*time.Millisecond, newGateRunner(), nil)
-	going := callAs(t, a2, "local", RunCodeName, slowCall)
+	going := callAs(t, a2, "local", runCode, slowCall)
 	sentAll(a2, "box2")
 	die(a2)
-	c, _ := durableServer(t, a2.Handles.store.Dir(), time.Second, newGateRunner(), adopter)
-	res := callAs(t, c, "local", RunCancelName, map[string]any{"run_id": going.RunID})
+	c, _ := durableServer(t, a2.reg.store.Dir(), time.Second, newGateRunner(), adopter)
+	res := callAs(t, c, "local", runCancel, map[string]any{"run_id": going.RunID})
 	if res.Error == nil || res.Error.Kind != contract.KindSandbox {
 		t.Fatalf("cancelled = %+v", res)
 	}
@@ -318,15 +318,15 @@ func TestDurableRunOfALiveServer(t *testing.T) {
 	dir := t.TempDir()
 	r := newGateRunner()
 	a, _ := durableServer(t, dir, 30*time.Millisecond, r, nil)
-	first := callAs(t, a, "local", RunCodeName, slowCall)
+	first := callAs(t, a, "local", runCode, slowCall)
 	sentAll(a, "box1")
 	adopter := &fakeAdopter{release: make(chan struct{})}
 	b, _ := durableServer(t, dir, 20*time.Second, newGateRunner(), adopter)
-	if res := callAs(t, b, "local", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 0}); res.Status != contract.StatusRunning {
+	if res := callAs(t, b, "local", runWait, map[string]any{"run_id": first.RunID, "wait_seconds": 0}); res.Status != contract.StatusRunning {
 		t.Fatalf("= %+v", res)
 	}
 	close(r.release)
-	res := callAs(t, b, "local", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 10})
+	res := callAs(t, b, "local", runWait, map[string]any{"run_id": first.RunID, "wait_seconds": 10})
 	if res.Status != contract.StatusOK || res.Stdout != "done\n" {
 		t.Fatalf("= %+v", res)
 	}
@@ -342,7 +342,7 @@ func TestShortRunWritesNothing(t *testing.T) {
 	close(r.release)
 	d, _ := durableServer(t, dir, 10*time.Second, r, nil)
 	for range 5 {
-		if res := callAs(t, d, "local", RunCodeName, slowCall); res.Status != contract.StatusOK {
+		if res := callAs(t, d, "local", runCode, slowCall); res.Status != contract.StatusOK {
 			t.Fatalf("= %+v", res)
 		}
 	}
@@ -351,63 +351,51 @@ func TestShortRunWritesNothing(t *testing.T) {
 	}
 }
 
-// A client's io.runbox/answer_within_seconds: 0 waits for the run's end
-// (today's behaviour), a shorter bound answers running sooner.
-func TestAnswerWithinMeta(t *testing.T) {
-	call := func(d Deps, meta map[string]any) contract.Result {
+// A call's own bound (How.Within, the client's
+// io.runbox/answer_within_seconds): 0 waits for the run's end, a shorter
+// one than the manifest's answers running sooner.
+func TestCallWithin(t *testing.T) {
+	call := func(d fixture, within time.Duration) contract.Result {
 		t.Helper()
-		req := mcp.CallToolRequest{}
-		req.Params.Name, req.Params.Arguments = RunCodeName, slowCall
-		req.Params.Meta = &mcp.Meta{AdditionalFields: meta}
-		out, _ := RunCode(d).Handler(context.Background(), req)
-		var res contract.Result
-		b, _ := json.Marshal(out.StructuredContent)
-		_ = json.Unmarshal(b, &res)
-		return res
+		raw, _ := json.Marshal(slowCall)
+		a := d.reg.Call(context.Background(), d.svc, runs.DecodeCall(raw), How{Tool: runCode, Within: within})
+		if a.Running != nil {
+			return contract.Result{Status: contract.StatusRunning}
+		}
+		return a.Result
 	}
 	r := newGateRunner()
 	d, _, _ := handleDeps(t, 30*time.Millisecond, 4, 16, r)
 	time.AfterFunc(300*time.Millisecond, func() { close(r.release) })
-	if res := call(d, map[string]any{AnswerWithinMeta: 0.0}); res.Status != contract.StatusOK {
-		t.Fatalf("answer_within 0 = %s, want the run's result", res.Status)
+	if res := call(d, 0); res.Status != contract.StatusOK {
+		t.Fatalf("within 0 = %s, want the run's result", res.Status)
 	}
 	r2 := newGateRunner()
 	defer close(r2.release)
 	d2, _, _ := handleDeps(t, time.Hour, 4, 16, r2)
 	start := time.Now()
-	if res := call(d2, map[string]any{AnswerWithinMeta: 0.05}); res.Status != contract.StatusRunning {
-		t.Fatalf("answer_within 0.05 = %s, want running", res.Status)
+	if res := call(d2, 50*time.Millisecond); res.Status != contract.StatusRunning {
+		t.Fatalf("within 50 ms = %s, want running", res.Status)
 	}
 	if time.Since(start) > 20*time.Second {
-		t.Fatal("the client's bound was not kept")
+		t.Fatal("the call's bound was not kept")
 	}
-	for _, bad := range []any{-1.0, "2", 1e9} {
-		if got := d2.Handles.answerWithin(mcp.CallToolRequest{Params: mcp.CallToolParams{Meta: &mcp.Meta{AdditionalFields: map[string]any{AnswerWithinMeta: bad}}}}); got != time.Hour {
-			t.Errorf("answer_within %v = %v, want the manifest's", bad, got)
-		}
-	}
-
 }
 
 // A task's call is durable from its start: its record, by task id, held
-// by its server while it runs, lets a restarted server finish the task
-// (AdoptTask): with the stored answer of a run that ended, through the
-// runner for one still going, lost for one that never began.
+// by its server while it runs, keeps its result once it ended (the only
+// copy: nothing stays in memory) and lets a restarted server finish the
+// task (AdoptTask): with the stored result of a run that ended, through
+// the runner for one still going, lost for one that never began.
 func TestDurableTaskRun(t *testing.T) {
 	dir := t.TempDir()
 	r := newGateRunner()
 	a, _ := durableServer(t, dir, time.Hour, r, nil)
-	req := mcp.CallToolRequest{}
-	req.Params.Name, req.Params.Arguments = RunCodeName, slowCall
-	req.Params.Meta = &mcp.Meta{ProgressToken: TaskCallPrefix + "TASK1"}
-	done := make(chan *mcp.CallToolResult, 1)
-	go func() {
-		out, _ := RunCode(a).Handler(WithPrincipal(context.Background(), "local"), req)
-		done <- out
-	}()
+	done := make(chan contract.Result, 1)
+	go func() { done <- callTask(t, a, "local", runCode, "TASK1", slowCall) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, ok := a.Handles.store.Get(recordTaskRun, "TASK1"); ok {
+		if _, ok := a.reg.store.Get(recordTaskRun, "TASK1"); ok {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -415,35 +403,47 @@ func TestDurableTaskRun(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if release, held := a.Handles.store.Hold(recordTaskRun, "TASK1"); held {
+	if release, held := a.reg.store.Hold(recordTaskRun, "TASK1"); held {
 		release()
 		t.Fatal("the running task's record was not held by its server")
 	}
 	close(r.release)
-	<-done
+	first := <-done
+	a.reg.mu.Lock()
+	inMemory := len(a.reg.tasks)
+	a.reg.mu.Unlock()
+	if runID, ok := a.reg.TaskRun("TASK1"); !ok || runID != first.RunID || inMemory != 0 {
+		t.Fatalf("the ended task's run: %q %v, %d in memory", runID, ok, inMemory)
+	}
+	if res, ok := a.reg.TaskResult("TASK1"); !ok || res.Stdout != "done\n" {
+		t.Fatalf("the ended task's result: %+v %v", res, ok)
+	}
 
 	adopter := &fakeAdopter{release: make(chan struct{})}
 	close(adopter.release)
 	b, _ := durableServer(t, dir, time.Hour, newGateRunner(), adopter)
-	decode := func(out *mcp.CallToolResult) contract.Result {
-		var res contract.Result
-		raw, _ := json.Marshal(out.StructuredContent)
-		_ = json.Unmarshal(raw, &res)
-		return res
-	}
-	if res := decode(b.AdoptTask(context.Background(), "TASK1")); res.Stdout != "done\n" {
-		t.Fatalf("the ended task's stored answer: %+v", res)
+	if res := b.reg.AdoptTask(context.Background(), "TASK1"); res.Stdout != "done\n" {
+		t.Fatalf("the ended task's stored result: %+v", res)
 	}
 	// A dead server's record of a task still running.
-	data, _ := json.Marshal(runs.Record{RunID: "r_2", TaskID: "TASK2", Owner: "local", Tool: RunCodeName, Language: "python", Started: time.Now(),
+	data, _ := json.Marshal(runs.Record{RunID: "r_2", TaskID: "TASK2", Owner: "local", Tool: runCode, Language: "python", Started: time.Now(),
 		Detached: &sandbox.Detached{RunID: "r_2", BoxID: "box9"}})
-	if err := b.Handles.store.Put(runstore.Entry{Kind: recordTaskRun, ID: "TASK2", Data: data}); err != nil {
+	if err := b.reg.store.Put(runstore.Entry{Kind: recordTaskRun, ID: "TASK2", Data: data}); err != nil {
 		t.Fatal(err)
 	}
-	if res := decode(b.AdoptTask(context.Background(), "TASK2")); res.Stdout != "adopted box9\n" || res.RunID != "r_2" {
+	if res := b.reg.AdoptTask(context.Background(), "TASK2"); res.Stdout != "adopted box9\n" || res.RunID != "r_2" {
 		t.Fatalf("the adopted task: %+v", res)
 	}
-	if res := decode(b.AdoptTask(context.Background(), "NOSUCHTASK")); res.Error == nil || !strings.Contains(res.Error.Message, "lost") {
+	if runID, ok := b.reg.TaskRun("TASK2"); !ok || runID != "r_2" {
+		t.Fatalf("the adopted task's run: %q %v", runID, ok)
+	}
+	if res, ok := b.reg.TaskResult("TASK2"); !ok || res.Stdout != "adopted box9\n" {
+		t.Fatalf("the adopted task's result: %+v %v", res, ok)
+	}
+	if res := b.reg.AdoptTask(context.Background(), "NOSUCHTASK"); res.Error == nil || !strings.Contains(res.Error.Message, "lost") {
 		t.Fatalf("a task with no record: %+v", res)
+	}
+	if _, ok := b.reg.TaskRun("NOSUCHTASK"); ok {
+		t.Fatal("a task with no record has a run")
 	}
 }

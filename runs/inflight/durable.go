@@ -1,4 +1,4 @@
-package tools
+package inflight
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/runstore"
@@ -68,7 +66,7 @@ type keeping struct {
 // Durable keeps h's long runs in store, so that they outlive the
 // process; adopter finds a running record's box in a restarted server
 // (nil: such a record answers lost). Call it before serving.
-func (h *Handles) Durable(store *runstore.Store, adopter Adopter) {
+func (h *Registry) Durable(store *runstore.Store, adopter Adopter) {
 	h.store, h.adopter = store, adopter
 }
 
@@ -79,19 +77,9 @@ func (hd *handle) kindID() (string, string) {
 	return recordRun, hd.RunID
 }
 
-// beginTask registers the run of task's call, durable at once (so that a
-// restarted server finds it by task id), outside the run_wait registry.
-func (h *Handles) beginTask(owner, tool, task string, c Call) *handle {
-	hd := &handle{Held: Held{RunID: runs.NewRunID(), Owner: owner, Tool: tool, Language: c.Args.Language, Started: h.now()},
-		cancel: func() {}, done: make(chan struct{})}
-	hd.taskID, hd.call = task, runs.RecordCall(c)
-	h.persist(hd)
-	return hd
-}
-
 // persist makes hd durable: its record is held by this process and
 // written.
-func (h *Handles) persist(hd *handle) {
+func (h *Registry) persist(hd *handle) {
 	if h.store == nil {
 		return
 	}
@@ -114,7 +102,7 @@ func (h *Handles) persist(hd *handle) {
 
 // sent takes the box's Detached record of hd's run (RunRequest.OnSent):
 // written at once when the run is durable already.
-func (h *Handles) sent(hd *handle, d sandbox.Detached) {
+func (h *Registry) sent(hd *handle, d sandbox.Detached) {
 	h.mu.Lock()
 	hd.detached = &d
 	save := hd.durable
@@ -125,7 +113,7 @@ func (h *Handles) sent(hd *handle, d sandbox.Detached) {
 }
 
 // save writes hd's record as it is now.
-func (h *Handles) save(hd *handle) {
+func (h *Registry) save(hd *handle) {
 	hd.saveMu.Lock()
 	defer hd.saveMu.Unlock()
 	h.mu.Lock()
@@ -160,7 +148,7 @@ func (h *Handles) save(hd *handle) {
 
 // put writes rec, with res (when the run ended) and, withData, the
 // content of its artifacts and displays.
-func (h *Handles) put(hd *handle, rec runs.Record, res *contract.Result, withData bool) error {
+func (h *Registry) put(hd *handle, rec runs.Record, res *contract.Result, withData bool) error {
 	if res != nil {
 		kept := runs.Keep(*res, withData)
 		rec.Result = &kept
@@ -174,7 +162,7 @@ func (h *Handles) put(hd *handle, rec runs.Record, res *contract.Result, withDat
 }
 
 // ended writes a durable run's final record and gives up its hold.
-func (h *Handles) ended(hd *handle) {
+func (h *Registry) ended(hd *handle) {
 	h.mu.Lock()
 	save, release := hd.durable, hd.release
 	hd.release = nil
@@ -188,7 +176,7 @@ func (h *Handles) ended(hd *handle) {
 }
 
 // load reads a run's record.
-func (h *Handles) load(kind, id string) (runs.Record, bool) {
+func (h *Registry) load(kind, id string) (runs.Record, bool) {
 	var rec runs.Record
 	e, ok := h.store.Get(kind, id)
 	if !ok || json.Unmarshal(e.Data, &rec) != nil {
@@ -201,8 +189,7 @@ func (h *Handles) load(kind, id string) (runs.Record, bool) {
 // stopped, or of another server on the same state directory) and keeps
 // it as a handle: finished, with its stored result; running in another
 // live server, read from its record; or adopted.
-func (d Deps) restore(ctx context.Context, owner, id string) (*handle, bool) {
-	h := d.Handles
+func (h *Registry) restore(ctx context.Context, owner, id string) (*handle, bool) {
 	if h.store == nil {
 		return nil, false
 	}
@@ -224,7 +211,7 @@ func (d Deps) restore(ctx context.Context, owner, id string) (*handle, bool) {
 			hd.Audit = nil // its server writes the line
 		}
 	} else {
-		res := d.storedResult(ctx, rec)
+		res := h.storedResult(rec)
 		hd.Ended, hd.Result = rec.Ended, &res
 		hd.decided = true
 		close(hd.done)
@@ -262,13 +249,13 @@ func (d Deps) restore(ctx context.Context, owner, id string) (*handle, bool) {
 		go func() {
 			defer unhook()
 			defer cancel()
-			d.adopt(runCtx, hd)
+			h.adopt(runCtx, hd)
 		}()
 	case hd.remote:
 		go func() {
 			defer unhook()
 			defer cancel()
-			d.pollRemote(runCtx, hd)
+			h.pollRemote(runCtx, hd)
 		}()
 	default:
 		unhook()
@@ -281,7 +268,7 @@ func (d Deps) restore(ctx context.Context, owner, id string) (*handle, bool) {
 // storedResult is the result a finished record keeps, its resources kept
 // again in this server's artifact store for the run's owner; a record of
 // another version, or without a result, answers that the result is lost.
-func (d Deps) storedResult(ctx context.Context, rec runs.Record) contract.Result {
+func (h *Registry) storedResult(rec runs.Record) contract.Result {
 	var why string
 	switch {
 	case rec.Version != runs.RecordVersion:
@@ -291,19 +278,19 @@ func (d Deps) storedResult(ctx context.Context, rec runs.Record) contract.Result
 	}
 	if why != "" {
 		res := contract.Fail(contract.Job{RunID: rec.RunID}, contract.RunLost(why))
-		res.Language, res.Isolation = rec.Language, d.Manifest.Isolation
+		res.Language, res.Isolation = rec.Language, h.m.Isolation
 		return res
 	}
 	res := rec.Result.Restore()
-	keepResources(WithPrincipal(ctx, rec.Owner), d.Manifest, d.Store, res)
+	h.keepResources(rec.Owner, res)
 	return res
 }
 
 // adopt waits, through the runner, for the end of a run whose server
 // stopped, and keeps its result as the run's own would have been: the
 // audit line written once, when the client collects it.
-func (d Deps) adopt(ctx context.Context, hd *handle) {
-	h := d.Handles
+func (h *Registry) adopt(ctx context.Context, hd *handle) {
+	d := h.svc
 	var res contract.Result
 	switch {
 	case hd.detached == nil:
@@ -318,7 +305,7 @@ func (d Deps) adopt(ctx context.Context, hd *handle) {
 		res.Language = hd.Language
 	}
 	if res.Isolation == "" {
-		res.Isolation = d.Manifest.Isolation
+		res.Isolation = h.m.Isolation
 	}
 	if d.Metrics != nil {
 		d.Metrics.Observe(res)
@@ -331,7 +318,7 @@ func (d Deps) adopt(ctx context.Context, hd *handle) {
 	}
 	// The resources of the result are the run's owner's, whoever's call
 	// adopted it.
-	keepResources(WithPrincipal(ctx, hd.Owner), d.Manifest, d.Store, res)
+	h.keepResources(hd.Owner, res)
 	h.finish(hd, res)
 }
 
@@ -340,8 +327,7 @@ const remotePoll = time.Second
 
 // pollRemote follows a run another live server runs, through its
 // record: its result once written; adopted, should that server die.
-func (d Deps) pollRemote(ctx context.Context, hd *handle) {
-	h := d.Handles
+func (h *Registry) pollRemote(ctx context.Context, hd *handle) {
 	t := time.NewTicker(remotePoll)
 	defer t.Stop()
 	for {
@@ -357,14 +343,14 @@ func (d Deps) pollRemote(ctx context.Context, hd *handle) {
 			h.finish(hd, contract.Fail(contract.Job{RunID: hd.RunID}, contract.RunLost("its record is gone")))
 			return
 		case !rec.Ended.IsZero():
-			h.finish(hd, d.storedResult(ctx, rec))
+			h.finish(hd, h.storedResult(rec))
 			return
 		}
 		if release, held := h.store.Hold(recordRun, hd.RunID); held {
 			h.mu.Lock()
 			hd.remote, hd.release, hd.detached, hd.Audit = false, release, rec.Detached, rec.Audit
 			h.mu.Unlock()
-			d.adopt(ctx, hd)
+			h.adopt(ctx, hd)
 			return
 		}
 	}
@@ -375,7 +361,7 @@ const storeSweepEvery = time.Minute
 
 // sweepStore drops expired records (every minute at most): a run nobody
 // collected is abandoned, its held audit line written then.
-func (h *Handles) sweepStore() {
+func (h *Registry) sweepStore() {
 	if h.store == nil {
 		return
 	}
@@ -396,44 +382,4 @@ func (h *Handles) sweepStore() {
 		rec.Audit.Background = string(EndAbandoned)
 		h.record(rec.Audit)
 	})
-}
-
-// AdoptTask finishes, in a restarted server, the run of an MCP task
-// whose server stopped: the answer of its stored result, or of the adopted
-// run's once it ends (cancelling ctx cancels the run), or one saying it is
-// lost.
-func (d Deps) AdoptTask(ctx context.Context, taskID string) *mcp.CallToolResult {
-	h := d.Handles
-	lost := func(why string) *mcp.CallToolResult {
-		res := contract.Fail(contract.Job{}, contract.RunLost(why))
-		res.Isolation = d.Manifest.Isolation
-		return answer(ctx, d.Manifest, nil, res)
-	}
-	if h == nil || h.store == nil {
-		return lost("this server keeps no runs")
-	}
-	t := time.NewTicker(remotePoll)
-	defer t.Stop()
-	for {
-		rec, ok := h.load(recordTaskRun, taskID)
-		if !ok {
-			return lost("its server stopped before its run began")
-		}
-		if !rec.Ended.IsZero() {
-			return render(ctx, d.Manifest, d.storedResult(ctx, rec))
-		}
-		if release, held := h.store.Hold(recordTaskRun, taskID); held {
-			hd := &handle{Held: Held{RunID: rec.RunID, Owner: rec.Owner, Tool: rec.Tool, Language: rec.Language, Started: rec.Started},
-				cancel: func() {}, done: make(chan struct{})}
-			hd.durable, hd.taskID, hd.call, hd.detached, hd.release = true, taskID, rec.Call, rec.Detached, release
-			d.adopt(ctx, hd)
-			return render(ctx, d.Manifest, *hd.Result)
-		}
-		// A live server runs it still: its record will say the end.
-		select {
-		case <-ctx.Done():
-			return answer(ctx, d.Manifest, nil, contract.Fail(contract.Job{RunID: rec.RunID}, contract.Cancelled()))
-		case <-t.C:
-		}
-	}
 }

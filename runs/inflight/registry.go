@@ -1,4 +1,4 @@
-package tools
+package inflight
 
 import (
 	"context"
@@ -38,8 +38,9 @@ type BackgroundMetrics interface {
 	LongRunsHeld(n int)
 }
 
-// Held is a run answered with a handle, as the registry keeps it: every
-// field is plain data, so that a store outliving the process can keep it.
+// Held is a run in flight as the registry keeps it (a run answered with a
+// handle, or a task's run): every field is plain data, so that a store
+// outliving the process can keep it.
 type Held struct {
 	RunID    string
 	Owner    string
@@ -75,11 +76,19 @@ type handle struct {
 	keeping
 }
 
-// Handles holds the runs that outlast limits.answer_within_seconds, by
-// run id, each bound to its owner (PrincipalOf: a bearer token's name
-// over HTTP, the connection over stdio), and counts the long runs (those
-// and calls made as MCP tasks) against the manifest's caps.
-type Handles struct {
+// Registry holds the runs in flight: those that outlast
+// limits.answer_within_seconds, by run id, and the runs of MCP tasks'
+// calls, by task id, each bound to its owner (the caller's principal: a
+// bearer token's name over HTTP, the connection over stdio); it counts the
+// long runs (those and tasks' calls) against the manifest's caps.
+type Registry struct {
+	// svc runs the pipeline's end of a restored or adopted run (its
+	// metrics, its audit line).
+	svc runs.Service
+	// artifacts keeps the resources of the results the registry answers
+	// (nil keeps none).
+	artifacts *runs.ArtifactStore
+
 	within    time.Duration
 	keep      time.Duration
 	maxKept   int
@@ -100,38 +109,48 @@ type Handles struct {
 	base context.Context
 	stop context.CancelFunc
 
-	mu     sync.Mutex
-	runs   map[string]*handle
+	// taskKeep is how long a task's run stays in tasks (TaskTTL).
+	taskKeep time.Duration
+
+	mu   sync.Mutex
+	runs map[string]*handle
+	// tasks are the runs of MCP tasks' calls, by task id: while they
+	// run, and once ended, with their result, when no store keeps it.
+	tasks  map[string]*handle
 	long   map[string]int
 	nLong  int
 	closed bool
 }
 
-// NewHandles returns the registry of m's long runs. Finished results are
-// kept as long as their artifacts (artifacts.ttl_seconds, at least a
-// minute), at most maxKept of them.
-func NewHandles(m *manifest.Manifest, log *audit.Log, metrics BackgroundMetrics, logger *slog.Logger) *Handles {
+// New returns the registry of the runs svc runs (svc.Manifest's limits,
+// its audit log and logger), keeping the resources of the results it
+// answers in artifacts. Finished results are kept as long as their
+// artifacts (artifacts.ttl_seconds, at least a minute), at most maxKept of
+// them; a task's, as long as its task lives.
+func New(svc runs.Service, artifacts *runs.ArtifactStore, metrics BackgroundMetrics) *Registry {
+	m, log, logger := svc.Manifest, svc.Audit, svc.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	base, stop := context.WithCancel(context.Background())
-	return &Handles{
+	return &Registry{
+		svc: svc, artifacts: artifacts,
 		within: m.Limits.AnswerWithin(), keep: max(m.Artifacts.TTL(), time.Minute),
 		maxKept:   max(64, 4*m.Limits.MaxBackgroundRuns),
 		perClient: m.Limits.MaxBackgroundRunsPerClient, total: m.Limits.MaxBackgroundRuns,
-		audit: log, metrics: metrics, logger: logger, now: time.Now, m: m,
-		base: base, stop: stop, runs: map[string]*handle{}, long: map[string]int{},
+		audit: log, metrics: metrics, logger: logger, now: time.Now, m: m, taskKeep: TaskTTL(m),
+		base: base, stop: stop, runs: map[string]*handle{}, tasks: map[string]*handle{}, long: map[string]int{},
 	}
 }
 
 // take counts a long run of owner, or says which cap refuses it.
-func (h *Handles) take(owner string) *contract.ErrorInfo {
+func (h *Registry) take(owner string) *contract.ErrorInfo {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.takeLocked(owner)
 }
 
-func (h *Handles) takeLocked(owner string) *contract.ErrorInfo {
+func (h *Registry) takeLocked(owner string) *contract.ErrorInfo {
 	if h.long[owner] >= h.perClient {
 		bad := contract.BackgroundFull(h.perClient, true)
 		return &bad
@@ -147,13 +166,13 @@ func (h *Handles) takeLocked(owner string) *contract.ErrorInfo {
 }
 
 // release gives back a long run of owner.
-func (h *Handles) release(owner string) {
+func (h *Registry) release(owner string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.releaseLocked(owner)
 }
 
-func (h *Handles) releaseLocked(owner string) {
+func (h *Registry) releaseLocked(owner string) {
 	if h.long[owner] <= 1 {
 		delete(h.long, owner)
 	} else {
@@ -163,7 +182,7 @@ func (h *Handles) releaseLocked(owner string) {
 	h.held()
 }
 
-func (h *Handles) held() {
+func (h *Registry) held() {
 	if h.metrics != nil {
 		h.metrics.LongRunsHeld(h.nLong)
 	}
@@ -171,14 +190,14 @@ func (h *Handles) held() {
 
 // LongRuns is how many long runs the server holds, and how many of them
 // owner does.
-func (h *Handles) LongRuns(owner string) (total, ofOwner int) {
+func (h *Registry) LongRuns(owner string) (total, ofOwner int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.nLong, h.long[owner]
 }
 
 // begin registers a run of owner's call of tool, not yet a long run.
-func (h *Handles) begin(owner, tool, language string, cancel context.CancelFunc) *handle {
+func (h *Registry) begin(owner, tool, language string, cancel context.CancelFunc) *handle {
 	h.sweep()
 	hd := &handle{Held: Held{RunID: runs.NewRunID(), Owner: owner, Tool: tool, Language: language, Started: h.now()},
 		cancel: cancel, done: make(chan struct{})}
@@ -191,7 +210,7 @@ func (h *Handles) begin(owner, tool, language string, cancel context.CancelFunc)
 // toBackground makes hd a long run at the bound: false when its run is
 // already ending (wait for done), or when a cap refuses it (hd.refused
 // set: its run is stopped).
-func (h *Handles) toBackground(hd *handle) bool {
+func (h *Registry) toBackground(hd *handle) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if hd.decided {
@@ -213,23 +232,32 @@ func (h *Handles) toBackground(hd *handle) bool {
 // finish takes the run's result: the end of a foreground call (whose
 // handle is dropped), or the result a background run keeps for its
 // owner.
-func (h *Handles) finish(hd *handle, res contract.Result) {
+func (h *Registry) finish(hd *handle, res contract.Result) {
 	h.mu.Lock()
 	hd.decided = true
 	hd.Result, hd.Ended = &res, h.now()
-	if hd.Background {
+	switch {
+	case hd.Background:
 		h.releaseLocked(hd.Owner)
-	} else {
+	case hd.taskID == "":
 		delete(h.runs, hd.RunID)
 	}
 	h.mu.Unlock()
 	h.ended(hd)
+	if hd.taskID != "" && hd.durable {
+		// The store keeps the task's result from now on.
+		h.mu.Lock()
+		if h.tasks[hd.taskID] == hd {
+			delete(h.tasks, hd.taskID)
+		}
+		h.mu.Unlock()
+	}
 	close(hd.done)
 }
 
 // end marks hd's run as over: its call no longer answers running. It
 // returns the refusal of a run stopped at the cap.
-func (h *Handles) end(hd *handle) *contract.ErrorInfo {
+func (h *Registry) end(hd *handle) *contract.ErrorInfo {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hd.decided = true
@@ -239,7 +267,7 @@ func (h *Handles) end(hd *handle) *contract.ErrorInfo {
 // hold is the run's audit hook: a background run's line waits for its
 // ending unless that is known already; every other line is written now.
 // It reports whether the line is held.
-func (h *Handles) hold(hd *handle, e *audit.Entry) bool {
+func (h *Registry) hold(hd *handle, e *audit.Entry) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hd.decided = true
@@ -261,7 +289,7 @@ func (h *Handles) hold(hd *handle, e *audit.Entry) bool {
 
 // settleLocked sets a background run's ending once, and returns its held
 // audit line to write (nil: none held).
-func (h *Handles) settleLocked(hd *handle, how Ending) *audit.Entry {
+func (h *Registry) settleLocked(hd *handle, how Ending) *audit.Entry {
 	if hd.Ending != "" || !hd.Background {
 		return nil
 	}
@@ -278,7 +306,7 @@ func (h *Handles) settleLocked(hd *handle, how Ending) *audit.Entry {
 	return e
 }
 
-func (h *Handles) record(e *audit.Entry) {
+func (h *Registry) record(e *audit.Entry) {
 	if e == nil || h.audit == nil {
 		return
 	}
@@ -289,7 +317,7 @@ func (h *Handles) record(e *audit.Entry) {
 
 // find returns owner's background run id; another owner's reads as
 // unknown.
-func (h *Handles) find(owner, id string) (*handle, bool) {
+func (h *Registry) find(owner, id string) (*handle, bool) {
 	h.sweep()
 	h.sweepStore()
 	h.mu.Lock()
@@ -302,7 +330,7 @@ func (h *Handles) find(owner, id string) (*handle, bool) {
 }
 
 // collect hands a finished run's result to its owner: the run is waited.
-func (h *Handles) collect(hd *handle, how Ending) *contract.Result {
+func (h *Registry) collect(hd *handle, how Ending) *contract.Result {
 	h.mu.Lock()
 	e := h.settleLocked(hd, how)
 	out := hd.Result
@@ -314,76 +342,9 @@ func (h *Handles) collect(hd *handle, how Ending) *contract.Result {
 	return out
 }
 
-// lookup finds owner's run id: in this server, or in the run store.
-func (d Deps) lookup(ctx context.Context, owner, id string) (*handle, bool) {
-	if hd, ok := d.Handles.find(owner, id); ok {
-		return hd, true
-	}
-	return d.restore(ctx, owner, id)
-}
-
-// wait waits up to wait for owner's run id: its result once it ended,
-// else nil and the handle (still running).
-func (d Deps) wait(ctx context.Context, owner, id string, wait time.Duration) (*contract.Result, *handle, bool) {
-	h := d.Handles
-	hd, ok := d.lookup(ctx, owner, id)
-	if !ok {
-		return nil, nil, false
-	}
-	if hd.endsWithin(ctx, wait) {
-		return h.collect(hd, EndWaited), hd, true
-	}
-	return nil, hd, true
-}
-
-// endsWithin waits up to d, or until ctx ends, for the run to end, and
-// says whether it did.
-func (hd *handle) endsWithin(ctx context.Context, d time.Duration) bool {
-	// An ended run answers its result even when d is 0 (a select of a
-	// closed done and a fired timer picks either).
-	select {
-	case <-hd.done:
-		return true
-	default:
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-hd.done:
-		return true
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return false
-}
-
-// cancelWait is how long run_cancel waits for the stopped run's end.
-const cancelWait = 30 * time.Second
-
-// cancelRun stops owner's run id and answers its result (a run already
-// over answers the result it had).
-func (d Deps) cancelRun(ctx context.Context, owner, id string) (*contract.Result, *handle, bool) {
-	h := d.Handles
-	hd, ok := d.lookup(ctx, owner, id)
-	if !ok {
-		return nil, nil, false
-	}
-	h.mu.Lock()
-	how := EndWaited
-	if hd.Ended.IsZero() {
-		hd.Cancelled, how = true, EndCancelled
-	}
-	h.mu.Unlock()
-	hd.cancel()
-	if hd.endsWithin(ctx, cancelWait) {
-		return h.collect(hd, how), hd, true
-	}
-	return nil, hd, true
-}
-
 // sweep drops finished runs past their keeping time, and the oldest
 // finished past maxKept: one nobody collected is abandoned.
-func (h *Handles) sweep() {
+func (h *Registry) sweep() {
 	now := h.now()
 	var lines []*audit.Entry
 	h.mu.Lock()
@@ -393,7 +354,8 @@ func (h *Handles) sweep() {
 			ended = append(ended, hd)
 		}
 	}
-	sort.Slice(ended, func(i, j int) bool { return ended[i].Ended.Before(ended[j].Ended) })
+	sortByEnd(ended)
+	h.sweepTasksLocked(now)
 	var gone []*handle
 	for i, hd := range ended {
 		if now.Sub(hd.Ended) >= h.keep || len(ended)-i > h.maxKept {
@@ -415,10 +377,15 @@ func (h *Handles) sweep() {
 	}
 }
 
+// sortByEnd sorts ended runs oldest end first.
+func sortByEnd(ended []*handle) {
+	sort.Slice(ended, func(i, j int) bool { return ended[i].Ended.Before(ended[j].Ended) })
+}
+
 // Close stops every run still going and waits for them (at most
 // closeWait); runs nobody collected are abandoned, and their audit lines
 // written.
-func (h *Handles) Close() {
+func (h *Registry) Close() {
 	var lines []*audit.Entry
 	h.mu.Lock()
 	h.closed = true
@@ -435,6 +402,7 @@ func (h *Handles) Close() {
 			going = append(going, hd)
 		}
 	}
+
 	h.mu.Unlock()
 	h.stop()
 	for _, e := range lines {
