@@ -403,6 +403,32 @@ func TestTaskRunsBounded(t *testing.T) {
 	}
 }
 
+// Past kept_results_bytes, the oldest ended task runs go first, whatever
+// their count.
+func TestTaskRunsBoundedInBytes(t *testing.T) {
+	r := newGateRunner()
+	close(r.release)
+	d, _, _ := handleDeps(t, 20*time.Millisecond, 4, 16, r)
+	h := d.reg
+	h.m.Limits.KeptResultsBytes = 10 << 20
+	base := time.Now()
+	h.mu.Lock()
+	for i := range 4 {
+		id := fmt.Sprintf("T%d", i)
+		res := &contract.Result{Stdout: strings.Repeat("x", 2<<20),
+			Artifacts: []contract.Artifact{{Path: "a.bin", Data: make([]byte, 2<<20)}}}
+		h.tasks[id] = &handle{Held: Held{RunID: "r_" + id, Started: base, Ended: base.Add(time.Duration(i) * time.Millisecond), Result: res},
+			keeping: keeping{taskID: id}}
+	}
+	h.mu.Unlock()
+	h.sweep()
+	for id, want := range map[string]bool{"T0": false, "T1": false, "T2": true, "T3": true} {
+		if _, ok := h.TaskResult(id); ok != want {
+			t.Errorf("task %s kept: %v, want %v", id, ok, want)
+		}
+	}
+}
+
 // A finished run nobody collects is dropped after its keeping time, and
 // its audit line says abandoned; so are those left when the server stops.
 func TestAbandonedRuns(t *testing.T) {

@@ -40,27 +40,52 @@ func (h *Registry) beginTask(owner, tool, task string, c runs.Call) *handle {
 }
 
 // maxKeptTasks bounds the ended task runs kept in memory (as the task
-// layer bounds its tasks).
+// layer bounds its tasks); the manifest's kept_results_bytes bounds their
+// results' bytes, as it bounds the run store's.
 const maxKeptTasks = 1024
 
 // sweepTasksLocked drops the task runs whose task has expired, and the
-// oldest ended past maxKeptTasks.
+// oldest ended past maxKeptTasks or past the bytes their results may
+// take together.
 func (h *Registry) sweepTasksLocked(now time.Time) {
 	var ended []*handle
+	var bytes int64
 	for id, hd := range h.tasks {
 		if now.Sub(hd.Started) >= h.taskKeep {
 			delete(h.tasks, id)
 		} else if !hd.Ended.IsZero() {
 			ended = append(ended, hd)
+			bytes += resultBytes(hd.Result)
 		}
 	}
-	if len(ended) <= maxKeptTasks {
+	maxBytes := int64(h.m.Limits.KeptResultsBytes)
+	over := func(kept int) bool { return kept > maxKeptTasks || (maxBytes > 0 && bytes > maxBytes) }
+	if !over(len(ended)) {
 		return
 	}
 	sortByEnd(ended)
-	for _, hd := range ended[:len(ended)-maxKeptTasks] {
-		delete(h.tasks, hd.taskID)
+	for i := 0; i < len(ended) && over(len(ended)-i); i++ {
+		delete(h.tasks, ended[i].taskID)
+		bytes -= resultBytes(ended[i].Result)
 	}
+}
+
+// resultBytes is about what a kept result holds in memory: its output,
+// its artifacts' and displays' data.
+func resultBytes(res *contract.Result) int64 {
+	if res == nil {
+		return 0
+	}
+	n := int64(len(res.Stdout) + len(res.Stderr))
+	for _, a := range res.Artifacts {
+		n += int64(len(a.Data))
+	}
+	for _, d := range res.Displays {
+		for _, m := range d.Mimes {
+			n += int64(len(m.Data))
+		}
+	}
+	return n
 }
 
 // AdoptTask finishes, in a restarted server, the run of an MCP task
