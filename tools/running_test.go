@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/runs/runstest"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -39,9 +40,9 @@ func summaryOf(t *testing.T, d Deps, tool string, args map[string]any) string {
 // when the runner tells it, cut to the answer's budget as a result is,
 // and says what it shows; when the runner does not, it says so.
 func TestRunningAnswerShowsOutputSoFar(t *testing.T) {
-	r := newGateRunner()
+	r := runstest.NewGate()
 	d, _, _ := handleDeps(t, 50*time.Millisecond, 4, 16, r)
-	defer close(r.release)
+	defer close(r.Release)
 	first := callAs(t, d, "alice", RunCodeName, slowCall)
 	if first.Status != contract.StatusRunning || first.Stdout != "" || !strings.Contains(first.Running.Output, "not known") {
 		t.Fatalf("a running answer without a peek: %+v %+v", first, first.Running)
@@ -55,9 +56,7 @@ func TestRunningAnswerShowsOutputSoFar(t *testing.T) {
 		b.WriteString("\n")
 	}
 	p := sandbox.Peek{Stdout: b.String(), StdoutBytes: 1 << 20, StdoutTruncated: true, Stderr: "warning\n", StderrBytes: 8}
-	r.mu.Lock()
-	r.peek = &p
-	r.mu.Unlock()
+	r.SetSoFar(p)
 	args := map[string]any{"run_id": first.RunID, "wait_seconds": 0}
 	got := callAs(t, d, "alice", RunWaitName, args)
 	if got.Status != contract.StatusRunning || got.Running == nil || got.Running.Output != contract.OutputSoFar(1<<20, 8) {

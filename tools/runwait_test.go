@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,69 +12,17 @@ import (
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/runs/inflight"
-	"github.com/runbox-mcp/runbox/sandbox"
+	"github.com/runbox-mcp/runbox/runs/runstest"
 )
 
-// gateRunner runs each job until the test releases it (answering "done")
-// or its call's context ends (answering the cancelled result), and says
-// which jobs were cancelled.
-type gateRunner struct {
-	release chan struct{}
-	mu      sync.Mutex
-	stopped map[string]bool
-	// peek, when set, is every run's output so far.
-	peek *sandbox.Peek
-	// more, when set, adds to every released run's result.
-	more func(*contract.Result)
-}
-
-func newGateRunner() *gateRunner {
-	return &gateRunner{release: make(chan struct{}), stopped: map[string]bool{}}
-}
-
-func (r *gateRunner) Run(ctx context.Context, req sandbox.RunRequest) contract.Result {
-	job := req.Job
-	select {
-	case <-r.release:
-		code := 0
-		res := contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, ExitCode: &code,
-			Stdout: "done\n", Artifacts: []contract.Artifact{}, Metrics: contract.Metrics{WallMs: 7}}
-		if r.more != nil {
-			r.more(&res)
-		}
-		return res
-	case <-ctx.Done():
-		r.mu.Lock()
-		r.stopped[job.RunID] = true
-		r.mu.Unlock()
-		return contract.Fail(job, contract.Cancelled())
-	}
-}
-func (r *gateRunner) Sessions() sandbox.SessionRunner { return nil }
-func (r *gateRunner) Peek(context.Context, string) (sandbox.Peek, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.peek == nil {
-		return sandbox.Peek{}, false
-	}
-	return *r.peek, true
-}
-func (r *gateRunner) Close() error { return nil }
-
-func (r *gateRunner) wasStopped(id string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stopped[id]
-}
-
 // handleDeps is the pipeline over r with handles answering after within.
-func handleDeps(t *testing.T, within time.Duration, perClient, total int, r *gateRunner) (Deps, *bgMetrics, func() []auditLine) {
+func handleDeps(t *testing.T, within time.Duration, perClient, total int, r *runstest.Gate) (Deps, *runstest.Background, func() []auditLine) {
 	t.Helper()
 	m := manifest.Default()
 	m.Limits.AnswerWithinSeconds = within.Seconds()
 	m.Limits.MaxBackgroundRunsPerClient, m.Limits.MaxBackgroundRuns = perClient, total
 	d, _, read := pipeline(t, m, r)
-	bm := &bgMetrics{ended: map[string]int{}}
+	bm := runstest.NewBackground()
 	d.InFlight = inflight.New(d.Service, d.Store, bm)
 	t.Cleanup(d.InFlight.Close)
 	return d, bm, func() []auditLine {
@@ -91,16 +38,6 @@ type auditLine struct {
 	run, background string
 	err             any
 }
-
-type bgMetrics struct {
-	mu    sync.Mutex
-	ended map[string]int
-	held  int
-}
-
-func (b *bgMetrics) BackgroundEnded(e string) { b.mu.Lock(); b.ended[e]++; b.mu.Unlock() }
-func (b *bgMetrics) LongRunsHeld(n int)       { b.mu.Lock(); b.held = n; b.mu.Unlock() }
-func (b *bgMetrics) get(e string) int         { b.mu.Lock(); defer b.mu.Unlock(); return b.ended[e] }
 
 // callAs calls tool of ds (run_code, run_wait or run_cancel) as client.
 func callAs(t *testing.T, d Deps, client, tool string, args map[string]any) contract.Result {
@@ -133,112 +70,37 @@ func callAs(t *testing.T, d Deps, client, tool string, args map[string]any) cont
 
 var slowCall = map[string]any{"language": "python", "code": "print(1)"}
 
-// A run past the bound answers running with its run_id; run_wait answers
-// running again while it goes on, then the result run_code would have
-// answered, under the same run_id; its audit line says it was waited.
-func TestRunWaitCollectsABackgroundRun(t *testing.T) {
-	r := newGateRunner()
-	d, bm, lines := handleDeps(t, 50*time.Millisecond, 4, 16, r)
+// Through MCP: run_code past the bound answers running, run_wait and
+// run_cancel read their arguments and answer the registry's results with
+// isError set as the status says. The registry's own logic (owners, caps,
+// audit lines, metrics) is tested in runs/inflight.
+func TestRunHandleTools(t *testing.T) {
+	r := runstest.NewGate()
+	d, _, _ := handleDeps(t, 50*time.Millisecond, 4, 16, r)
 	first := callAs(t, d, "alice", RunCodeName, slowCall)
 	if first.Status != contract.StatusRunning || first.Running == nil || first.RunID == "" || first.Language != "python" {
 		t.Fatalf("first answer %+v", first)
 	}
-	again := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": 0.05})
-	if again.Status != contract.StatusRunning || again.RunID != first.RunID {
+	wait := map[string]any{"run_id": first.RunID, "wait_seconds": 0.05}
+	if again := callAs(t, d, "alice", RunWaitName, wait); again.Status != contract.StatusRunning || again.RunID != first.RunID {
 		t.Fatalf("run_wait while running: %+v", again)
 	}
-	if total, mine := d.InFlight.LongRuns("alice"); total != 1 || mine != 1 {
-		t.Fatalf("long runs %d, alice's %d", total, mine)
-	}
-	close(r.release)
-	done := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": first.RunID})
-	if done.Status != contract.StatusOK || done.RunID != first.RunID || done.Stdout != "done\n" || done.Running != nil {
-		t.Fatalf("run_wait at the end: %+v", done)
-	}
-	// Asked again (an answer lost on the way), the result is the same.
-	if twice := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": first.RunID}); twice.Stdout != "done\n" {
-		t.Fatalf("second collection: %+v", twice)
-	}
-	if total, _ := d.InFlight.LongRuns("alice"); total != 0 {
-		t.Fatalf("%d long runs held after the end", total)
-	}
-	if got := lines(); len(got) != 1 || got[0].run != first.RunID || got[0].background != "waited" {
-		t.Fatalf("audit %+v", got)
-	}
-	if bm.get("waited") != 1 {
-		t.Fatalf("metrics %+v", bm.ended)
-	}
-}
-
-// Another client's run id reads as unknown to run_wait and run_cancel,
-// and its run goes on untouched.
-func TestRunHandlesAreTheirOwners(t *testing.T) {
-	r := newGateRunner()
-	d, _, _ := handleDeps(t, 50*time.Millisecond, 4, 16, r)
-	first := callAs(t, d, "alice", RunCodeName, slowCall)
-	for _, tool := range []string{RunWaitName, RunCancelName} {
-		res := callAs(t, d, "mallory", tool, map[string]any{"run_id": first.RunID})
-		if res.Error == nil || res.Error.Kind != contract.KindInvalidRequest || res.RunID != first.RunID {
-			t.Fatalf("%s of another's run: %+v", tool, res)
-		}
-	}
-	if r.wasStopped(first.RunID) {
-		t.Fatal("another client's run_cancel stopped the run")
-	}
-	if res := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": "r_NOSUCHRUN"}); res.Error == nil || res.Error.Kind != contract.KindInvalidRequest {
-		t.Fatalf("unknown id: %+v", res)
-	}
-}
-
-// A negative wait_seconds is a bad argument.
-func TestRunWaitBadWait(t *testing.T) {
-	r := newGateRunner()
-	defer close(r.release)
-	d, _, _ := handleDeps(t, 200*time.Millisecond, 4, 16, r)
-	first := callAs(t, d, "alice", RunCodeName, slowCall)
 	if bad := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": first.RunID, "wait_seconds": -1}); bad.Error == nil || bad.Error.Kind != contract.KindInvalidRequest {
 		t.Fatalf("negative wait: %+v", bad)
 	}
-}
-
-// run_cancel stops the run (its call's context: the runner kills the box)
-// and answers its cancelled result; the audit line says cancelled.
-func TestRunCancelStopsTheRun(t *testing.T) {
-	r := newGateRunner()
-	d, bm, lines := handleDeps(t, 50*time.Millisecond, 4, 16, r)
-	first := callAs(t, d, "alice", RunCodeName, slowCall)
+	for _, tool := range []string{RunWaitName, RunCancelName} {
+		if res := callAs(t, d, "mallory", tool, map[string]any{"run_id": first.RunID}); res.Error == nil || res.Error.Kind != contract.KindInvalidRequest {
+			t.Fatalf("%s of another's run: %+v", tool, res)
+		}
+	}
 	res := callAs(t, d, "alice", RunCancelName, map[string]any{"run_id": first.RunID})
-	if res.Status != contract.StatusError || res.Error.Kind != contract.KindSandbox || res.RunID != first.RunID {
-		t.Fatalf("%+v", res)
+	if res.Status != contract.StatusError || res.Error.Kind != contract.KindSandbox || res.RunID != first.RunID || !r.WasStopped(first.RunID) {
+		t.Fatalf("run_cancel: %+v", res)
 	}
-	if !r.wasStopped(first.RunID) {
-		t.Fatal("the run was not stopped")
-	}
-	if got := lines(); len(got) != 1 || got[0].background != "cancelled" {
-		t.Fatalf("audit %+v", got)
-	}
-	if bm.get("cancelled") != 1 {
-		t.Fatalf("metrics %+v", bm.ended)
-	}
-	if total, _ := d.InFlight.LongRuns("alice"); total != 0 {
-		t.Fatalf("%d long runs held after cancel", total)
-	}
-}
-
-// A task's call is never cut by the bound: it answers at its end.
-func TestTaskCallIsNotCut(t *testing.T) {
-	r := newGateRunner()
-	d, _, _ := handleDeps(t, 20*time.Millisecond, 4, 16, r)
-	go func() { time.Sleep(300 * time.Millisecond); close(r.release) }()
-	req := mcp.CallToolRequest{}
-	req.Params.Name, req.Params.Arguments = RunCodeName, slowCall
-	req.Params.Meta = &mcp.Meta{ProgressToken: TaskCallPrefix + "x"}
-	out, _ := RunCode(d).Handler(WithPrincipal(context.Background(), "alice"), req)
-	if out.IsError || !contains(out.Content[0].(mcp.TextContent).Text, "ok") {
-		t.Fatalf("%+v", out)
-	}
-	if total, _ := d.InFlight.LongRuns("alice"); total != 0 {
-		t.Fatalf("the task's long run is still held: %d", total)
+	second := callAs(t, d, "alice", RunCodeName, slowCall)
+	close(r.Release)
+	if done := callAs(t, d, "alice", RunWaitName, map[string]any{"run_id": second.RunID}); done.Status != contract.StatusOK || done.RunID != second.RunID || done.Stdout != "done\n" {
+		t.Fatalf("run_wait at the end: %+v", done)
 	}
 }
 
@@ -246,8 +108,8 @@ func TestTaskCallIsNotCut(t *testing.T) {
 // result is the task's, rendered when the task is collected as the call
 // answered it.
 func TestTaskAnswer(t *testing.T) {
-	r := newGateRunner()
-	close(r.release)
+	r := runstest.NewGate()
+	close(r.Release)
 	d, _, _ := handleDeps(t, 20*time.Millisecond, 4, 16, r)
 	req := mcp.CallToolRequest{}
 	req.Params.Name, req.Params.Arguments = RunCodeName, slowCall
@@ -273,8 +135,6 @@ func TestTaskAnswer(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
 // A client's io.runbox/answer_within_seconds: 0 waits for the run's end
 // (today's behaviour), a shorter bound answers running sooner.
 func TestAnswerWithinMeta(t *testing.T) {
@@ -289,14 +149,14 @@ func TestAnswerWithinMeta(t *testing.T) {
 		_ = json.Unmarshal(b, &res)
 		return res
 	}
-	r := newGateRunner()
+	r := runstest.NewGate()
 	d, _, _ := handleDeps(t, 30*time.Millisecond, 4, 16, r)
-	time.AfterFunc(300*time.Millisecond, func() { close(r.release) })
+	time.AfterFunc(300*time.Millisecond, func() { close(r.Release) })
 	if res := call(d, map[string]any{AnswerWithinMeta: 0.0}); res.Status != contract.StatusOK {
 		t.Fatalf("answer_within 0 = %s, want the run's result", res.Status)
 	}
-	r2 := newGateRunner()
-	defer close(r2.release)
+	r2 := runstest.NewGate()
+	defer close(r2.Release)
 	d2, _, _ := handleDeps(t, time.Hour, 4, 16, r2)
 	start := time.Now()
 	if res := call(d2, map[string]any{AnswerWithinMeta: 0.05}); res.Status != contract.StatusRunning {
@@ -311,9 +171,3 @@ func TestAnswerWithinMeta(t *testing.T) {
 		}
 	}
 }
-
-func (*gateRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
-	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
-}
-
-func (*gateRunner) MarkKept(string) {}

@@ -15,6 +15,7 @@ import (
 	"github.com/runbox-mcp/runbox/contract"
 	"github.com/runbox-mcp/runbox/internal/runstore"
 	"github.com/runbox-mcp/runbox/runs"
+	"github.com/runbox-mcp/runbox/runs/runstest"
 	"github.com/runbox-mcp/runbox/sandbox"
 )
 
@@ -57,7 +58,7 @@ func (a *fakeAdopter) Adopt(ctx context.Context, d sandbox.Detached) contract.Re
 
 // durableServer is one server process's pipeline over the run store in
 // dir: handles answering after within.
-func durableServer(t *testing.T, dir string, within time.Duration, r *gateRunner, a Adopter) (fixture, func() []auditLine) {
+func durableServer(t *testing.T, dir string, within time.Duration, r *runstest.Gate, a Adopter) (fixture, func() []auditLine) {
 	t.Helper()
 	d, _, lines := handleDeps(t, within, 4, 16, r)
 	store, err := runstore.Open(dir, runstore.Options{Keep: time.Hour})
@@ -123,14 +124,14 @@ func records(t *testing.T, dir string) []string {
 // of another state directory leaves it; a short run's box is not.
 func TestDurableRunMarksItsBox(t *testing.T) {
 	adopter := &fakeAdopter{release: make(chan struct{})}
-	r := newGateRunner()
+	r := runstest.NewGate()
 	d, _ := durableServer(t, t.TempDir(), 30*time.Millisecond, r, adopter)
 	if res := callAs(t, d, "alice", runCode, slowCall); res.Status != contract.StatusRunning {
 		t.Fatalf("status %s", res.Status)
 	}
 	sentAll(d, "box1")
 	sentAll(d, "box1") // a second write of the same record
-	close(r.release)
+	close(r.Release)
 	short, _ := durableServer(t, t.TempDir(), 10*time.Second, r, adopter)
 	if res := callAs(t, short, "alice", runCode, slowCall); res.Status != contract.StatusOK {
 		t.Fatalf("the short run: %+v", res)
@@ -148,7 +149,7 @@ func TestDurableRunMarksItsBox(t *testing.T) {
 // result; the audit line is written once, by the server that handed it.
 func TestDurableRunAdoptedAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	a, _ := durableServer(t, dir, 30*time.Millisecond, newGateRunner(), nil)
+	a, _ := durableServer(t, dir, 30*time.Millisecond, runstest.NewGate(), nil)
 	first := callAs(t, a, "alice", runCode, slowCall)
 	if first.Status != contract.StatusRunning {
 		t.Fatalf("status %s", first.Status)
@@ -160,7 +161,7 @@ func TestDurableRunAdoptedAfterRestart(t *testing.T) {
 	die(a)
 
 	adopter := &fakeAdopter{release: make(chan struct{})}
-	b, linesB := durableServer(t, dir, 30*time.Millisecond, newGateRunner(), adopter)
+	b, linesB := durableServer(t, dir, 30*time.Millisecond, runstest.NewGate(), adopter)
 	if res := callAs(t, b, "bob", runWait, map[string]any{"run_id": first.RunID, "wait_seconds": 0}); res.Error == nil || res.Error.Kind != contract.KindInvalidRequest {
 		t.Fatalf("another owner's run_wait = %+v", res)
 	}
@@ -196,13 +197,13 @@ func TestDurableRunAdoptedAfterRestart(t *testing.T) {
 // answer, as its own server would have.
 func TestDurableFinishedAnswerKept(t *testing.T) {
 	dir := t.TempDir()
-	r := newGateRunner()
+	r := runstest.NewGate()
 	a, _ := durableServer(t, dir, 30*time.Millisecond, r, nil)
 	first := callAs(t, a, "local", runCode, slowCall)
-	close(r.release)
+	close(r.Release)
 	waitFinished(t, a, first.RunID)
 	die(a)
-	b, lines := durableServer(t, dir, time.Second, newGateRunner(), &fakeAdopter{})
+	b, lines := durableServer(t, dir, time.Second, runstest.NewGate(), &fakeAdopter{})
 	res := callAs(t, b, "local", runWait, map[string]any{"run_id": first.RunID})
 	if res.Status != contract.StatusOK || res.Stdout != "done\n" || res.RunID != first.RunID {
 		t.Fatalf("stored answer = %+v", res)
@@ -218,9 +219,9 @@ func TestDurableFinishedAnswerKept(t *testing.T) {
 // record of another version answers lost, saying why.
 func TestDurableResultKeepsItsResources(t *testing.T) {
 	dir := t.TempDir()
-	r := newGateRunner()
+	r := runstest.NewGate()
 	png := []byte("\x89PNG\r\n\x1a\n-figure")
-	r.more = func(res *contract.Result) {
+	r.More = func(res *contract.Result) {
 		res.Artifacts = []contract.Artifact{{Path: "out/a.txt", SizeBytes: 5, MimeType: "text/plain",
 			URI: contract.ArtifactURI(res.RunID, "out/a.txt"), Data: []byte("hello")}}
 		res.Displays = []contract.Display{{Index: 0, Source: "show", Mimes: map[string]contract.DisplayMime{
@@ -229,7 +230,7 @@ func TestDurableResultKeepsItsResources(t *testing.T) {
 	}
 	a, _ := durableServer(t, dir, 30*time.Millisecond, r, nil)
 	first := callAs(t, a, "local", runCode, slowCall)
-	close(r.release)
+	close(r.Release)
 	waitFinished(t, a, first.RunID)
 	e, _ := a.reg.store.Get(recordRun, first.RunID)
 	var rec runs.Record
@@ -241,7 +242,7 @@ func TestDurableResultKeepsItsResources(t *testing.T) {
 	}
 	die(a)
 
-	b, _ := durableServer(t, dir, time.Second, newGateRunner(), &fakeAdopter{})
+	b, _ := durableServer(t, dir, time.Second, runstest.NewGate(), &fakeAdopter{})
 	store := runs.NewArtifactStore(time.Hour, 1<<20)
 	b.reg.artifacts = store
 	res := callAs(t, b, "local", runWait, map[string]any{"run_id": first.RunID})
@@ -278,13 +279,13 @@ func TestDurableResultKeepsItsResources(t *testing.T) {
 // lost at once; run_cancel of an adopted run kills its box.
 func TestDurableLostAndCancelled(t *testing.T) {
 	dir := t.TempDir()
-	a, _ := durableServer(t, dir, 30*time.Millisecond, newGateRunner(), nil)
+	a, _ := durableServer(t, dir, 30*time.Millisecond, runstest.NewGate(), nil)
 	gone := callAs(t, a, "local", runCode, slowCall)
 	sentAll(a, "gonebox")
 	unsent := callAs(t, a, "local", runCode, slowCall)
 	die(a)
 	adopter := &fakeAdopter{release: make(chan struct{}), gone: map[string]bool{"gonebox": true}}
-	b, _ := durableServer(t, dir, time.Second, newGateRunner(), adopter)
+	b, _ := durableServer(t, dir, time.Second, runstest.NewGate(), adopter)
 	for _, id := range []string{gone.RunID, unsent.RunID} {
 		start := time.Now()
 		res := callAs(t, b, "local", runWait, map[string]any{"run_id": id, "wait_seconds": 30})
@@ -296,11 +297,11 @@ func TestDurableLostAndCancelled(t *testing.T) {
 		}
 	}
 
-	a2, _ := durableServer(t, t.TempDir(), 30*time.Millisecond, newGateRunner(), nil)
+	a2, _ := durableServer(t, t.TempDir(), 30*time.Millisecond, runstest.NewGate(), nil)
 	going := callAs(t, a2, "local", runCode, slowCall)
 	sentAll(a2, "box2")
 	die(a2)
-	c, _ := durableServer(t, a2.reg.store.Dir(), time.Second, newGateRunner(), adopter)
+	c, _ := durableServer(t, a2.reg.store.Dir(), time.Second, runstest.NewGate(), adopter)
 	res := callAs(t, c, "local", runCancel, map[string]any{"run_id": going.RunID})
 	if res.Error == nil || res.Error.Kind != contract.KindSandbox {
 		t.Fatalf("cancelled = %+v", res)
@@ -316,16 +317,16 @@ func TestDurableLostAndCancelled(t *testing.T) {
 // state directory reads its record and never adopts it.
 func TestDurableRunOfALiveServer(t *testing.T) {
 	dir := t.TempDir()
-	r := newGateRunner()
+	r := runstest.NewGate()
 	a, _ := durableServer(t, dir, 30*time.Millisecond, r, nil)
 	first := callAs(t, a, "local", runCode, slowCall)
 	sentAll(a, "box1")
 	adopter := &fakeAdopter{release: make(chan struct{})}
-	b, _ := durableServer(t, dir, 20*time.Second, newGateRunner(), adopter)
+	b, _ := durableServer(t, dir, 20*time.Second, runstest.NewGate(), adopter)
 	if res := callAs(t, b, "local", runWait, map[string]any{"run_id": first.RunID, "wait_seconds": 0}); res.Status != contract.StatusRunning {
 		t.Fatalf("= %+v", res)
 	}
-	close(r.release)
+	close(r.Release)
 	res := callAs(t, b, "local", runWait, map[string]any{"run_id": first.RunID, "wait_seconds": 10})
 	if res.Status != contract.StatusOK || res.Stdout != "done\n" {
 		t.Fatalf("= %+v", res)
@@ -338,8 +339,8 @@ func TestDurableRunOfALiveServer(t *testing.T) {
 // A run that ends within the bound writes nothing to the store.
 func TestShortRunWritesNothing(t *testing.T) {
 	dir := t.TempDir()
-	r := newGateRunner()
-	close(r.release)
+	r := runstest.NewGate()
+	close(r.Release)
 	d, _ := durableServer(t, dir, 10*time.Second, r, nil)
 	for range 5 {
 		if res := callAs(t, d, "local", runCode, slowCall); res.Status != contract.StatusOK {
@@ -364,14 +365,14 @@ func TestCallWithin(t *testing.T) {
 		}
 		return a.Result
 	}
-	r := newGateRunner()
+	r := runstest.NewGate()
 	d, _, _ := handleDeps(t, 30*time.Millisecond, 4, 16, r)
-	time.AfterFunc(300*time.Millisecond, func() { close(r.release) })
+	time.AfterFunc(300*time.Millisecond, func() { close(r.Release) })
 	if res := call(d, 0); res.Status != contract.StatusOK {
 		t.Fatalf("within 0 = %s, want the run's result", res.Status)
 	}
-	r2 := newGateRunner()
-	defer close(r2.release)
+	r2 := runstest.NewGate()
+	defer close(r2.Release)
 	d2, _, _ := handleDeps(t, time.Hour, 4, 16, r2)
 	start := time.Now()
 	if res := call(d2, 50*time.Millisecond); res.Status != contract.StatusRunning {
@@ -389,7 +390,7 @@ func TestCallWithin(t *testing.T) {
 // the runner for one still going, lost for one that never began.
 func TestDurableTaskRun(t *testing.T) {
 	dir := t.TempDir()
-	r := newGateRunner()
+	r := runstest.NewGate()
 	a, _ := durableServer(t, dir, time.Hour, r, nil)
 	done := make(chan contract.Result, 1)
 	go func() { done <- callTask(t, a, "local", runCode, "TASK1", slowCall) }()
@@ -407,7 +408,7 @@ func TestDurableTaskRun(t *testing.T) {
 		release()
 		t.Fatal("the running task's record was not held by its server")
 	}
-	close(r.release)
+	close(r.Release)
 	first := <-done
 	a.reg.mu.Lock()
 	inMemory := len(a.reg.tasks)
@@ -421,7 +422,7 @@ func TestDurableTaskRun(t *testing.T) {
 
 	adopter := &fakeAdopter{release: make(chan struct{})}
 	close(adopter.release)
-	b, _ := durableServer(t, dir, time.Hour, newGateRunner(), adopter)
+	b, _ := durableServer(t, dir, time.Hour, runstest.NewGate(), adopter)
 	if res := b.reg.AdoptTask(context.Background(), "TASK1"); res.Stdout != "done\n" {
 		t.Fatalf("the ended task's stored result: %+v", res)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,62 +12,9 @@ import (
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/runs"
 	"github.com/runbox-mcp/runbox/runs/runstest"
-	"github.com/runbox-mcp/runbox/sandbox"
 )
 
-// gateRunner runs each job until the test releases it (answering "done")
-// or its call's context ends (answering the cancelled result), and says
-// which jobs were cancelled.
-type gateRunner struct {
-	release chan struct{}
-	mu      sync.Mutex
-	stopped map[string]bool
-	// peek, when set, is every run's output so far.
-	peek *sandbox.Peek
-	// more, when set, adds to every released run's result.
-	more func(*contract.Result)
-}
-
-func newGateRunner() *gateRunner {
-	return &gateRunner{release: make(chan struct{}), stopped: map[string]bool{}}
-}
-
-func (r *gateRunner) Run(ctx context.Context, req sandbox.RunRequest) contract.Result {
-	job := req.Job
-	select {
-	case <-r.release:
-		code := 0
-		res := contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, ExitCode: &code,
-			Stdout: "done\n", Artifacts: []contract.Artifact{}, Metrics: contract.Metrics{WallMs: 7}}
-		if r.more != nil {
-			r.more(&res)
-		}
-		return res
-	case <-ctx.Done():
-		r.mu.Lock()
-		r.stopped[job.RunID] = true
-		r.mu.Unlock()
-		return contract.Fail(job, contract.Cancelled())
-	}
-}
-func (r *gateRunner) Sessions() sandbox.SessionRunner { return nil }
-func (r *gateRunner) Peek(context.Context, string) (sandbox.Peek, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.peek == nil {
-		return sandbox.Peek{}, false
-	}
-	return *r.peek, true
-}
-func (r *gateRunner) Close() error { return nil }
-
-func (r *gateRunner) wasStopped(id string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stopped[id]
-}
-
-// fixture is a server's pipeline over a gateRunner and its registry.
+// fixture is a server's pipeline over a runstest.Gate and its registry.
 type fixture struct {
 	reg *Registry
 	svc runs.Service
@@ -76,14 +22,14 @@ type fixture struct {
 
 // handleDeps is the pipeline over r with a registry answering after
 // within.
-func handleDeps(t *testing.T, within time.Duration, perClient, total int, r *gateRunner) (fixture, *bgMetrics, func() []auditLine) {
+func handleDeps(t *testing.T, within time.Duration, perClient, total int, r *runstest.Gate) (fixture, *runstest.Background, func() []auditLine) {
 	t.Helper()
 	m := manifest.Default()
 	m.Limits.AnswerWithinSeconds = within.Seconds()
 	m.Limits.MaxBackgroundRunsPerClient, m.Limits.MaxBackgroundRuns = perClient, total
 	l, read := runstest.AuditLog(t, m)
 	svc := runs.Service{Manifest: m, Runner: r, Audit: l, Transport: "test", Metrics: &runstest.Observed{}, Budgets: runs.NewBudgets(m.Budgets)}
-	bm := &bgMetrics{ended: map[string]int{}}
+	bm := runstest.NewBackground()
 	reg := New(svc, nil, bm)
 	t.Cleanup(reg.Close)
 	return fixture{reg: reg, svc: svc}, bm, func() []auditLine {
@@ -99,16 +45,6 @@ type auditLine struct {
 	run, background string
 	err             any
 }
-
-type bgMetrics struct {
-	mu    sync.Mutex
-	ended map[string]int
-	held  int
-}
-
-func (b *bgMetrics) BackgroundEnded(e string) { b.mu.Lock(); b.ended[e]++; b.mu.Unlock() }
-func (b *bgMetrics) LongRunsHeld(n int)       { b.mu.Lock(); b.held = n; b.mu.Unlock() }
-func (b *bgMetrics) get(e string) int         { b.mu.Lock(); defer b.mu.Unlock(); return b.ended[e] }
 
 // The tools whose calls the tests make, as the MCP layer (tools) makes
 // them through the registry.
@@ -175,7 +111,7 @@ var slowCall = map[string]any{"language": "python", "code": "print(1)"}
 // running again while it goes on, then the result run_code would have
 // answered, under the same run_id; its audit line says it was waited.
 func TestRunWaitCollectsABackgroundRun(t *testing.T) {
-	r := newGateRunner()
+	r := runstest.NewGate()
 	d, bm, lines := handleDeps(t, 50*time.Millisecond, 4, 16, r)
 	first := callAs(t, d, "alice", runCode, slowCall)
 	if first.Status != contract.StatusRunning || first.Running == nil || first.RunID == "" || first.Language != "python" {
@@ -188,7 +124,7 @@ func TestRunWaitCollectsABackgroundRun(t *testing.T) {
 	if total, mine := d.reg.LongRuns("alice"); total != 1 || mine != 1 {
 		t.Fatalf("long runs %d, alice's %d", total, mine)
 	}
-	close(r.release)
+	close(r.Release)
 	done := callAs(t, d, "alice", runWait, map[string]any{"run_id": first.RunID})
 	if done.Status != contract.StatusOK || done.RunID != first.RunID || done.Stdout != "done\n" || done.Running != nil {
 		t.Fatalf("run_wait at the end: %+v", done)
@@ -203,16 +139,16 @@ func TestRunWaitCollectsABackgroundRun(t *testing.T) {
 	if got := lines(); len(got) != 1 || got[0].run != first.RunID || got[0].background != "waited" {
 		t.Fatalf("audit %+v", got)
 	}
-	if bm.get("waited") != 1 {
-		t.Fatalf("metrics %+v", bm.ended)
+	if bm.Ended("waited") != 1 {
+		t.Fatalf("metrics %v", bm)
 	}
 }
 
 // A run that ends within the bound answers as it always did: no handle,
 // no background line.
 func TestShortRunAnswersAsBefore(t *testing.T) {
-	r := newGateRunner()
-	close(r.release)
+	r := runstest.NewGate()
+	close(r.Release)
 	d, _, lines := handleDeps(t, 10*time.Second, 4, 16, r)
 	res := callAs(t, d, "alice", runCode, slowCall)
 	if res.Status != contract.StatusOK || res.Stdout != "done\n" {
@@ -229,7 +165,7 @@ func TestShortRunAnswersAsBefore(t *testing.T) {
 // Another client's run id reads as unknown to run_wait and run_cancel,
 // and its run goes on untouched.
 func TestRunHandlesAreTheirOwners(t *testing.T) {
-	r := newGateRunner()
+	r := runstest.NewGate()
 	d, _, _ := handleDeps(t, 50*time.Millisecond, 4, 16, r)
 	first := callAs(t, d, "alice", runCode, slowCall)
 	for _, tool := range []string{runWait, runCancel} {
@@ -238,7 +174,7 @@ func TestRunHandlesAreTheirOwners(t *testing.T) {
 			t.Fatalf("%s of another's run: %+v", tool, res)
 		}
 	}
-	if r.wasStopped(first.RunID) {
+	if r.WasStopped(first.RunID) {
 		t.Fatal("another client's run_cancel stopped the run")
 	}
 	if res := callAs(t, d, "alice", runWait, map[string]any{"run_id": "r_NOSUCHRUN"}); res.Error == nil || res.Error.Kind != contract.KindInvalidRequest {
@@ -248,7 +184,7 @@ func TestRunHandlesAreTheirOwners(t *testing.T) {
 
 // run_wait waits at most the server's bound, whatever it asks.
 func TestRunWaitIsBounded(t *testing.T) {
-	r := newGateRunner()
+	r := runstest.NewGate()
 	d, _, _ := handleDeps(t, 200*time.Millisecond, 4, 16, r)
 	first := callAs(t, d, "alice", runCode, slowCall)
 	start := time.Now()
@@ -264,21 +200,21 @@ func TestRunWaitIsBounded(t *testing.T) {
 // run_cancel stops the run (its call's context: the runner kills the box)
 // and answers its cancelled result; the audit line says cancelled.
 func TestRunCancelStopsTheRun(t *testing.T) {
-	r := newGateRunner()
+	r := runstest.NewGate()
 	d, bm, lines := handleDeps(t, 50*time.Millisecond, 4, 16, r)
 	first := callAs(t, d, "alice", runCode, slowCall)
 	res := callAs(t, d, "alice", runCancel, map[string]any{"run_id": first.RunID})
 	if res.Status != contract.StatusError || res.Error.Kind != contract.KindSandbox || res.RunID != first.RunID {
 		t.Fatalf("%+v", res)
 	}
-	if !r.wasStopped(first.RunID) {
+	if !r.WasStopped(first.RunID) {
 		t.Fatal("the run was not stopped")
 	}
 	if got := lines(); len(got) != 1 || got[0].background != "cancelled" {
 		t.Fatalf("audit %+v", got)
 	}
-	if bm.get("cancelled") != 1 {
-		t.Fatalf("metrics %+v", bm.ended)
+	if bm.Ended("cancelled") != 1 {
+		t.Fatalf("metrics %v", bm)
 	}
 	if total, _ := d.reg.LongRuns("alice"); total != 0 {
 		t.Fatalf("%d long runs held after cancel", total)
@@ -289,7 +225,7 @@ func TestRunCancelStopsTheRun(t *testing.T) {
 // background is stopped and refused with resource_limit/background_runs,
 // naming the cap; a task's call takes a long run from its start.
 func TestLongRunCaps(t *testing.T) {
-	r := newGateRunner()
+	r := runstest.NewGate()
 	d, _, lines := handleDeps(t, 50*time.Millisecond, 1, 2, r)
 	if a := callAs(t, d, "alice", runCode, slowCall); a.Status != contract.StatusRunning {
 		t.Fatalf("alice's first: %+v", a)
@@ -299,7 +235,7 @@ func TestLongRunCaps(t *testing.T) {
 		!contains(e.Message, "max_background_runs_per_client") {
 		t.Fatalf("alice past her cap: %+v", refused)
 	}
-	if !r.wasStopped(refused.RunID) {
+	if !r.WasStopped(refused.RunID) {
 		t.Fatal("the refused run goes on")
 	}
 	// It is counted as what it answered.
@@ -343,9 +279,9 @@ func TestLongRunCaps(t *testing.T) {
 
 // A task's call is never cut by the bound: it answers at its end.
 func TestTaskCallIsNotCut(t *testing.T) {
-	r := newGateRunner()
+	r := runstest.NewGate()
 	d, _, _ := handleDeps(t, 20*time.Millisecond, 4, 16, r)
-	go func() { time.Sleep(300 * time.Millisecond); close(r.release) }()
+	go func() { time.Sleep(300 * time.Millisecond); close(r.Release) }()
 	if res := callTask(t, d, "alice", runCode, "x", slowCall); res.Status != contract.StatusOK {
 		t.Fatalf("%+v", res)
 	}
@@ -357,8 +293,8 @@ func TestTaskCallIsNotCut(t *testing.T) {
 // A task's run stays in the registry, by task id, once it ended: its
 // result is the task's, the only copy; it goes once the task has expired.
 func TestTaskRunKeepsTheTasksResult(t *testing.T) {
-	r := newGateRunner()
-	close(r.release)
+	r := runstest.NewGate()
+	close(r.Release)
 	d, _, _ := handleDeps(t, 20*time.Millisecond, 4, 16, r)
 	res := callTask(t, d, "alice", runCode, "T1", slowCall)
 	runID, ok := d.reg.TaskRun("T1")
@@ -384,8 +320,8 @@ func TestTaskRunKeepsTheTasksResult(t *testing.T) {
 
 // Past maxKeptTasks, the oldest ended task runs go first.
 func TestTaskRunsBounded(t *testing.T) {
-	r := newGateRunner()
-	close(r.release)
+	r := runstest.NewGate()
+	close(r.Release)
 	d, _, _ := handleDeps(t, 20*time.Millisecond, 4, 16, r)
 	h := d.reg
 	base := time.Now()
@@ -406,8 +342,8 @@ func TestTaskRunsBounded(t *testing.T) {
 // Past kept_results_bytes, the oldest ended task runs go first, whatever
 // their count.
 func TestTaskRunsBoundedInBytes(t *testing.T) {
-	r := newGateRunner()
-	close(r.release)
+	r := runstest.NewGate()
+	close(r.Release)
 	d, _, _ := handleDeps(t, 20*time.Millisecond, 4, 16, r)
 	h := d.reg
 	h.m.Limits.KeptResultsBytes = 10 << 20
@@ -432,13 +368,13 @@ func TestTaskRunsBoundedInBytes(t *testing.T) {
 // A finished run nobody collects is dropped after its keeping time, and
 // its audit line says abandoned; so are those left when the server stops.
 func TestAbandonedRuns(t *testing.T) {
-	r := newGateRunner()
+	r := runstest.NewGate()
 	d, bm, lines := handleDeps(t, 50*time.Millisecond, 4, 16, r)
 	d.reg.keep = 0
 	first := callAs(t, d, "alice", runCode, slowCall)
-	close(r.release)
+	close(r.Release)
 	deadline := time.Now().Add(20 * time.Second)
-	for bm.get("abandoned") == 0 && time.Now().Before(deadline) {
+	for bm.Ended("abandoned") == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 		d.reg.sweep()
 	}
@@ -449,14 +385,14 @@ func TestAbandonedRuns(t *testing.T) {
 		t.Fatalf("an abandoned run's result is still served: %+v", res)
 	}
 
-	r2 := newGateRunner()
+	r2 := runstest.NewGate()
 	d2, _, lines2 := handleDeps(t, 50*time.Millisecond, 4, 16, r2)
 	second := callAs(t, d2, "alice", runCode, slowCall)
 	d2.reg.Close()
 	for time.Now().Before(deadline) && len(lines2()) == 0 {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !r2.wasStopped(second.RunID) {
+	if !r2.WasStopped(second.RunID) {
 		t.Fatal("a background run goes on after Close")
 	}
 	if got := lines2(); len(got) != 1 || got[0].background != "abandoned" {
@@ -465,9 +401,3 @@ func TestAbandonedRuns(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
-func (*gateRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
-	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
-}
-
-func (*gateRunner) MarkKept(string) {}

@@ -5,6 +5,7 @@ package runstest
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -103,3 +104,93 @@ func (NoRunner) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
 }
 
 func (NoRunner) MarkKept(string) {}
+
+// Gate runs each job until the test closes Release (answering "done") or
+// its call's context ends (answering the cancelled result), and says which
+// jobs were cancelled.
+type Gate struct {
+	Release chan struct{}
+	// More, when set, adds to every released run's result.
+	More    func(*contract.Result)
+	mu      sync.Mutex
+	stopped map[string]bool
+	// soFar, when set, is every run's output so far (Peek).
+	soFar *sandbox.Peek
+}
+
+// NewGate returns a Gate none of whose runs is released.
+func NewGate() *Gate {
+	return &Gate{Release: make(chan struct{}), stopped: map[string]bool{}}
+}
+
+func (r *Gate) Run(ctx context.Context, req sandbox.RunRequest) contract.Result {
+	job := req.Job
+	select {
+	case <-r.Release:
+		code := 0
+		res := contract.Result{RunID: job.RunID, Language: job.Language.Name, Status: contract.StatusOK, ExitCode: &code,
+			Stdout: "done\n", Artifacts: []contract.Artifact{}, Metrics: contract.Metrics{WallMs: 7}}
+		if r.More != nil {
+			r.More(&res)
+		}
+		return res
+	case <-ctx.Done():
+		r.mu.Lock()
+		r.stopped[job.RunID] = true
+		r.mu.Unlock()
+		return contract.Fail(job, contract.Cancelled())
+	}
+}
+func (r *Gate) Sessions() sandbox.SessionRunner { return nil }
+func (r *Gate) Peek(context.Context, string) (sandbox.Peek, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.soFar == nil {
+		return sandbox.Peek{}, false
+	}
+	return *r.soFar, true
+}
+
+// SetSoFar makes p every run's output so far.
+func (r *Gate) SetSoFar(p sandbox.Peek) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.soFar = &p
+}
+func (r *Gate) Close() error { return nil }
+func (r *Gate) Adopt(_ context.Context, d sandbox.Detached) contract.Result {
+	return contract.Fail(d.Job, contract.RunLost("a test runner adopts nothing"))
+}
+func (r *Gate) MarkKept(string) {}
+
+// WasStopped says whether the run id's call was cancelled.
+func (r *Gate) WasStopped(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopped[id]
+}
+
+// Background counts long runs by how they ended, and how many are held.
+type Background struct {
+	mu    sync.Mutex
+	ended map[string]int
+	held  int
+}
+
+// NewBackground returns a counter of none.
+func NewBackground() *Background { return &Background{ended: map[string]int{}} }
+
+func (b *Background) BackgroundEnded(e string) { b.mu.Lock(); b.ended[e]++; b.mu.Unlock() }
+func (b *Background) LongRunsHeld(n int)       { b.mu.Lock(); b.held = n; b.mu.Unlock() }
+
+// Ended is how many long runs ended so.
+func (b *Background) Ended(e string) int { b.mu.Lock(); defer b.mu.Unlock(); return b.ended[e] }
+
+// Held is how many long runs were held when last told.
+func (b *Background) Held() int { b.mu.Lock(); defer b.mu.Unlock(); return b.held }
+
+func (b *Background) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return fmt.Sprintf("ended %v, held %d", b.ended, b.held)
+}
