@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/ext4img"
 	"github.com/runbox-mcp/runbox/internal/statefile"
 	"github.com/runbox-mcp/runbox/manifest"
 )
@@ -29,8 +29,6 @@ const LabelWorkspace = "io.runbox.workspace"
 const (
 	workspaceImage = "disk.img"
 	workspaceMount = "mnt"
-	// mkfsTimeout bounds each host command (mkfs, mount).
-	mkfsTimeout = 60 * time.Second
 )
 
 // workspaces are a runner's named workspaces: an ext4 image file each,
@@ -236,23 +234,9 @@ func (w *workspaces) create(ctx context.Context, path string) error {
 	if err := os.Mkdir(filepath.Join(path, workspaceMount), 0o700); err != nil {
 		return err
 	}
-	img := filepath.Join(path, workspaceImage)
-	f, err := os.OpenFile(img, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	err = f.Truncate(int64(w.r.m.Workspaces.Quota))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
 	uid, gid := boxUser(w.r.m.User)
-	// No reserved blocks: the quota is all the caller's. The root is the
-	// box user's, and nothing else is in it.
-	if err := run(ctx, mkfsTimeout, "mkfs.ext4", "-q", "-F", "-m", "0", "-L", "runbox-ws",
-		"-E", fmt.Sprintf("root_owner=%d:%d,nodiscard", uid, gid), img); err != nil {
+	// The root is the box user's, and nothing else is in it.
+	if err := ext4img.Make(ctx, filepath.Join(path, workspaceImage), int64(w.r.m.Workspaces.Quota), uid, gid); err != nil {
 		return err
 	}
 	ok = true
@@ -284,7 +268,7 @@ func (h *heldWorkspace) mount(ctx context.Context) *contract.ErrorInfo {
 	if !detached(img, loopWait) {
 		return ptr(contract.WorkspaceBusy(h.name))
 	}
-	if err := run(ctx, mkfsTimeout, "mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", img, mp); err != nil {
+	if err := ext4img.Mount(ctx, img, mp); err != nil {
 		return ptr(workspaceFail(err))
 	}
 	return nil
@@ -462,77 +446,17 @@ func boxUser(user string) (uid, gid int) {
 	return uid, gid
 }
 
-// run runs a host command with a deadline, its output in the error.
-func run(ctx context.Context, timeout time.Duration, name string, args ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s: %v: %s", name, err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// attached says whether a loop device is backed by img.
-func attached(ctx context.Context, img string) bool {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "losetup", "-j", img).Output()
-	// Not knowing is taken as attached: never mount an image twice.
-	return err != nil || strings.TrimSpace(string(out)) != ""
-}
+// The host's side of a workspace: its image, loop device and mount.
+var (
+	mounted          = ext4img.Mounted
+	unmountWorkspace = ext4img.Unmount
+	attached         = ext4img.Attached
+	detached         = ext4img.Detached
+)
 
 // loopWait is how long a loop device may take to let go of an image
 // after its last mount ended.
 const loopWait = 5 * time.Second
-
-// detached waits up to d for no loop device to be backed by img.
-func detached(img string, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for attached(context.Background(), img) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return true
-}
-
-// unmountWorkspace unmounts mp if it is mounted; a busy mount is
-// detached lazily (the kernel lets go of it, and of its loop device,
-// with its last user).
-func unmountWorkspace(mp string) error {
-	if !mounted(mp) {
-		return nil
-	}
-	ctx := context.Background()
-	if err := run(ctx, 30*time.Second, "umount", mp); err != nil {
-		return run(ctx, 30*time.Second, "umount", "-l", mp)
-	}
-	return nil
-}
-
-// mounted says whether mp is a mount point of this mount namespace.
-func mounted(mp string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && unescapeMount(f[4]) == mp {
-			return true
-		}
-	}
-	return false
-}
-
-// unescapeMount undoes mountinfo's octal escapes of space, tab, newline
-// and backslash.
-func unescapeMount(s string) string {
-	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
-	return r.Replace(s)
-}
 
 func workspaceFail(err error) contract.ErrorInfo {
 	return contract.ErrorInfo{Kind: contract.KindSandbox, Message: "the workspace could not be prepared: " + contract.FirstLine(err.Error()),
