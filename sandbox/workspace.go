@@ -40,6 +40,9 @@ const (
 type workspaces struct {
 	r   *BoxRunner
 	dir string
+	// vol is the driver when it keeps workspaces as its platform's
+	// volumes (workspace_volume.go): then none is on this host.
+	vol VolumeDriver
 	mu  sync.Mutex
 	// held are the workspaces this server's sessions hold or are opening,
 	// by key; boxes maps a holding box's id to its key.
@@ -56,12 +59,15 @@ type heldWorkspace struct {
 	// lock is the directory's flock, held while a session opens, so two
 	// servers sharing the directory cannot both start a box on it.
 	lock *os.File
+	// ref is the workspace's volume on a [VolumeDriver]'s platform.
+	ref *WorkspaceRef
 }
 
 // workspacesOf is the runner's workspaces, in Options.Workspaces.
 func (r *BoxRunner) workspacesOf() *workspaces {
 	r.wsOnce.Do(func() {
-		r.ws = &workspaces{r: r, dir: r.wsDir, held: map[string]*heldWorkspace{}, boxes: map[string]string{}}
+		vol, _ := r.d.(VolumeDriver)
+		r.ws = &workspaces{r: r, dir: r.wsDir, vol: vol, held: map[string]*heldWorkspace{}, boxes: map[string]string{}}
 	})
 	return r.ws
 }
@@ -75,6 +81,8 @@ func (w *workspaces) usable() string {
 	switch {
 	case !w.r.m.Workspaces.Enabled:
 		return "named workspaces are off on this server (manifest workspaces.enabled)"
+	case w.vol != nil:
+		return ""
 	case w.dir == "":
 		return "this server keeps no workspaces (no state directory)"
 	case w.r.m.Backend == manifest.BackendKubernetes:
@@ -103,6 +111,9 @@ func (w *workspaces) acquire(ctx context.Context, client, name string) (*heldWor
 	}
 	w.held[key] = h
 	w.mu.Unlock()
+	if w.vol != nil {
+		return w.acquireVolume(ctx, h)
+	}
 	fail := func(e contract.ErrorInfo) (*heldWorkspace, *contract.ErrorInfo) {
 		h.drop()
 		return nil, &e
@@ -166,6 +177,13 @@ func (h *heldWorkspace) drop() {
 // release unmounts the workspace once its box is gone (its loop device
 // goes with the last mount) and forgets the claim.
 func (h *heldWorkspace) release() {
+	if h.ref != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), volumeCall)
+		h.w.vol.VolumeReleased(ctx, *h.ref)
+		cancel()
+		h.drop()
+		return
+	}
 	if err := unmountWorkspace(filepath.Join(h.path, workspaceMount)); err != nil {
 		h.w.r.log.Warn("workspace not unmounted", "workspace", h.name, "err", err)
 	}
@@ -187,10 +205,13 @@ func (h *heldWorkspace) mountPoint() string { return filepath.Join(h.path, works
 // workspace was mounted by the server that started it.
 func (w *workspaces) adopted(boxID string, labels map[string]string, client string) {
 	name := labels[LabelWorkspace]
-	if name == "" || !manifest.ValidWorkspaceName(name) || w.dir == "" {
+	if name == "" || !manifest.ValidWorkspaceName(name) || w.dir == "" && w.vol == nil {
 		return
 	}
 	h := &heldWorkspace{w: w, key: workspaceKey(client, name), client: client, name: name, path: filepath.Join(w.clientDir(client), name)}
+	if w.vol != nil {
+		h.ref = &WorkspaceRef{Client: clientKey(client), Name: name}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.held[h.key] == nil {
@@ -279,6 +300,9 @@ func (w *workspaces) list(ctx context.Context, client string) ([]contract.Worksp
 	if why := w.usable(); why != "" {
 		return nil, ptr(contract.Invalid("%s", why))
 	}
+	if w.vol != nil {
+		return w.listVolumes(ctx, client)
+	}
 	inUse := map[string]bool{}
 	found, err := w.r.d.FindBoxes(ctx, map[string]string{LabelWorkspace: "", LabelSessionClient: clientKey(client)})
 	if err != nil {
@@ -341,8 +365,10 @@ func (w *workspaces) remove(ctx context.Context, client, name string) *contract.
 		return ptr(contract.NoWorkspace(name))
 	}
 	path := filepath.Join(w.clientDir(client), name)
-	if fi, err := os.Lstat(path); err != nil || !fi.IsDir() {
-		return ptr(contract.NoWorkspace(name))
+	if w.vol == nil {
+		if fi, err := os.Lstat(path); err != nil || !fi.IsDir() {
+			return ptr(contract.NoWorkspace(name))
+		}
 	}
 	key := workspaceKey(client, name)
 	h := &heldWorkspace{w: w, key: key, client: client, name: name, path: path}
@@ -354,6 +380,9 @@ func (w *workspaces) remove(ctx context.Context, client, name string) *contract.
 	w.held[key] = h
 	w.mu.Unlock()
 	defer h.drop()
+	if w.vol != nil {
+		return w.removeVolume(ctx, h)
+	}
 	lock, err := lockWorkspace(filepath.Join(w.clientDir(client), "."+name+".lock"))
 	if err != nil {
 		return ptr(workspaceFail(err))
@@ -479,7 +508,7 @@ func (r *BoxRunner) holdWorkspace(ctx context.Context, req SessionRequest, label
 
 // mountPointOrNone is where h is mounted on the host, "" without one.
 func (h *heldWorkspace) mountPointOrNone() string {
-	if h == nil {
+	if h == nil || h.ref != nil {
 		return ""
 	}
 	return h.mountPoint()
