@@ -86,7 +86,7 @@ func (w *workspaces) usable() string {
 	case w.dir == "":
 		return "this server keeps no workspaces (no state directory)"
 	case w.r.m.Backend == manifest.BackendKubernetes:
-		return "named workspaces are not available on the kubernetes backend yet (docs/design.md, Named workspaces)"
+		return "named workspaces on the kubernetes backend need its driver to keep them as volumes, and this one keeps none"
 	}
 	return ""
 }

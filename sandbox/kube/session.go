@@ -27,7 +27,7 @@ func sessionPod(p *corev1.Pod, lim *manifest.Limits) {
 		ct.Resources.Requests[corev1.ResourceMemory] = mem
 	}
 	for i, v := range p.Spec.Volumes {
-		if v.Name == "workspace" {
+		if v.Name == workspaceVolume && v.EmptyDir != nil {
 			p.Spec.Volumes[i].EmptyDir.SizeLimit = resource.NewQuantity(int64(lim.WorkspaceBytes), resource.BinarySI)
 		}
 	}
