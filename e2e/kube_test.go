@@ -114,7 +114,10 @@ func kubeManifest(t *testing.T, extra string) string {
 	t.Helper()
 	// runbox.json is runbox's own seccomp profile, which scripts/k8s/up.sh
 	// installs as a Localhost profile.
-	y := fmt.Sprintf("backend: kubernetes\nkubernetes:\n  kubeconfig: %s\n  namespace: %s\n  seccomp_profile: runbox.json\n", os.Getenv("RUNBOX_K8S_KUBECONFIG"), kubeNS)
+	// runbox-test-local is the test cluster's provisioner's class (ext4
+	// images of the claim's size: a real quota).
+	y := fmt.Sprintf("backend: kubernetes\nkubernetes:\n  kubeconfig: %s\n  namespace: %s\n  seccomp_profile: runbox.json\n  workspace_storage_class: runbox-test-local\n",
+		os.Getenv("RUNBOX_K8S_KUBECONFIG"), kubeNS)
 	if img := os.Getenv("RUNBOX_K8S_INIT_IMAGE"); img != "" {
 		y += "  init_image: " + img + "\n"
 	}

@@ -3,14 +3,18 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runbox-mcp/runbox/contract"
 )
@@ -126,23 +130,29 @@ print('npm', p.returncode, p.stderr[-500:])
 `
 
 // TestWorkspacesKept: a named workspace keeps files and installed
-// packages from one session to the next, on Docker (runc) and gVisor; its
-// quota is the file system's (ENOSPC in the box, the session lives on);
-// it is mounted nosuid,nodev; a second session of it is refused while the
-// first lives; workspace_list and workspace_delete see and delete it.
+// packages from one session to the next, on Docker (runc), gVisor, oci and
+// Kubernetes (a PersistentVolumeClaim of the test cluster's provisioner);
+// its quota is the file system's (ENOSPC in the box, the session lives
+// on); it is mounted nosuid,nodev; a second session of it is refused while
+// the first lives; workspace_list and workspace_delete see and delete it.
 func TestWorkspacesKept(t *testing.T) {
 	for _, b := range []struct {
 		name  string
 		start func(*testing.T, string) *server
-	}{{"docker", dockerServer}, {"gvisor", gvisorServer}, {"oci", ociServer}} {
+	}{{"docker", dockerServer}, {"gvisor", gvisorServer}, {"oci", ociServer}, {"kubernetes", kubeWorkspaceServer}} {
 		t.Run(b.name, func(t *testing.T) {
 			dir := workspacesDir(t)
-			workspacesKept(t, b.start(t, workspaceManifest(dir)), dir, b.name == "gvisor")
+			workspacesKept(t, b.start(t, workspaceManifest(dir)), dir, b.name)
 		})
 	}
 }
 
-func workspacesKept(t *testing.T, s *server, dir string, sentry bool) {
+// workspacesKept drives one server through a workspace's life; backend
+// says what the host can see of it (gVisor lists its gofer mount without
+// flags; on Kubernetes the claim's volume is the provisioner's, and its
+// usage is not known).
+func workspacesKept(t *testing.T, s *server, dir string, backend string) {
+	sentry, kube := backend == "gvisor", backend == "kubernetes"
 	id := s.open(t, "python", "workspace", "proj")
 	r := s.in(t, id, "python", workspaceSetup, "timeout_seconds", 120)
 	if mustOK(t, r); !strings.Contains(r.Stdout, "pip 0") || !strings.Contains(r.Stdout, "pack 0") || !strings.Contains(r.Stdout, "npm 0") {
@@ -155,13 +165,15 @@ func workspacesKept(t *testing.T, s *server, dir string, sentry bool) {
 	// system, and as the box sees them. gVisor's own kernel lists its
 	// gofer mount without them (it reaches the files through the host's
 	// nosuid,nodev mount, and no-new-privileges holds there as here).
-	host := leftMounts(dir)
-	if len(host) != 1 {
+	if host := leftMounts(dir); !kube && len(host) != 1 {
 		t.Fatalf("host mounts of the workspace: %v", host)
-	}
-	for _, flag := range []string{"nosuid", "nodev"} {
-		if !strings.Contains(","+mountOptions(host[0])+",", ","+flag+",") {
-			t.Errorf("the host's mount of the workspace is not %s: %s", flag, mountOptions(host[0]))
+	} else if kube && len(host) != 0 {
+		t.Fatalf("a workspace on Kubernetes mounted by the server: %v", host)
+	} else if !kube {
+		for _, flag := range []string{"nosuid", "nodev"} {
+			if !strings.Contains(","+mountOptions(host[0])+",", ","+flag+",") {
+				t.Errorf("the host's mount of the workspace is not %s: %s", flag, mountOptions(host[0]))
+			}
 		}
 	}
 	r = s.in(t, id, "python", "print([l for l in open('/proc/mounts') if ' /workspace ' in l])")
@@ -191,7 +203,8 @@ for what, f in [('mknod', lambda: os.mknod('dev0', 0o600 | stat.S_IFCHR, os.make
 		t.Fatalf("a second writer: %+v", a)
 	}
 	l := workspaceTool(t, s.c, "workspace_list", map[string]any{})
-	if len(l.Workspaces) != 1 || l.Workspaces[0].Name != "proj" || !l.Workspaces[0].InUse || l.Workspaces[0].Quota != 32<<20 || l.Workspaces[0].BytesUsed <= 0 {
+	if len(l.Workspaces) != 1 || l.Workspaces[0].Name != "proj" || !l.Workspaces[0].InUse || l.Workspaces[0].Quota != 32<<20 ||
+		(kube != (l.Workspaces[0].BytesUsed == 0)) || (kube != (l.Workspaces[0].Note != "")) {
 		t.Fatalf("workspace_list while in use: %+v", l)
 	}
 	if d := workspaceTool(t, s.c, "workspace_delete", map[string]any{"name": "proj"}); d.Error == nil || d.Error.Kind != contract.KindWorkspaceBusy {
@@ -374,4 +387,51 @@ func TestWorkspacesBoundToTokens(t *testing.T) {
 	if l := workspaceTool(t, ca, "workspace_list", map[string]any{}); len(l.Workspaces) != 1 || l.Workspaces[0].Name != "data" {
 		t.Fatalf("alice's list: %+v", l)
 	}
+}
+
+// kubeWorkspaceServer is a server on the kubernetes backend whose named
+// workspaces are claims of the test cluster's provisioner. At the test's
+// end no claim of it is left (a failed test's are deleted), and every
+// volume provisioned for them is reclaimed: unmounted, its image removed.
+func kubeWorkspaceServer(t *testing.T, extra string) *server {
+	t.Helper()
+	cs := kubeSetup(t)
+	since := time.Now().Add(-time.Second)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		claims := func() []corev1.PersistentVolumeClaim {
+			l, err := cs.CoreV1().PersistentVolumeClaims(kubeNS).List(ctx, metav1.ListOptions{LabelSelector: "io.runbox.workspace.claim"})
+			if err != nil {
+				t.Errorf("listing claims: %v", err)
+				return nil
+			}
+			return slices.DeleteFunc(l.Items, func(c corev1.PersistentVolumeClaim) bool { return c.CreationTimestamp.Time.Before(since) })
+		}
+		for _, c := range claims() {
+			t.Errorf("claim %s left behind", c.Name)
+			_ = cs.CoreV1().PersistentVolumeClaims(kubeNS).Delete(ctx, c.Name, metav1.DeleteOptions{})
+		}
+		// Every volume of a claim of this namespace made since the test
+		// began is reclaimed by the provisioner.
+		for {
+			l, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Errorf("listing volumes: %v", err)
+				return
+			}
+			left := slices.DeleteFunc(l.Items, func(pv corev1.PersistentVolume) bool {
+				return pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.Namespace != kubeNS || pv.CreationTimestamp.Time.Before(since)
+			})
+			if len(left) == 0 {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Errorf("volumes not reclaimed: %d (%s)", len(left), left[0].Name)
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	})
+	return kubeServer(t, extra)
 }
