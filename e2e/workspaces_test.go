@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/runbox-mcp/runbox/contract"
 )
@@ -349,11 +350,23 @@ func TestWorkspaceLockAfterKill9(t *testing.T) {
 // token's own workspace, which does not see the first one's files (and is
 // not busy while the first is held).
 func TestWorkspacesBoundToTokens(t *testing.T) {
-	dir := workspacesDir(t)
+	tokens := "http:\n  tokens:\n    - {name: alice, env: RBX_E2E_ALICE}\n    - {name: bob, env: RBX_E2E_BOB}\n"
+	t.Run("docker", func(t *testing.T) {
+		dir := workspacesDir(t)
+		workspacesBoundToTokens(t, writeManifest(t, "audit:\n  enabled: false\n"+tokens+workspaceManifest(dir)))
+	})
+	t.Run("kubernetes", func(t *testing.T) {
+		// Each caller's workspace "data" is a claim of its own; both are
+		// deleted at the end.
+		kubeClaimsGone(t, kubeSetup(t), false)
+		workspacesBoundToTokens(t, kubeManifest(t, tokens+workspaceManifest(workspacesDir(t))))
+	})
+}
+
+func workspacesBoundToTokens(t *testing.T, m string) {
 	alice, bob := "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
 	t.Setenv("RBX_E2E_ALICE", alice)
 	t.Setenv("RBX_E2E_BOB", bob)
-	m := writeManifest(t, "audit:\n  enabled: false\nhttp:\n  tokens:\n    - {name: alice, env: RBX_E2E_ALICE}\n    - {name: bob, env: RBX_E2E_BOB}\n"+workspaceManifest(dir))
 	s := startNetServer(t, "http", "--manifest", m)
 	ca, cb := tokenClient(t, s, alice), tokenClient(t, s, bob)
 
@@ -395,7 +408,17 @@ func TestWorkspacesBoundToTokens(t *testing.T) {
 // volume provisioned for them is reclaimed: unmounted, its image removed.
 func kubeWorkspaceServer(t *testing.T, extra string) *server {
 	t.Helper()
-	cs := kubeSetup(t)
+	kubeClaimsGone(t, kubeSetup(t), true)
+	return kubeServer(t, extra)
+}
+
+// kubeClaimsGone deletes, at the test's end, the workspace claims made in
+// the test namespace since now (failing the test for them when strict),
+// and waits for the provisioner to reclaim their volumes. It runs after
+// the test's servers closed (cleanups run last first), once no pod holds
+// a claim.
+func kubeClaimsGone(t *testing.T, cs *kubernetes.Clientset, strict bool) {
+	t.Helper()
 	since := time.Now().Add(-time.Second)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -409,7 +432,9 @@ func kubeWorkspaceServer(t *testing.T, extra string) *server {
 			return slices.DeleteFunc(l.Items, func(c corev1.PersistentVolumeClaim) bool { return c.CreationTimestamp.Time.Before(since) })
 		}
 		for _, c := range claims() {
-			t.Errorf("claim %s left behind", c.Name)
+			if strict {
+				t.Errorf("claim %s left behind", c.Name)
+			}
 			_ = cs.CoreV1().PersistentVolumeClaims(kubeNS).Delete(ctx, c.Name, metav1.DeleteOptions{})
 		}
 		// Every volume of a claim of this namespace made since the test
@@ -433,5 +458,44 @@ func kubeWorkspaceServer(t *testing.T, extra string) *server {
 			time.Sleep(500 * time.Millisecond)
 		}
 	})
-	return kubeServer(t, extra)
+}
+
+// TestKubeWorkspaceAfterKill9: on Kubernetes a server killed with SIGKILL
+// leaves its session pod running, and the pod holds the workspace's claim
+// (another server refuses it, found by the pod's label) until the session
+// ends: the new server adopts and closes it, and the workspace is free and
+// whole.
+func TestKubeWorkspaceAfterKill9(t *testing.T) {
+	cs := kubeSetup(t)
+	kubeClaimsGone(t, cs, true)
+	extra := workspaceManifest(workspacesDir(t))
+	a := kubeServer(t, extra)
+	id := a.open(t, "python", "workspace", "w")
+	mustOK(t, a.in(t, id, "python", "open('a.txt', 'w').write('from a')"))
+	_ = a.cmd.Process.Kill()
+	_, _ = a.cmd.Process.Wait()
+	_ = a.c.Close()
+
+	b := kubeServer(t, extra)
+	if o := b.tool(t, "session_open", map[string]any{"language": "python", "workspace": "w"}); o.Error == nil || o.Error.Kind != contract.KindWorkspaceBusy {
+		t.Fatalf("a workspace a live pod holds, after its server's kill -9: %+v", o)
+	}
+	if l := workspaceTool(t, b.c, "workspace_list", map[string]any{}); len(l.Workspaces) != 1 || !l.Workspaces[0].InUse {
+		t.Fatalf("listed while the pod holds it: %+v", l)
+	}
+	if r := b.in(t, id, "python", "print(open('a.txt').read())"); r.Stdout != "from a\n" {
+		t.Fatalf("the adopted session: %+v %q", r.Error, r.Stdout)
+	}
+	if c := b.tool(t, "session_close", map[string]any{"session_id": id}); !c.Closed {
+		t.Fatalf("close: %+v", c.Error)
+	}
+	id = openWhenFree(t, b, "python", "w")
+	if r := b.in(t, id, "python", "print(open('a.txt').read())"); r.Stdout != "from a\n" {
+		t.Fatalf("the next session: %+v %q", r.Error, r.Stdout)
+	}
+	b.tool(t, "session_close", map[string]any{"session_id": id})
+	waitFree(t, b, "w")
+	if d := workspaceTool(t, b.c, "workspace_delete", map[string]any{"name": "w"}); d.Error != nil {
+		t.Fatalf("workspace_delete: %+v", d)
+	}
 }
