@@ -82,6 +82,9 @@ type Kube struct {
 	// whose deletion failed (the reaper retries them).
 	live      map[string]struct{}
 	unremoved map[string]bool
+	// claimPods are the live pods that mount a workspace's claim: they
+	// are deleted gracefully (workspace.go, claimGrace).
+	claimPods map[string]bool
 
 	stop func()
 	done chan struct{}

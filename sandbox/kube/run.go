@@ -96,6 +96,7 @@ func (k *Kube) startPod(ctx context.Context, bs sandbox.BoxSpec, deadline time.D
 	k.live[name] = struct{}{}
 	k.mu.Unlock()
 	if bs.WorkspaceVolume != nil {
+		k.markClaimPod(name)
 		if first, err := k.firstHolder(ctx, created); err != nil || !first {
 			k.deleteLater(name)
 			if err != nil {
@@ -369,8 +370,13 @@ func (k *Kube) deleteLater(name string) {
 func (k *Kube) deletePod(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
-	zero := int64(0)
-	err := k.cs.CoreV1().Pods(k.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	grace := int64(0)
+	k.mu.Lock()
+	if k.claimPods[name] {
+		grace = claimGrace
+	}
+	k.mu.Unlock()
+	err := k.cs.CoreV1().Pods(k.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -379,6 +385,7 @@ func (k *Kube) deletePod(name string) {
 		return
 	}
 	delete(k.live, name)
+	delete(k.claimPods, name)
 }
 
 // gvisor says whether the pods run under gVisor: the manifest's isolation

@@ -32,6 +32,12 @@ const (
 	// annotationLastUsed is when the claim's last pod was released
 	// (RFC 3339).
 	annotationLastUsed = annotationPrefix + "last-used-at"
+	// claimGrace is the grace period of a pod that mounts a claim's
+	// deletion: with one, the pod stays (and holds the claim, for
+	// VolumeHeld) until the kubelet has stopped its box and unmounted the
+	// volume; deleted at once, it would be gone from the API while its
+	// processes may still write, and a next pod could mount the volume.
+	claimGrace = 1
 	// workspaceVolume is the pod volume mounted at /workspace.
 	workspaceVolume = "workspace"
 	// bytesUsedNote is workspace_list's word on what Kubernetes does not
@@ -175,10 +181,11 @@ func (k *Kube) Volumes(ctx context.Context, client string) ([]contract.Workspace
 	return out, nil
 }
 
-// holds says whether a pod holds the claim it mounts: any pod not ended,
-// one being deleted included (its box may still write).
+// holds says whether a pod holds the claim it mounts: one not ended, and
+// one being deleted whatever its phase (the kubelet removes it only once
+// its box is stopped and the volume unmounted).
 func holds(p *corev1.Pod) bool {
-	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+	return p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
 // VolumeHeld says whether a pod that is not ended holds ref's claim.
@@ -216,6 +223,16 @@ func (k *Kube) VolumeReleased(ctx context.Context, ref sandbox.WorkspaceRef) {
 	if _, err := k.cs.CoreV1().PersistentVolumeClaims(k.ns).Patch(actx, claimName(ref), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		k.log.Warn("workspace's release not recorded", "claim", claimName(ref), "err", err)
 	}
+}
+
+// markClaimPod records that the live pod name mounts a claim.
+func (k *Kube) markClaimPod(name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.claimPods == nil {
+		k.claimPods = map[string]bool{}
+	}
+	k.claimPods[name] = true
 }
 
 // firstHolder says whether pod, just created, is the oldest pod not ended

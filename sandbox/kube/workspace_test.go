@@ -10,7 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/sandbox"
@@ -168,6 +170,20 @@ func TestKubeVolumes(t *testing.T) {
 	if held, err := k.VolumeHeld(ctx, ref); err != nil || held {
 		t.Fatalf("held by an ended pod: %v %v", held, err)
 	}
+	// An ended pod being deleted still holds it: the kubelet removes it
+	// once its volume is unmounted.
+	now := metav1.Now()
+	leaving := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "leaving", Namespace: k.ns, Labels: labels, DeletionTimestamp: &now},
+		Status: corev1.PodStatus{Phase: corev1.PodFailed}}
+	if _, err := fc.cs.CoreV1().Pods(k.ns).Create(ctx, leaving, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := k.VolumeHeld(ctx, ref); err != nil || !held {
+		t.Fatalf("held by a pod being deleted: %v %v", held, err)
+	}
+	if err := fc.cs.CoreV1().Pods(k.ns).Delete(ctx, "leaving", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	k.VolumeReleased(ctx, ref)
 	if vols, _ := k.Volumes(ctx, testClientKey); len(vols) != 1 || time.Since(vols[0].LastUsed) > time.Minute {
 		t.Fatalf("last used: %+v", vols)
@@ -221,5 +237,50 @@ func TestKubeStartWorkspaceBusy(t *testing.T) {
 	k.bg.Wait()
 	if pods := fc.pods(t); len(pods) != 1 || pods[0].Name != "runbox-a" {
 		t.Fatalf("pods left: %d", len(pods))
+	}
+}
+
+// A pod that mounts a claim is deleted with a grace period, so that it
+// holds the claim until the kubelet has stopped its box; one adopted
+// after a restart too. Other pods go at once.
+func TestKubeClaimPodDeletedGracefully(t *testing.T) {
+	k, fc := newFakeCluster(t)
+	ctx := context.Background()
+	graces := map[string]int64{}
+	fc.cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if g := a.(k8stesting.DeleteActionImpl).DeleteOptions.GracePeriodSeconds; g != nil {
+			graces[a.(k8stesting.DeleteActionImpl).Name] = *g
+		}
+		return false, nil, nil
+	})
+	ref := sandbox.WorkspaceRef{Client: testClientKey, Name: "proj"}
+	spec := testBoxSpec(k)
+	spec.Session, spec.WorkspaceVolume = true, &ref
+	ch := start(k, ctx, spec)
+	pw := fc.watch(t)
+	p := fc.pods(t)[0]
+	pw.w.Modify(fc.set(t, p.Name, running))
+	r := result(t, ch)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if p.Labels[labelWorkspaceClaim] != claimName(ref) || p.Spec.Volumes[1].PersistentVolumeClaim == nil {
+		t.Fatalf("the pod: %v %+v", p.Labels, p.Spec.Volumes)
+	}
+	r.box.Remove()
+	adopted := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "runbox-adopted", Namespace: k.ns, Labels: map[string]string{labelWorkspaceClaim: claimName(ref)}}}
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "runbox-plain", Namespace: k.ns}}
+	for _, p := range []*corev1.Pod{adopted, plain} {
+		if _, err := fc.cs.CoreV1().Pods(k.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := k.Attach(ctx, p.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Remove()
+	}
+	if graces[p.Name] != claimGrace || graces[adopted.Name] != claimGrace || graces[plain.Name] != 0 {
+		t.Fatalf("grace periods: %v", graces)
 	}
 }
