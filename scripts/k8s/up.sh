@@ -538,7 +538,13 @@ EOF
 fi
 
 # --- 9. the volume provisioner and its StorageClass ---------------------------------
-prov_src() { cat "$K8S_ROOT/scripts/k8s/provisioner/"*.go "$K8S_ROOT/internal/ext4img/"*.go | sha256sum | cut -d' ' -f1; }
+# its source: the Go files it is built from (tests excluded)
+prov_src() {
+  local f
+  for f in "$K8S_ROOT/scripts/k8s/provisioner/"*.go "$K8S_ROOT/internal/ext4img/"*.go; do
+    [[ $f == *_test.go ]] || cat "$f"
+  done | sha256sum | cut -d' ' -f1
+}
 prov_sum=$(prov_src)
 if [[ ! -x $PROVISIONER_BIN || $(cat "$PROVISIONER_BIN.sha256" 2>/dev/null) != "$prov_sum" ]]; then
   log "building the volume provisioner"
