@@ -19,6 +19,8 @@ type WorkspaceInfo struct {
 	Quota     int64     `json:"quota_bytes" jsonschema:"description=Its size: a write past it fails with ENOSPC."`
 	LastUsed  time.Time `json:"last_used_at" jsonschema:"description=When a session last released it (or created it)."`
 	InUse     bool      `json:"in_use" jsonschema:"description=A session holds it now."`
+	// Note says what the backend cannot know of the workspace.
+	Note string `json:"note,omitempty" jsonschema:"description=What this server's backend cannot tell of the workspace (e.g. bytes_used on kubernetes), when anything."`
 }
 
 // WorkspaceBusy refuses a workspace another session holds.

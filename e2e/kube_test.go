@@ -114,7 +114,10 @@ func kubeManifest(t *testing.T, extra string) string {
 	t.Helper()
 	// runbox.json is runbox's own seccomp profile, which scripts/k8s/up.sh
 	// installs as a Localhost profile.
-	y := fmt.Sprintf("backend: kubernetes\nkubernetes:\n  kubeconfig: %s\n  namespace: %s\n  seccomp_profile: runbox.json\n", os.Getenv("RUNBOX_K8S_KUBECONFIG"), kubeNS)
+	// runbox-test-local is the test cluster's provisioner's class (ext4
+	// images of the claim's size: a real quota).
+	y := fmt.Sprintf("backend: kubernetes\nkubernetes:\n  kubeconfig: %s\n  namespace: %s\n  seccomp_profile: runbox.json\n  workspace_storage_class: runbox-test-local\n",
+		os.Getenv("RUNBOX_K8S_KUBECONFIG"), kubeNS)
 	if img := os.Getenv("RUNBOX_K8S_INIT_IMAGE"); img != "" {
 		y += "  init_image: " + img + "\n"
 	}
@@ -447,15 +450,25 @@ func TestKubeDeployRBAC(t *testing.T) {
 	if err := os.WriteFile(saKC, sa, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	y := fmt.Sprintf("backend: kubernetes\naudit:\n  enabled: false\nkubernetes:\n  kubeconfig: %s\n  namespace: runbox-sandbox\n", saKC)
+	y := fmt.Sprintf("backend: kubernetes\naudit:\n  enabled: false\nkubernetes:\n  kubeconfig: %s\n  namespace: runbox-sandbox\n  workspace_storage_class: runbox-test-local\n", saKC)
 	if img := os.Getenv("RUNBOX_K8S_INIT_IMAGE"); img != "" {
 		y += "  init_image: " + img + "\n"
 	}
+	y += "workspaces:\n  enabled: true\n  quota: 16MiB\n  dir: " + t.TempDir() + "\n"
 	s := startServer(t, nil, "--manifest", writeManifest(t, y))
 	r, _ := s.call(t, map[string]any{"language": "python", "code": "open('x.txt', 'w').write('hi')\nprint('ok')"})
 	mustOK(t, r)
 	if r.Stdout != "ok\n" || len(r.Artifacts) != 1 {
 		t.Errorf("stdout %q artifacts %+v", r.Stdout, r.Artifacts)
+	}
+	// The Role lets it keep a named workspace: its claim made, listed,
+	// stamped at its release and deleted.
+	id := s.open(t, "python", "workspace", "rbac")
+	mustOK(t, s.in(t, id, "python", "open('kept.txt', 'w').write('kept')"))
+	s.tool(t, "session_close", map[string]any{"session_id": id})
+	waitFree(t, s, "rbac")
+	if d := workspaceTool(t, s.c, "workspace_delete", map[string]any{"name": "rbac"}); d.Error != nil {
+		t.Fatalf("workspace_delete as runbox's service account: %+v", d.Error)
 	}
 	s.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -476,6 +489,9 @@ func TestKubeDeployRBAC(t *testing.T) {
 	leases, err := kubeCS.CoordinationV1().Leases("runbox-sandbox").List(ctx, metav1.ListOptions{LabelSelector: sandbox.LabelManaged + "=true"})
 	if err != nil || len(leases.Items) != 0 {
 		t.Errorf("leases left after close: %v %v", leases, err)
+	}
+	if claims, err := kubeCS.CoreV1().PersistentVolumeClaims("runbox-sandbox").List(ctx, metav1.ListOptions{LabelSelector: "io.runbox.workspace.claim"}); err != nil || len(claims.Items) != 0 {
+		t.Errorf("claims left after workspace_delete: %v %v", claims, err)
 	}
 }
 

@@ -3,14 +3,19 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/runbox-mcp/runbox/contract"
 )
@@ -126,23 +131,29 @@ print('npm', p.returncode, p.stderr[-500:])
 `
 
 // TestWorkspacesKept: a named workspace keeps files and installed
-// packages from one session to the next, on Docker (runc) and gVisor; its
-// quota is the file system's (ENOSPC in the box, the session lives on);
-// it is mounted nosuid,nodev; a second session of it is refused while the
-// first lives; workspace_list and workspace_delete see and delete it.
+// packages from one session to the next, on Docker (runc), gVisor, oci and
+// Kubernetes (a PersistentVolumeClaim of the test cluster's provisioner);
+// its quota is the file system's (ENOSPC in the box, the session lives
+// on); it is mounted nosuid,nodev; a second session of it is refused while
+// the first lives; workspace_list and workspace_delete see and delete it.
 func TestWorkspacesKept(t *testing.T) {
 	for _, b := range []struct {
 		name  string
 		start func(*testing.T, string) *server
-	}{{"docker", dockerServer}, {"gvisor", gvisorServer}, {"oci", ociServer}} {
+	}{{"docker", dockerServer}, {"gvisor", gvisorServer}, {"oci", ociServer}, {"kubernetes", kubeWorkspaceServer}} {
 		t.Run(b.name, func(t *testing.T) {
 			dir := workspacesDir(t)
-			workspacesKept(t, b.start(t, workspaceManifest(dir)), dir, b.name == "gvisor")
+			workspacesKept(t, b.start(t, workspaceManifest(dir)), dir, b.name)
 		})
 	}
 }
 
-func workspacesKept(t *testing.T, s *server, dir string, sentry bool) {
+// workspacesKept drives one server through a workspace's life; backend
+// says what the host can see of it (gVisor lists its gofer mount without
+// flags; on Kubernetes the claim's volume is the provisioner's, and its
+// usage is not known).
+func workspacesKept(t *testing.T, s *server, dir string, backend string) {
+	sentry, kube := backend == "gvisor", backend == "kubernetes"
 	id := s.open(t, "python", "workspace", "proj")
 	r := s.in(t, id, "python", workspaceSetup, "timeout_seconds", 120)
 	if mustOK(t, r); !strings.Contains(r.Stdout, "pip 0") || !strings.Contains(r.Stdout, "pack 0") || !strings.Contains(r.Stdout, "npm 0") {
@@ -155,13 +166,15 @@ func workspacesKept(t *testing.T, s *server, dir string, sentry bool) {
 	// system, and as the box sees them. gVisor's own kernel lists its
 	// gofer mount without them (it reaches the files through the host's
 	// nosuid,nodev mount, and no-new-privileges holds there as here).
-	host := leftMounts(dir)
-	if len(host) != 1 {
+	if host := leftMounts(dir); !kube && len(host) != 1 {
 		t.Fatalf("host mounts of the workspace: %v", host)
-	}
-	for _, flag := range []string{"nosuid", "nodev"} {
-		if !strings.Contains(","+mountOptions(host[0])+",", ","+flag+",") {
-			t.Errorf("the host's mount of the workspace is not %s: %s", flag, mountOptions(host[0]))
+	} else if kube && len(host) != 0 {
+		t.Fatalf("a workspace on Kubernetes mounted by the server: %v", host)
+	} else if !kube {
+		for _, flag := range []string{"nosuid", "nodev"} {
+			if !strings.Contains(","+mountOptions(host[0])+",", ","+flag+",") {
+				t.Errorf("the host's mount of the workspace is not %s: %s", flag, mountOptions(host[0]))
+			}
 		}
 	}
 	r = s.in(t, id, "python", "print([l for l in open('/proc/mounts') if ' /workspace ' in l])")
@@ -191,7 +204,8 @@ for what, f in [('mknod', lambda: os.mknod('dev0', 0o600 | stat.S_IFCHR, os.make
 		t.Fatalf("a second writer: %+v", a)
 	}
 	l := workspaceTool(t, s.c, "workspace_list", map[string]any{})
-	if len(l.Workspaces) != 1 || l.Workspaces[0].Name != "proj" || !l.Workspaces[0].InUse || l.Workspaces[0].Quota != 32<<20 || l.Workspaces[0].BytesUsed <= 0 {
+	if len(l.Workspaces) != 1 || l.Workspaces[0].Name != "proj" || !l.Workspaces[0].InUse || l.Workspaces[0].Quota != 32<<20 ||
+		(kube != (l.Workspaces[0].BytesUsed == 0)) || (kube != (l.Workspaces[0].Note != "")) {
 		t.Fatalf("workspace_list while in use: %+v", l)
 	}
 	if d := workspaceTool(t, s.c, "workspace_delete", map[string]any{"name": "proj"}); d.Error == nil || d.Error.Kind != contract.KindWorkspaceBusy {
@@ -336,11 +350,23 @@ func TestWorkspaceLockAfterKill9(t *testing.T) {
 // token's own workspace, which does not see the first one's files (and is
 // not busy while the first is held).
 func TestWorkspacesBoundToTokens(t *testing.T) {
-	dir := workspacesDir(t)
+	tokens := "http:\n  tokens:\n    - {name: alice, env: RBX_E2E_ALICE}\n    - {name: bob, env: RBX_E2E_BOB}\n"
+	t.Run("docker", func(t *testing.T) {
+		dir := workspacesDir(t)
+		workspacesBoundToTokens(t, writeManifest(t, "audit:\n  enabled: false\n"+tokens+workspaceManifest(dir)))
+	})
+	t.Run("kubernetes", func(t *testing.T) {
+		// Each caller's workspace "data" is a claim of its own; both are
+		// deleted at the end.
+		kubeClaimsGone(t, kubeSetup(t), false)
+		workspacesBoundToTokens(t, kubeManifest(t, tokens+workspaceManifest(workspacesDir(t))))
+	})
+}
+
+func workspacesBoundToTokens(t *testing.T, m string) {
 	alice, bob := "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
 	t.Setenv("RBX_E2E_ALICE", alice)
 	t.Setenv("RBX_E2E_BOB", bob)
-	m := writeManifest(t, "audit:\n  enabled: false\nhttp:\n  tokens:\n    - {name: alice, env: RBX_E2E_ALICE}\n    - {name: bob, env: RBX_E2E_BOB}\n"+workspaceManifest(dir))
 	s := startNetServer(t, "http", "--manifest", m)
 	ca, cb := tokenClient(t, s, alice), tokenClient(t, s, bob)
 
@@ -373,5 +399,103 @@ func TestWorkspacesBoundToTokens(t *testing.T) {
 	}
 	if l := workspaceTool(t, ca, "workspace_list", map[string]any{}); len(l.Workspaces) != 1 || l.Workspaces[0].Name != "data" {
 		t.Fatalf("alice's list: %+v", l)
+	}
+}
+
+// kubeWorkspaceServer is a server on the kubernetes backend whose named
+// workspaces are claims of the test cluster's provisioner. At the test's
+// end no claim of it is left (a failed test's are deleted), and every
+// volume provisioned for them is reclaimed: unmounted, its image removed.
+func kubeWorkspaceServer(t *testing.T, extra string) *server {
+	t.Helper()
+	kubeClaimsGone(t, kubeSetup(t), true)
+	return kubeServer(t, extra)
+}
+
+// kubeClaimsGone deletes, at the test's end, the workspace claims made in
+// the test namespace since now (failing the test for them when strict),
+// and waits for the provisioner to reclaim their volumes. It runs after
+// the test's servers closed (cleanups run last first), once no pod holds
+// a claim.
+func kubeClaimsGone(t *testing.T, cs *kubernetes.Clientset, strict bool) {
+	t.Helper()
+	since := time.Now().Add(-time.Second)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		claims := func() []corev1.PersistentVolumeClaim {
+			l, err := cs.CoreV1().PersistentVolumeClaims(kubeNS).List(ctx, metav1.ListOptions{LabelSelector: "io.runbox.workspace.claim"})
+			if err != nil {
+				t.Errorf("listing claims: %v", err)
+				return nil
+			}
+			return slices.DeleteFunc(l.Items, func(c corev1.PersistentVolumeClaim) bool { return c.CreationTimestamp.Time.Before(since) })
+		}
+		for _, c := range claims() {
+			if strict && c.DeletionTimestamp == nil {
+				t.Errorf("claim %s left behind", c.Name)
+			}
+			_ = cs.CoreV1().PersistentVolumeClaims(kubeNS).Delete(ctx, c.Name, metav1.DeleteOptions{})
+		}
+		// Every volume of a claim of this namespace made since the test
+		// began is reclaimed by the provisioner.
+		for {
+			l, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Errorf("listing volumes: %v", err)
+				return
+			}
+			left := slices.DeleteFunc(l.Items, func(pv corev1.PersistentVolume) bool {
+				return pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.Namespace != kubeNS || pv.CreationTimestamp.Time.Before(since)
+			})
+			if len(left) == 0 {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Errorf("volumes not reclaimed: %d (%s)", len(left), left[0].Name)
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	})
+}
+
+// TestKubeWorkspaceAfterKill9: on Kubernetes a server killed with SIGKILL
+// leaves its session pod running, and the pod holds the workspace's claim
+// (another server refuses it, found by the pod's label) until the session
+// ends: the new server adopts and closes it, and the workspace is free and
+// whole.
+func TestKubeWorkspaceAfterKill9(t *testing.T) {
+	cs := kubeSetup(t)
+	kubeClaimsGone(t, cs, true)
+	extra := workspaceManifest(workspacesDir(t))
+	a := kubeServer(t, extra)
+	id := a.open(t, "python", "workspace", "w")
+	mustOK(t, a.in(t, id, "python", "open('a.txt', 'w').write('from a')"))
+	_ = a.cmd.Process.Kill()
+	_, _ = a.cmd.Process.Wait()
+	_ = a.c.Close()
+
+	b := kubeServer(t, extra)
+	if o := b.tool(t, "session_open", map[string]any{"language": "python", "workspace": "w"}); o.Error == nil || o.Error.Kind != contract.KindWorkspaceBusy {
+		t.Fatalf("a workspace a live pod holds, after its server's kill -9: %+v", o)
+	}
+	if l := workspaceTool(t, b.c, "workspace_list", map[string]any{}); len(l.Workspaces) != 1 || !l.Workspaces[0].InUse {
+		t.Fatalf("listed while the pod holds it: %+v", l)
+	}
+	if r := b.in(t, id, "python", "print(open('a.txt').read())"); r.Stdout != "from a\n" {
+		t.Fatalf("the adopted session: %+v %q", r.Error, r.Stdout)
+	}
+	if c := b.tool(t, "session_close", map[string]any{"session_id": id}); !c.Closed {
+		t.Fatalf("close: %+v", c.Error)
+	}
+	id = openWhenFree(t, b, "python", "w")
+	if r := b.in(t, id, "python", "print(open('a.txt').read())"); r.Stdout != "from a\n" {
+		t.Fatalf("the next session: %+v %q", r.Error, r.Stdout)
+	}
+	b.tool(t, "session_close", map[string]any{"session_id": id})
+	waitFree(t, b, "w")
+	if d := workspaceTool(t, b.c, "workspace_delete", map[string]any{"name": "w"}); d.Error != nil {
+		t.Fatalf("workspace_delete: %+v", d)
 	}
 }

@@ -110,6 +110,9 @@ type Kubernetes struct {
 	// KeepInterfaces leaves the pod's network interfaces in place,
 	// relying on the cluster's NetworkPolicy alone.
 	KeepInterfaces bool `json:"keep_interfaces,omitempty" jsonschema_description:"Leaves the pod's network interfaces in place (for a namespace that must stay at the restricted Pod Security level), relying on the cluster enforcing the deny-all NetworkPolicy. Off (default): an init step of runbox's, the only one with a capability (NET_ADMIN, over the pod's network namespace), removes every interface but lo before the code starts, as on Docker."`
+	// WorkspaceStorageClass is the StorageClass of the named workspaces'
+	// PersistentVolumeClaims; empty means the cluster's default class.
+	WorkspaceStorageClass string `json:"workspace_storage_class,omitempty" jsonschema_description:"The StorageClass of the named workspaces' PersistentVolumeClaims (one per caller and workspace, of workspaces.quota, ReadWriteOnce); empty: the cluster's default class. Its provisioner must enforce the size as a quota (a write past it ENOSPC) for workspaces.quota to hold."`
 }
 
 // Toleration is a pod toleration.
@@ -603,6 +606,9 @@ func (k Kubernetes) validate(bad func(field string, value any, allowed string)) 
 	}
 	if k.RuntimeClass != "" && !dnsSubRe.MatchString(k.RuntimeClass) {
 		bad("kubernetes.runtime_class", k.RuntimeClass, "empty or a RuntimeClass name such as gvisor")
+	}
+	if k.WorkspaceStorageClass != "" && !dnsSubRe.MatchString(k.WorkspaceStorageClass) {
+		bad("kubernetes.workspace_storage_class", k.WorkspaceStorageClass, "empty or a StorageClass name such as standard")
 	}
 	for key, v := range k.NodeSelector {
 		if !labelKeyRe.MatchString(key) || !labelValRe.MatchString(v) {

@@ -6,14 +6,14 @@ import "regexp"
 // /workspace per caller and name that a session may open, kept across
 // sessions with a byte quota the file system enforces.
 type Workspaces struct {
-	Enabled bool `json:"enabled" jsonschema_description:"Offers session_open's workspace, workspace_list and workspace_delete. Each workspace is an ext4 image file on a loop device, mounted nosuid,nodev at the session's /workspace: the server must be able to mount (root on Linux). Off by default."`
+	Enabled bool `json:"enabled" jsonschema_description:"Offers session_open's workspace, workspace_list and workspace_delete. Each workspace is an ext4 image file on a loop device, mounted nosuid,nodev at the session's /workspace: the server must be able to mount (root on Linux). On the kubernetes backend each is a PersistentVolumeClaim instead (kubernetes.workspace_storage_class). Off by default."`
 	// Quota is each workspace's size: writes past it fail in the box
 	// with ENOSPC.
-	Quota ByteSize `json:"quota" jsonschema_description:"Size of each workspace's file system; a write past it fails in the box with ENOSPC (the file system's own structures take a few MiB of it)."`
+	Quota ByteSize `json:"quota" jsonschema_description:"Size of each workspace's file system; a write past it fails in the box with ENOSPC (the file system's own structures take a few MiB of it). On the kubernetes backend, each claim's requested storage, which its provisioner must enforce."`
 	// MaxPerClient bounds how many workspaces one caller keeps.
 	MaxPerClient int `json:"max_per_client" jsonschema_description:"Most workspaces one caller keeps (per bearer token over HTTP)."`
 	// Dir is where they are kept; empty means the state directory.
-	Dir string `json:"dir" jsonschema_description:"Where workspaces are kept, a directory per caller and name; empty: $XDG_STATE_HOME/runbox/workspaces (~/.local/state/runbox/workspaces)."`
+	Dir string `json:"dir" jsonschema_description:"Where workspaces are kept, a directory per caller and name; empty: $XDG_STATE_HOME/runbox/workspaces (~/.local/state/runbox/workspaces). Unused on the kubernetes backend."`
 }
 
 // DefaultWorkspaces are the built-in workspace settings.

@@ -78,6 +78,10 @@ type BoxSpec struct {
 	// nosuid,nodev) the box gets writable as /workspace instead of a
 	// tmpfs.
 	Workspace string
+	// WorkspaceVolume, when set, is a named workspace a [VolumeDriver]
+	// keeps as its platform's volume: the box gets it writable as
+	// /workspace instead of a tmpfs.
+	WorkspaceVolume *WorkspaceRef
 	// Pooled: the box waits in the pool for a job. A platform that can
 	// raise a box's CPU weight later ([Claimer]) starts it with a low one,
 	// so that its start-up and preload yield the CPU to running calls.

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strconv"
 	"sync"
@@ -185,11 +186,14 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (contra
 	b, err := r.startSession(ctx, req.image, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim, Mounts: req.Mounts,
 		InitArgs:  sessionArgs(r.m, req.Language, r.d.Isolation(), r.caPEM(), ws != nil),
 		Labels:    r.owner.Labels(labels),
-		Workspace: ws.mountPointOrNone()})
+		Workspace: ws.mountPointOrNone(), WorkspaceVolume: ws.volumeOrNone()})
 	ws.startedOrReleased(b)
 	if err != nil {
 		if ctx.Err() != nil {
 			return contract.SessionInfo{}, ptr(contract.Cancelled())
+		}
+		if errors.Is(err, ErrWorkspaceBusy) {
+			return contract.SessionInfo{}, ptr(contract.WorkspaceBusy(req.Workspace))
 		}
 		return contract.SessionInfo{}, engineFail(contract.Job{}, err).Error
 	}

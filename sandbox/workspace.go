@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/ext4img"
 	"github.com/runbox-mcp/runbox/internal/statefile"
 	"github.com/runbox-mcp/runbox/manifest"
 )
@@ -29,8 +29,6 @@ const LabelWorkspace = "io.runbox.workspace"
 const (
 	workspaceImage = "disk.img"
 	workspaceMount = "mnt"
-	// mkfsTimeout bounds each host command (mkfs, mount).
-	mkfsTimeout = 60 * time.Second
 )
 
 // workspaces are a runner's named workspaces: an ext4 image file each,
@@ -42,6 +40,9 @@ const (
 type workspaces struct {
 	r   *BoxRunner
 	dir string
+	// vol is the driver when it keeps workspaces as its platform's
+	// volumes (workspace_volume.go): then none is on this host.
+	vol VolumeDriver
 	mu  sync.Mutex
 	// held are the workspaces this server's sessions hold or are opening,
 	// by key; boxes maps a holding box's id to its key.
@@ -58,12 +59,15 @@ type heldWorkspace struct {
 	// lock is the directory's flock, held while a session opens, so two
 	// servers sharing the directory cannot both start a box on it.
 	lock *os.File
+	// ref is the workspace's volume on a [VolumeDriver]'s platform.
+	ref *WorkspaceRef
 }
 
 // workspacesOf is the runner's workspaces, in Options.Workspaces.
 func (r *BoxRunner) workspacesOf() *workspaces {
 	r.wsOnce.Do(func() {
-		r.ws = &workspaces{r: r, dir: r.wsDir, held: map[string]*heldWorkspace{}, boxes: map[string]string{}}
+		vol, _ := r.d.(VolumeDriver)
+		r.ws = &workspaces{r: r, dir: r.wsDir, vol: vol, held: map[string]*heldWorkspace{}, boxes: map[string]string{}}
 	})
 	return r.ws
 }
@@ -77,10 +81,12 @@ func (w *workspaces) usable() string {
 	switch {
 	case !w.r.m.Workspaces.Enabled:
 		return "named workspaces are off on this server (manifest workspaces.enabled)"
+	case w.vol != nil:
+		return ""
 	case w.dir == "":
 		return "this server keeps no workspaces (no state directory)"
 	case w.r.m.Backend == manifest.BackendKubernetes:
-		return "named workspaces are not available on the kubernetes backend yet (docs/design.md, Named workspaces)"
+		return "named workspaces on the kubernetes backend need its driver to keep them as volumes, and this one keeps none"
 	}
 	return ""
 }
@@ -105,6 +111,9 @@ func (w *workspaces) acquire(ctx context.Context, client, name string) (*heldWor
 	}
 	w.held[key] = h
 	w.mu.Unlock()
+	if w.vol != nil {
+		return w.acquireVolume(ctx, h)
+	}
 	fail := func(e contract.ErrorInfo) (*heldWorkspace, *contract.ErrorInfo) {
 		h.drop()
 		return nil, &e
@@ -168,6 +177,13 @@ func (h *heldWorkspace) drop() {
 // release unmounts the workspace once its box is gone (its loop device
 // goes with the last mount) and forgets the claim.
 func (h *heldWorkspace) release() {
+	if h.ref != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), volumeCall)
+		h.w.vol.VolumeReleased(ctx, *h.ref)
+		cancel()
+		h.drop()
+		return
+	}
 	if err := unmountWorkspace(filepath.Join(h.path, workspaceMount)); err != nil {
 		h.w.r.log.Warn("workspace not unmounted", "workspace", h.name, "err", err)
 	}
@@ -189,10 +205,13 @@ func (h *heldWorkspace) mountPoint() string { return filepath.Join(h.path, works
 // workspace was mounted by the server that started it.
 func (w *workspaces) adopted(boxID string, labels map[string]string, client string) {
 	name := labels[LabelWorkspace]
-	if name == "" || !manifest.ValidWorkspaceName(name) || w.dir == "" {
+	if name == "" || !manifest.ValidWorkspaceName(name) || w.dir == "" && w.vol == nil {
 		return
 	}
 	h := &heldWorkspace{w: w, key: workspaceKey(client, name), client: client, name: name, path: filepath.Join(w.clientDir(client), name)}
+	if w.vol != nil {
+		h.ref = &WorkspaceRef{Client: clientKey(client), Name: name}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.held[h.key] == nil {
@@ -236,23 +255,9 @@ func (w *workspaces) create(ctx context.Context, path string) error {
 	if err := os.Mkdir(filepath.Join(path, workspaceMount), 0o700); err != nil {
 		return err
 	}
-	img := filepath.Join(path, workspaceImage)
-	f, err := os.OpenFile(img, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	err = f.Truncate(int64(w.r.m.Workspaces.Quota))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
 	uid, gid := boxUser(w.r.m.User)
-	// No reserved blocks: the quota is all the caller's. The root is the
-	// box user's, and nothing else is in it.
-	if err := run(ctx, mkfsTimeout, "mkfs.ext4", "-q", "-F", "-m", "0", "-L", "runbox-ws",
-		"-E", fmt.Sprintf("root_owner=%d:%d,nodiscard", uid, gid), img); err != nil {
+	// The root is the box user's, and nothing else is in it.
+	if err := ext4img.Make(ctx, filepath.Join(path, workspaceImage), int64(w.r.m.Workspaces.Quota), uid, gid); err != nil {
 		return err
 	}
 	ok = true
@@ -284,7 +289,7 @@ func (h *heldWorkspace) mount(ctx context.Context) *contract.ErrorInfo {
 	if !detached(img, loopWait) {
 		return ptr(contract.WorkspaceBusy(h.name))
 	}
-	if err := run(ctx, mkfsTimeout, "mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", img, mp); err != nil {
+	if err := ext4img.Mount(ctx, img, mp); err != nil {
 		return ptr(workspaceFail(err))
 	}
 	return nil
@@ -294,6 +299,9 @@ func (h *heldWorkspace) mount(ctx context.Context) *contract.ErrorInfo {
 func (w *workspaces) list(ctx context.Context, client string) ([]contract.WorkspaceInfo, *contract.ErrorInfo) {
 	if why := w.usable(); why != "" {
 		return nil, ptr(contract.Invalid("%s", why))
+	}
+	if w.vol != nil {
+		return w.listVolumes(ctx, client)
 	}
 	inUse := map[string]bool{}
 	found, err := w.r.d.FindBoxes(ctx, map[string]string{LabelWorkspace: "", LabelSessionClient: clientKey(client)})
@@ -357,8 +365,10 @@ func (w *workspaces) remove(ctx context.Context, client, name string) *contract.
 		return ptr(contract.NoWorkspace(name))
 	}
 	path := filepath.Join(w.clientDir(client), name)
-	if fi, err := os.Lstat(path); err != nil || !fi.IsDir() {
-		return ptr(contract.NoWorkspace(name))
+	if w.vol == nil {
+		if fi, err := os.Lstat(path); err != nil || !fi.IsDir() {
+			return ptr(contract.NoWorkspace(name))
+		}
 	}
 	key := workspaceKey(client, name)
 	h := &heldWorkspace{w: w, key: key, client: client, name: name, path: path}
@@ -370,6 +380,9 @@ func (w *workspaces) remove(ctx context.Context, client, name string) *contract.
 	w.held[key] = h
 	w.mu.Unlock()
 	defer h.drop()
+	if w.vol != nil {
+		return w.removeVolume(ctx, h)
+	}
 	lock, err := lockWorkspace(filepath.Join(w.clientDir(client), "."+name+".lock"))
 	if err != nil {
 		return ptr(workspaceFail(err))
@@ -462,77 +475,17 @@ func boxUser(user string) (uid, gid int) {
 	return uid, gid
 }
 
-// run runs a host command with a deadline, its output in the error.
-func run(ctx context.Context, timeout time.Duration, name string, args ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s: %v: %s", name, err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// attached says whether a loop device is backed by img.
-func attached(ctx context.Context, img string) bool {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "losetup", "-j", img).Output()
-	// Not knowing is taken as attached: never mount an image twice.
-	return err != nil || strings.TrimSpace(string(out)) != ""
-}
+// The host's side of a workspace: its image, loop device and mount.
+var (
+	mounted          = ext4img.Mounted
+	unmountWorkspace = ext4img.Unmount
+	attached         = ext4img.Attached
+	detached         = ext4img.Detached
+)
 
 // loopWait is how long a loop device may take to let go of an image
 // after its last mount ended.
 const loopWait = 5 * time.Second
-
-// detached waits up to d for no loop device to be backed by img.
-func detached(img string, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for attached(context.Background(), img) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return true
-}
-
-// unmountWorkspace unmounts mp if it is mounted; a busy mount is
-// detached lazily (the kernel lets go of it, and of its loop device,
-// with its last user).
-func unmountWorkspace(mp string) error {
-	if !mounted(mp) {
-		return nil
-	}
-	ctx := context.Background()
-	if err := run(ctx, 30*time.Second, "umount", mp); err != nil {
-		return run(ctx, 30*time.Second, "umount", "-l", mp)
-	}
-	return nil
-}
-
-// mounted says whether mp is a mount point of this mount namespace.
-func mounted(mp string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && unescapeMount(f[4]) == mp {
-			return true
-		}
-	}
-	return false
-}
-
-// unescapeMount undoes mountinfo's octal escapes of space, tab, newline
-// and backslash.
-func unescapeMount(s string) string {
-	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
-	return r.Replace(s)
-}
 
 func workspaceFail(err error) contract.ErrorInfo {
 	return contract.ErrorInfo{Kind: contract.KindSandbox, Message: "the workspace could not be prepared: " + contract.FirstLine(err.Error()),
@@ -555,7 +508,7 @@ func (r *BoxRunner) holdWorkspace(ctx context.Context, req SessionRequest, label
 
 // mountPointOrNone is where h is mounted on the host, "" without one.
 func (h *heldWorkspace) mountPointOrNone() string {
-	if h == nil {
+	if h == nil || h.ref != nil {
 		return ""
 	}
 	return h.mountPoint()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
+	"github.com/runbox-mcp/runbox/internal/ext4img"
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
@@ -50,13 +51,7 @@ func TestExt4Free(t *testing.T) {
 		t.Skip("no mkfs.ext4 on this machine for the real image")
 	}
 	img := filepath.Join(t.TempDir(), "disk.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, 16<<20); err != nil {
-		t.Fatal(err)
-	}
-	if err := run(context.Background(), time.Minute, "mkfs.ext4", "-q", "-F", "-m", "0", img); err != nil {
+	if err := ext4img.Make(context.Background(), img, 16<<20, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(img)

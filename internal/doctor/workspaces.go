@@ -21,8 +21,12 @@ func workspaceCheck(m *manifest.Manifest, euid int) (Check, bool) {
 	}
 	c := Check{Name: "workspaces"}
 	if m.Backend == manifest.BackendKubernetes {
-		c.Status, c.Detail = Fail, "named workspaces are not available on the kubernetes backend yet"
-		c.Fix = "Set workspaces.enabled: false, or use the docker or oci backend."
+		class := "the cluster's default storage class"
+		if sc := m.Kubernetes.WorkspaceStorageClass; sc != "" {
+			class = "storage class " + sc
+		}
+		c.Status, c.Detail = OK, "PersistentVolumeClaims of "+w.Quota.String()+" in namespace "+m.Kubernetes.Namespace+", of "+class+
+			" (its provisioner must enforce the size)"
 		return c, true
 	}
 	var missing []string

@@ -7,8 +7,9 @@ import (
 	"github.com/runbox-mcp/runbox/manifest"
 )
 
-// The workspaces line: absent when they are off, a failure naming the fix
-// on Kubernetes, without the host commands and without root.
+// The workspaces line: absent when they are off; on Kubernetes the claims'
+// storage class (no host command, no root); elsewhere a failure naming
+// the fix without the host commands and without root.
 func TestWorkspaceCheck(t *testing.T) {
 	m := manifest.Default()
 	if _, ok := workspaceCheck(m, 0); ok {
@@ -16,9 +17,15 @@ func TestWorkspaceCheck(t *testing.T) {
 	}
 	m.Workspaces.Enabled = true
 	m.Backend = manifest.BackendKubernetes
-	if c, _ := workspaceCheck(m, 0); c.Status != Fail || !strings.Contains(c.Detail, "kubernetes") {
+	t.Setenv("PATH", t.TempDir())
+	if c, _ := workspaceCheck(m, 1000); c.Status != OK || !strings.Contains(c.Detail, "default storage class") {
 		t.Fatalf("kubernetes: %+v", c)
 	}
+	m.Kubernetes.WorkspaceStorageClass = "fast"
+	if c, _ := workspaceCheck(m, 1000); c.Status != OK || !strings.Contains(c.Detail, "storage class fast") {
+		t.Fatalf("kubernetes, a class: %+v", c)
+	}
+	t.Setenv("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
 	m.Backend = manifest.BackendDocker
 	if c, _ := workspaceCheck(m, 1000); c.Status != Fail || !strings.Contains(c.Detail, "root") && !strings.Contains(c.Detail, "missing") {
 		t.Fatalf("not root: %+v", c)

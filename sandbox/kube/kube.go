@@ -82,6 +82,9 @@ type Kube struct {
 	// whose deletion failed (the reaper retries them).
 	live      map[string]struct{}
 	unremoved map[string]bool
+	// claimPods are the live pods that mount a workspace's claim: they
+	// are deleted gracefully (workspace.go, claimGrace).
+	claimPods map[string]bool
 
 	stop func()
 	done chan struct{}
@@ -222,7 +225,7 @@ func kubeError(err error) error {
 		return ee
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
 		return &sandbox.EngineError{Msg: "the Kubernetes API server refused runbox: " + err.Error(),
-			Hint: "The operator should grant runbox's service account pods, pods/attach and leases in the sandbox namespace (deploy/kubernetes/rbac.yaml)."}
+			Hint: "The operator should grant runbox's service account pods, pods/attach, leases and (for named workspaces) persistentvolumeclaims in the sandbox namespace (deploy/kubernetes/rbac.yaml)."}
 	case apierrors.IsNotFound(err):
 		return &sandbox.EngineError{Msg: "the sandbox namespace is missing: " + err.Error(),
 			Hint: "The operator should create the namespace named in kubernetes.namespace (deploy/kubernetes/namespace.yaml)."}
@@ -293,9 +296,7 @@ func podOwnerLabels(p *metav1.ObjectMeta) map[string]string {
 // box's profile that Kubernetes can express, on every run.
 func (k *Kube) podSpec(name string, lang manifest.Language, all map[string]string, deadline time.Duration, initArgs []string) *corev1.Pod {
 	lim := k.m.Limits
-	uidS, gidS, _ := strings.Cut(k.m.User, ":")
-	uid, _ := strconv.ParseInt(uidS, 10, 64)
-	gid, _ := strconv.ParseInt(gidS, 10, 64)
+	uid, gid := boxIDs(k.m.User)
 	t, f := true, false
 	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 	if p := k.m.Kubernetes.SeccompProfile; p != "" {
@@ -393,6 +394,14 @@ func (k *Kube) podSpec(name string, lang manifest.Language, all map[string]strin
 			Operator: corev1.TolerationOperator(tol.Operator), Value: tol.Value, Effect: corev1.TaintEffect(tol.Effect)})
 	}
 	return pod
+}
+
+// boxIDs is the manifest's "uid:gid" (validated) as numbers.
+func boxIDs(user string) (uid, gid int64) {
+	uidS, gidS, _ := strings.Cut(user, ":")
+	uid, _ = strconv.ParseInt(uidS, 10, 64)
+	gid, _ = strconv.ParseInt(gidS, 10, 64)
+	return uid, gid
 }
 
 func (k *Kube) leaseName(instance string) string { return "runbox-" + instance }

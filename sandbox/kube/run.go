@@ -24,6 +24,9 @@ import (
 // Start starts a pod and waits, with a watch, until its box runs.
 func (k *Kube) Start(ctx context.Context, spec sandbox.BoxSpec) (sandbox.Box, error) {
 	p, err := k.startPod(ctx, spec, spec.Lifetime+startTimeout)
+	if errors.Is(err, sandbox.ErrWorkspaceBusy) {
+		return nil, err
+	}
 	if err != nil {
 		var ee *sandbox.EngineError
 		if !errors.As(err, &ee) && ctx.Err() == nil {
@@ -71,6 +74,9 @@ func (k *Kube) startPod(ctx context.Context, bs sandbox.BoxSpec, deadline time.D
 	if bs.Session {
 		sessionPod(spec, bs.Limits)
 	}
+	if bs.WorkspaceVolume != nil {
+		k.withWorkspaceClaim(spec, *bs.WorkspaceVolume)
+	}
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	created, err := k.cs.CoreV1().Pods(k.ns).Create(actx, spec, metav1.CreateOptions{})
 	cancel()
@@ -89,6 +95,16 @@ func (k *Kube) startPod(ctx context.Context, bs sandbox.BoxSpec, deadline time.D
 	k.mu.Lock()
 	k.live[name] = struct{}{}
 	k.mu.Unlock()
+	if bs.WorkspaceVolume != nil {
+		k.markClaimPod(name)
+		if first, err := k.firstHolder(ctx, created); err != nil || !first {
+			k.deleteLater(name)
+			if err != nil {
+				return nil, err
+			}
+			return nil, sandbox.ErrWorkspaceBusy
+		}
+	}
 	wctx, wcancel := context.WithTimeout(ctx, startTimeout)
 	defer wcancel()
 	if err := k.waitRunning(wctx, created); err != nil {
@@ -354,8 +370,13 @@ func (k *Kube) deleteLater(name string) {
 func (k *Kube) deletePod(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
-	zero := int64(0)
-	err := k.cs.CoreV1().Pods(k.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	grace := int64(0)
+	k.mu.Lock()
+	if k.claimPods[name] {
+		grace = claimGrace
+	}
+	k.mu.Unlock()
+	err := k.cs.CoreV1().Pods(k.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -364,6 +385,7 @@ func (k *Kube) deletePod(name string) {
 		return
 	}
 	delete(k.live, name)
+	delete(k.claimPods, name)
 }
 
 // gvisor says whether the pods run under gVisor: the manifest's isolation

@@ -27,7 +27,7 @@ func sessionPod(p *corev1.Pod, lim *manifest.Limits) {
 		ct.Resources.Requests[corev1.ResourceMemory] = mem
 	}
 	for i, v := range p.Spec.Volumes {
-		if v.Name == "workspace" {
+		if v.Name == workspaceVolume && v.EmptyDir != nil {
 			p.Spec.Volumes[i].EmptyDir.SizeLimit = resource.NewQuantity(int64(lim.WorkspaceBytes), resource.BinarySI)
 		}
 	}
@@ -65,10 +65,16 @@ func (k *Kube) FindBoxes(ctx context.Context, want map[string]string) ([]sandbox
 	return out, nil
 }
 
-// Attach is a running pod: each Exchange attaches to it anew.
-func (k *Kube) Attach(_ context.Context, name string) (sandbox.Box, error) {
+// Attach is a running pod: each Exchange attaches to it anew. A pod that
+// mounts a workspace's claim is marked so, to be deleted gracefully.
+func (k *Kube) Attach(ctx context.Context, name string) (sandbox.Box, error) {
 	k.mu.Lock()
 	k.live[name] = struct{}{}
 	k.mu.Unlock()
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	if p, err := k.cs.CoreV1().Pods(k.ns).Get(actx, name, metav1.GetOptions{}); err == nil && p.Labels[labelWorkspaceClaim] != "" {
+		k.markClaimPod(name)
+	}
 	return &pod{k: k, name: name, started: time.Now()}, nil
 }

@@ -4,8 +4,9 @@
 #
 #   1. deletes every pod through the API while the kubelet still runs (so the
 #      kubelet and containerd release addresses, netns and mounts themselves);
-#   2. stops the kubelet, scheduler, controller-manager, apiserver and etcd by
-#      the PIDs up.sh recorded (TERM, then KILL);
+#   2. stops the volume provisioner, the kubelet, scheduler,
+#      controller-manager, apiserver and etcd by the PIDs up.sh recorded
+#      (TERM, then KILL);
 #   3. kills and deletes any CRI task/container left in our containerd (each
 #      ctr call under a timeout), remembering their network namespaces;
 #   4. stops our containerd, then any shim of ours still running (found by our
@@ -59,7 +60,7 @@ if comp_pid kubelet >/dev/null && comp_pid kube-apiserver >/dev/null && [[ -s $K
 fi
 
 # --- 2. the control plane and the kubelet, by PID --------------------------------
-for c in kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do
+for c in provisioner kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do
   if pid=$(comp_pid "$c"); then stop_pid "$pid" "$c" 15; fi
   rm -f "$PIDDIR/$c.pid"
 done
@@ -229,7 +230,9 @@ rm -f /var/lib/cni/results/"$CNI_NET"-* 2>/dev/null || true
 for id in "${ids[@]}"; do rm -f "/var/lib/cni/results/cni-loopback-$id-lo"; done
 rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null || true
 
-rm -rf "$RUN" "$KUBELET_ROOT" "$POD_LOGS" "$STATE/etcd" "$CNI_IPAM_DIR" "$STATE/volume-plugins"
+# The provisioner's volumes go with etcd's data, which held their claims
+# (their mounts went above, and their loop devices with them).
+rm -rf "$RUN" "$KUBELET_ROOT" "$POD_LOGS" "$STATE/etcd" "$CNI_IPAM_DIR" "$STATE/volume-plugins" "$VOLUMES_DIR"
 
 # Fixed host paths a kubelet writes whatever its --root-dir (device-plugins
 # under /var/lib/kubelet, the default flexvolume dir) and the kubelet's

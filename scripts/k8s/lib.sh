@@ -87,9 +87,17 @@ now() { date +%s.%3N; }
 # since T0: seconds elapsed since T0, one decimal
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 
+# The test cluster's volume provisioner (scripts/k8s/provisioner): its
+# StorageClass, its binary (rebuilt when its source changes) and where its
+# volumes' ext4 images are mounted.
+STORAGE_CLASS="${RUNBOX_K8S_STORAGE_CLASS:-runbox-test-local}"
+PROVISIONER_BIN="$K8S_CACHE/runbox-test-provisioner"
+VOLUMES_DIR="$STATE/volumes"
+
 # The binary a component runs.
 comp_exe() {
   case "$1" in
+    provisioner) echo "$PROVISIONER_BIN" ;;
     etcd) command -v etcd || echo /usr/bin/etcd ;;
     containerd) command -v containerd || echo /usr/bin/containerd ;;
     *) echo "$K8S_BIN/$1" ;;

@@ -19,7 +19,12 @@
 #     copy already has Docker's image ID;
 #   - waits for the node to be Ready and the default service account;
 #   - when scripts/k8s/gvisor.sh has built gVisor: the "runsc" runtime in our
-#     containerd and the RuntimeClass "gvisor".
+#     containerd and the RuntimeClass "gvisor";
+#   - a dynamic volume provisioner (scripts/k8s/provisioner, built from this
+#     checkout and rebuilt when its source changes) and its StorageClass
+#     runbox-test-local: each claim gets a local volume backed by an ext4
+#     image of the claim's size, loop-mounted under $STATE/volumes, so its
+#     size is a real quota; a released volume's image is removed.
 #
 # Prints the admin kubeconfig's path on stdout (everything else goes to
 # stderr), so `export KUBECONFIG=$(scripts/k8s/up.sh)` works.
@@ -529,6 +534,38 @@ kind: RuntimeClass
 metadata:
   name: gvisor
 handler: runsc
+EOF
+fi
+
+# --- 9. the volume provisioner and its StorageClass ---------------------------------
+# its source: the Go files it is built from (tests excluded)
+prov_src() {
+  local f
+  for f in "$K8S_ROOT/scripts/k8s/provisioner/"*.go "$K8S_ROOT/internal/ext4img/"*.go; do
+    [[ $f == *_test.go ]] || cat "$f"
+  done | sha256sum | cut -d' ' -f1
+}
+prov_sum=$(prov_src)
+if [[ ! -x $PROVISIONER_BIN || $(cat "$PROVISIONER_BIN.sha256" 2>/dev/null) != "$prov_sum" ]]; then
+  log "building the volume provisioner"
+  (cd "$K8S_ROOT" && GOFLAGS=-buildvcs=false go build -trimpath -ldflags='-s -w' -o "$PROVISIONER_BIN.new" ./scripts/k8s/provisioner) ||
+    die "building scripts/k8s/provisioner failed"
+  mv -f "$PROVISIONER_BIN.new" "$PROVISIONER_BIN"
+  echo "$prov_sum" >"$PROVISIONER_BIN.sha256"
+  if pid=$(comp_pid provisioner); then stop_pid "$pid" provisioner 10; fi
+fi
+start provisioner -kubeconfig "$KUBECONFIG_OUT" -class "$STORAGE_CLASS" -node "$NODE_NAME" -dir "$VOLUMES_DIR"
+comp_pid provisioner >/dev/null || die "the volume provisioner exited; see $LOGDIR/provisioner.log"
+if ! kctl get storageclass "$STORAGE_CLASS" >/dev/null 2>&1; then
+  log "creating StorageClass $STORAGE_CLASS"
+  kctl apply -f - >/dev/null <<EOF
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: $STORAGE_CLASS
+provisioner: runbox.io/test-local
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
 EOF
 fi
 
