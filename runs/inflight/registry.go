@@ -396,9 +396,13 @@ func (h *Registry) Close() {
 			lines = append(lines, h.settleLocked(hd, EndAbandoned))
 		}
 	}
+	// A run is going until its done closes: its end is set before its
+	// record is written.
 	var going []*handle
 	for _, hd := range h.runs {
-		if hd.Ended.IsZero() {
+		select {
+		case <-hd.done:
+		default:
 			going = append(going, hd)
 		}
 	}
