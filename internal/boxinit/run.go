@@ -206,9 +206,13 @@ func runProcess(ctx context.Context, r *childReaper, self string, job *initproto
 // their hashes, so that unchanged inputs are not reported as artifacts. A
 // file already there is refused, or replaced (never through a link).
 func unpack(job *initproto.Job, replace bool) (map[string]string, error) {
+	// A file already there is overwritten in place and then cut to its
+	// new length, not opened with O_TRUNC: on the workspace's tmpfs that
+	// frees its pages for the write to take new ones, most often as many
+	// (a session's code file, call after call).
 	exists := os.O_EXCL
 	if replace {
-		exists = os.O_TRUNC
+		exists = 0
 	}
 	if job.Dir == "" || !filepath.IsAbs(job.Dir) {
 		return nil, fmt.Errorf("job dir %q is not absolute", job.Dir)
@@ -236,6 +240,9 @@ func unpack(job *initproto.Job, replace bool) (map[string]string, error) {
 			}
 		}
 		_, err := f.Write(data)
+		if err == nil && replace {
+			err = f.Truncate(int64(len(data)))
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
