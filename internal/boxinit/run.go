@@ -82,6 +82,7 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 		fmt.Fprintln(os.Stderr, "runbox-init: ignoring signals:", err)
 	}
 
+	oneProcIn(cgroupFiles("/sys/fs/cgroup"))
 	prewarmThreads(spareThreads)
 
 	// Bound before the program starts: nothing in the box can take the
@@ -121,6 +122,17 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	}
 
 	return serve(stdin, stdout, opts)
+}
+
+// oneProcIn runs Go code on one thread at a time in a box of one CPU or
+// less (the default limit), where Go's own default is two: runbox-init's
+// goroutines hand a cell's messages on to each other, and with a second P
+// the runtime wakes and spins another thread for each hand-off, CPU taken
+// from the box's quota and the host's cores for no time saved.
+func oneProcIn(cg cgroupFiles) {
+	if l := cg.cpuLimit(); l > 0 && l <= 1 {
+		runtime.GOMAXPROCS(1)
+	}
 }
 
 // spareThreads is how many OS threads runbox-init makes before the program
