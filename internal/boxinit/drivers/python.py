@@ -22,7 +22,9 @@ signal.signal(signal.SIGINT, _rbx_sigint)
 # still take the next cell.
 _rbx.write, _rbx.read, _rbx.dup, _rbx.dup2, _rbx.pipe, _rbx.close = os.write, os.read, os.dup, os.dup2, os.pipe, os.close
 _rbx.set_blocking, _rbx.osopen, _rbx.devnull, _rbx.rdonly = os.set_blocking, os.open, os.devnull, os.O_RDONLY
-_rbx.loads, _rbx.thread, _rbx.memoryview = json.loads, threading.Thread, memoryview
+_rbx.loads, _rbx.thread, _rbx.memoryview, _rbx.vars = json.loads, threading.Thread, memoryview, vars
+# The last empty stdin's file, its encoding and errors (_rbx_stdin).
+_rbx.null_stdin = None
 
 # The cells' children never read the requests; the markers go on copies of
 # stdout and stderr, so that a cell that closed them still ends.
@@ -61,7 +63,22 @@ def _rbx_stdin(data):
         r = _rbx.osopen(_rbx.devnull, _rbx.rdonly)
     _rbx.dup2(r, 0)
     _rbx.close(r)
+    if not data and _rbx_null_stdin_kept():
+        return
     _rbx.sys.stdin = _rbx.open(0, "r", closefd=False)
+    _rbx.null_stdin = None if data else (_rbx.sys.stdin, _rbx.sys.stdin.encoding, _rbx.sys.stdin.errors)
+
+
+def _rbx_null_stdin_kept():
+    # The last cell's stdin was empty too, and that file is still the
+    # cell's, open, as it was made: it reads /dev/null again as a new one
+    # would, without the three system calls of making one.
+    try:
+        f, encoding, errors = _rbx.null_stdin
+        return (_rbx.sys.stdin is f and not f.closed and f.encoding == encoding and f.errors == errors
+                and not f.line_buffering and _rbx.vars(f) == {"mode": "r"})
+    except BaseException:
+        return False
 
 
 _rbx_g = _rbx_main.__dict__
