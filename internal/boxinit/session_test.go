@@ -111,6 +111,16 @@ func TestPythonSessionKeepsState(t *testing.T) {
 	}
 }
 
+// A cell that replaces the builtins the driver reads its requests with
+// leaves the next cell to run.
+func TestPythonSessionSurvivesReplacedBuiltins(t *testing.T) {
+	_, run := newTestSession(t, "python", "python3")
+	run("import builtins, os\nbuiltins.int = builtins.vars = builtins.open = None\nos.write = None\n", cellTimeout)
+	if rep := run("print('still here')\n", cellTimeout); string(rep.Stdout) != "still here\n" || rep.Session.Lost != "" {
+		t.Fatalf("the next cell: exit %d, stdout %q, stderr %q, lost %q", rep.ExitCode, rep.Stdout, rep.Stderr, rep.Session.Lost)
+	}
+}
+
 // interruptOnceStarted interrupts s's running cell once the cell has
 // written the file "started".
 func interruptOnceStarted(s *session) {
