@@ -163,8 +163,15 @@ func pollable(r io.Reader) io.Reader {
 	}
 	// Kept reachable for good: a File that is collected closes its
 	// descriptor, which f holds too.
-	polled = append(polled, os.NewFile(uintptr(fd), f.Name()))
-	return polled[len(polled)-1]
+	nf := os.NewFile(uintptr(fd), f.Name())
+	polled = append(polled, nf)
+	if nf.SetReadDeadline(time.Time{}) != nil {
+		// The poller did not take it (a kernel whose pipes it cannot
+		// wait on): reads stay blocking, through f.
+		_ = unix.SetNonblock(fd, false)
+		return r
+	}
+	return nf
 }
 
 // polled are the Files pollable made.
