@@ -152,8 +152,13 @@ func call(ctx context.Context, job *initproto.Job, opts Options, prog program) (
 	rep.DiskFull = fullMount(opts.Scratch)
 	st.mark("box: metrics after")
 	contents := collect(job, before, rep)
-	contents = append(contents, collectDisplays(initproto.DisplaySpool, job, res.stdout.displayMarks(), rep.StdoutBytes, rep.StderrBytes, rep)...)
-	_ = clearDisplays(initproto.DisplaySpool) // a session's /tmp is the next call's
+	displays, spooled := collectDisplays(initproto.DisplaySpool, job, res.stdout.displayMarks(), rep.StdoutBytes, rep.StderrBytes, rep)
+	contents = append(contents, displays...)
+	if spooled {
+		// A session's /tmp is the next call's. An empty spool is left
+		// as it is: the next call clears it before its code runs.
+		_ = clearDisplays(initproto.DisplaySpool)
+	}
 	st.mark("box: workspace walk after")
 	if st != nil {
 		rep.Trace = st.marks

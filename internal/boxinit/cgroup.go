@@ -97,6 +97,29 @@ func (root cgroupFiles) pidsMaxEvents() int64 {
 	return parseKey(root.readFile("pids/pids.events", "pids.events"), "max")
 }
 
+// cpuLimit is the box's CPU quota in cores (cgroup v2 cpu.max, or v1's
+// quota and period); 0 when it has none or it is unknown.
+func (root cgroupFiles) cpuLimit() float64 {
+	if b, err := os.ReadFile(filepath.Join(string(root), "cpu.max")); err == nil {
+		quota, period, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		return cpuShare(quota, period)
+	}
+	quota, _ := os.ReadFile(filepath.Join(string(root), "cpu", "cpu.cfs_quota_us"))
+	period, _ := os.ReadFile(filepath.Join(string(root), "cpu", "cpu.cfs_period_us"))
+	return cpuShare(strings.TrimSpace(string(quota)), strings.TrimSpace(string(period)))
+}
+
+// cpuShare is quota over period in cores; 0 for no quota ("max", -1) or
+// figures that are not numbers.
+func cpuShare(quota, period string) float64 {
+	q, err1 := strconv.ParseFloat(quota, 64)
+	p, err2 := strconv.ParseFloat(period, 64)
+	if err1 != nil || err2 != nil || q <= 0 || p <= 0 {
+		return 0
+	}
+	return q / p
+}
+
 // parseInt is the number b holds; -1 when none.
 func parseInt(b []byte) int64 {
 	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)

@@ -196,10 +196,12 @@ type displayFile struct {
 // data to send after the artifacts' contents: within what the artifacts
 // left of the job's count and byte caps. Nothing in the spool is trusted:
 // only regular files are read, never through links, never past the budget.
-func collectDisplays(spool string, job *initproto.Job, marks []displayMark, out, errs int64, rep *initproto.Report) [][]byte {
+// spooled says whether the spool held anything (or could not be read): an
+// empty one needs no clearing after the call.
+func collectDisplays(spool string, job *initproto.Job, marks []displayMark, out, errs int64, rep *initproto.Report) (contents [][]byte, spooled bool) {
 	entries, err := os.ReadDir(spool)
 	if err != nil || len(entries) == 0 {
-		return nil
+		return nil, err != nil
 	}
 	at := map[string]displayMark{}
 	var order []displayMark
@@ -225,7 +227,6 @@ func collectDisplays(spool string, job *initproto.Job, marks []displayMark, out,
 			budget -= a.Size
 		}
 	}
-	var contents [][]byte
 	for _, m := range order {
 		dir := filepath.Join(spool, m.name)
 		meta, _, _, ok := readRegular(filepath.Join(dir, initproto.DisplayMeta), 1<<16)
@@ -286,5 +287,5 @@ func collectDisplays(spool string, job *initproto.Job, marks []displayMark, out,
 		}
 		rep.Displays = append(rep.Displays, d)
 	}
-	return contents
+	return contents, true
 }

@@ -102,7 +102,10 @@ func TestCollectDisplays(t *testing.T) {
 	job := &initproto.Job{MaxArtifacts: 10, MaxArtifactBytes: 50}
 	rep := &initproto.Report{Artifacts: []initproto.Artifact{{Path: "data.csv", Size: 10, Sent: true}}}
 	marks := []displayMark{{name: "5-1", stdout: 3, stderr: 1}, {name: "5-2", stdout: 9}}
-	contents := collectDisplays(spool, job, marks, 20, 5, rep)
+	contents, spooled := collectDisplays(spool, job, marks, 20, 5, rep)
+	if !spooled {
+		t.Error("a spool with displays in it was said to be empty")
+	}
 
 	if len(rep.Displays) != 5 {
 		t.Fatalf("displays %+v", rep.Displays)
@@ -150,12 +153,30 @@ func TestCollectDisplaysCaps(t *testing.T) {
 	}
 	job := &initproto.Job{MaxArtifacts: 5, MaxArtifactBytes: 1 << 20}
 	rep := &initproto.Report{}
-	contents := collectDisplays(spool, job, nil, 0, 0, rep)
+	contents, _ := collectDisplays(spool, job, nil, 0, 0, rep)
 	if len(rep.Displays) != initproto.MaxDisplays || rep.DisplaysOmitted != 3 {
 		t.Errorf("displays %d, omitted %d", len(rep.Displays), rep.DisplaysOmitted)
 	}
 	if len(contents) != 5 || rep.Displays[5].Cut != initproto.DisplayCutCount || rep.Displays[5].Mimes[0].Sent {
 		t.Errorf("the artifact count cap: %d sent, sixth %+v", len(contents), rep.Displays[5])
+	}
+}
+
+// TestCollectDisplaysEmpty says an empty spool needs no clearing, and
+// one it cannot read does.
+func TestCollectDisplaysEmpty(t *testing.T) {
+	job := &initproto.Job{MaxArtifacts: 5, MaxArtifactBytes: 1 << 20}
+	for name, tc := range map[string]struct {
+		spool   string
+		spooled bool
+	}{
+		"empty":   {t.TempDir(), false},
+		"missing": {filepath.Join(t.TempDir(), "gone"), true},
+	} {
+		contents, spooled := collectDisplays(tc.spool, job, nil, 0, 0, &initproto.Report{})
+		if contents != nil || spooled != tc.spooled {
+			t.Errorf("%s: contents %q, spooled %v; want spooled %v", name, contents, spooled, tc.spooled)
+		}
 	}
 }
 

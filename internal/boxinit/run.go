@@ -82,6 +82,8 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 		fmt.Fprintln(os.Stderr, "runbox-init: ignoring signals:", err)
 	}
 
+	oneProcIn(cgroupFiles("/sys/fs/cgroup"))
+	stdin = pollable(stdin)
 	prewarmThreads(spareThreads)
 
 	// Bound before the program starts: nothing in the box can take the
@@ -122,6 +124,58 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 
 	return serve(stdin, stdout, opts)
 }
+
+// oneProcIn runs Go code on one thread at a time in a box of one CPU or
+// less (the default limit), where Go's own default is two: runbox-init's
+// goroutines hand a cell's messages on to each other, and with a second P
+// the runtime wakes and spins another thread for each hand-off, CPU taken
+// from the box's quota and the host's cores for no time saved.
+func oneProcIn(cg cgroupFiles) {
+	if l := cg.cpuLimit(); l > 0 && l <= 1 {
+		runtime.GOMAXPROCS(1)
+	}
+}
+
+// pollable is the box's stdin, the channel's way in, read through Go's
+// poller: a read waits parked, not in the kernel. With one P (oneProcIn),
+// a read blocked in the kernel holds the P until the runtime's monitor
+// takes it back, tens of microseconds on, and the goroutine each message
+// readies (the cell that reads the job) waits that long; parked, the
+// reader leaves the P to it at once. A stdin that is not a blocking pipe
+// or socket is left as it is.
+func pollable(r io.Reader) io.Reader {
+	f, ok := r.(*os.File)
+	if !ok {
+		return r
+	}
+	c, err := f.SyscallConn()
+	if err != nil {
+		return r
+	}
+	fd := -1
+	_ = c.Control(func(u uintptr) { fd = int(u) })
+	var st unix.Stat_t
+	if fd < 0 || unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO && st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return r
+	}
+	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK != 0 || unix.SetNonblock(fd, true) != nil {
+		return r
+	}
+	// Kept reachable for good: a File that is collected closes its
+	// descriptor, which f holds too.
+	nf := os.NewFile(uintptr(fd), f.Name())
+	polled = append(polled, nf)
+	if nf.SetReadDeadline(time.Time{}) != nil {
+		// The poller did not take it (a kernel whose pipes it cannot
+		// wait on): reads stay blocking, through f.
+		_ = unix.SetNonblock(fd, false)
+		return r
+	}
+	return nf
+}
+
+// polled are the Files pollable made.
+var polled []*os.File
 
 // spareThreads is how many OS threads runbox-init makes before the program
 // runs. The program shares the box's pids limit with us: once it has used
@@ -206,9 +260,13 @@ func runProcess(ctx context.Context, r *childReaper, self string, job *initproto
 // their hashes, so that unchanged inputs are not reported as artifacts. A
 // file already there is refused, or replaced (never through a link).
 func unpack(job *initproto.Job, replace bool) (map[string]string, error) {
+	// A file already there is overwritten in place and then cut to its
+	// new length, not opened with O_TRUNC: on the workspace's tmpfs that
+	// frees its pages for the write to take new ones, most often as many
+	// (a session's code file, call after call).
 	exists := os.O_EXCL
 	if replace {
-		exists = os.O_TRUNC
+		exists = 0
 	}
 	if job.Dir == "" || !filepath.IsAbs(job.Dir) {
 		return nil, fmt.Errorf("job dir %q is not absolute", job.Dir)
@@ -236,6 +294,9 @@ func unpack(job *initproto.Job, replace bool) (map[string]string, error) {
 			}
 		}
 		_, err := f.Write(data)
+		if err == nil && replace {
+			err = f.Truncate(int64(len(data)))
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}

@@ -344,14 +344,20 @@ func (s *session) interruptNow() {
 
 // cellRequest is what a session's driver reads on descriptor 4 for one
 // cell: a line naming the code and the marker, and the cell's stdin after
-// it. The Python driver reads a JSON line and that many raw bytes; the bash
-// driver reads "length marker path" and that many characters of printf %b
-// text (bash variables hold no NUL bytes); the Python and Node drivers
-// read a JSON line and that many raw bytes.
+// it. The bash driver reads "length marker path" and that many characters
+// of printf %b text (bash variables hold no NUL bytes); the Python driver
+// reads "length marker path" and that many raw bytes (a split where a
+// JSON decoder cost it more than the rest of the line's handling); the
+// Node drivers read a JSON line and that many raw bytes. The marker has
+// no space, and the path (the workspace and the language's plain file
+// name) no newline.
 func cellRequest(driver string, job *initproto.Job, marker string) []byte {
-	if driver == "bash" {
+	switch driver {
+	case "bash":
 		in := printfEscape(job.Stdin)
 		return []byte(fmt.Sprintf("%d %s %s\n%s", len(in), marker, job.CodePath, in))
+	case "python":
+		return append(fmt.Appendf(nil, "%d %s %s\n", len(job.Stdin), marker, job.CodePath), job.Stdin...)
 	}
 	b, _ := json.Marshal(map[string]any{"path": job.CodePath, "stdin": len(job.Stdin), "marker": marker})
 	return append(append(b, '\n'), job.Stdin...)

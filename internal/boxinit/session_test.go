@@ -111,6 +111,16 @@ func TestPythonSessionKeepsState(t *testing.T) {
 	}
 }
 
+// A cell that replaces the builtins the driver reads its requests with
+// leaves the next cell to run.
+func TestPythonSessionSurvivesReplacedBuiltins(t *testing.T) {
+	_, run := newTestSession(t, "python", "python3")
+	run("import builtins, os\nbuiltins.int = builtins.vars = builtins.open = None\nos.write = None\n", cellTimeout)
+	if rep := run("print('still here')\n", cellTimeout); string(rep.Stdout) != "still here\n" || rep.Session.Lost != "" {
+		t.Fatalf("the next cell: exit %d, stdout %q, stderr %q, lost %q", rep.ExitCode, rep.Stdout, rep.Stderr, rep.Session.Lost)
+	}
+}
+
 // interruptOnceStarted interrupts s's running cell once the cell has
 // written the file "started".
 func interruptOnceStarted(s *session) {
@@ -412,6 +422,45 @@ func TestSessionStdinTakesNoFile(t *testing.T) {
 				t.Fatalf("stdin went to files: %v", after)
 			}
 		})
+	}
+}
+
+// Each Python cell reads its own stdin from a sys.stdin as a fresh
+// interpreter's would be, whatever the cell before did with its own: read
+// it, closed it, replaced it, reconfigured it, kept it.
+func TestPythonSessionStdinEachCell(t *testing.T) {
+	s, _ := newTestSession(t, "python", "python3")
+	call := func(code string, stdin string) string {
+		t.Helper()
+		job := &initproto.Job{Dir: s.spec.Dir, CodePath: s.spec.CodePath, Code: []byte(code), Stdin: []byte(stdin),
+			TimeoutMs: cellTimeout.Milliseconds(), MaxOutputBytes: 1 << 16, MaxArtifacts: 10, MaxArtifactBytes: 1 << 20}
+		rep, _ := s.run(job, nil)
+		if rep.InitError != "" || rep.Session.Lost != "" || rep.ExitCode != 0 {
+			t.Fatalf("%q: init error %q, lost %q, exit %d, stderr %q", code, rep.InitError, rep.Session.Lost, rep.ExitCode, rep.Stderr)
+		}
+		return string(rep.Stdout)
+	}
+	const show = "import sys\nprint(repr(sys.stdin.read()), sys.stdin.encoding, sys.stdin.errors, sys.stdin.line_buffering, sorted(vars(sys.stdin)))\n"
+	fresh := call(show, "")
+	if !strings.HasPrefix(fresh, "'' ") {
+		t.Fatalf("an empty stdin: %q", fresh)
+	}
+	for _, tc := range []struct{ name, code, stdin string }{
+		{"read", "import sys\nsys.stdin.read()\n", ""},
+		{"closed", "import sys\nsys.stdin.close()\n", ""},
+		{"replaced", "import io, sys\nsys.stdin = io.StringIO('not yours')\n", ""},
+		{"reconfigured", "import sys\nsys.stdin.reconfigure(encoding='latin-1', errors='replace')\n", ""},
+		{"given an attribute", "import sys\nsys.stdin.mine = 1\n", ""},
+		{"with data", "import sys\nprint(sys.stdin.read())\n", "data"},
+		{"kept", "import sys\nkept = sys.stdin\n", ""},
+	} {
+		call(tc.code, tc.stdin)
+		if got := call(show, ""); got != fresh {
+			t.Errorf("after a cell whose stdin was %s: %q, want %q", tc.name, got, fresh)
+		}
+		if got := call("import sys\nprint(sys.stdin.read())\n", "next"); got != "next\n" {
+			t.Errorf("after a cell whose stdin was %s, a cell's own stdin: %q", tc.name, got)
+		}
 	}
 }
 

@@ -1,9 +1,10 @@
 # runbox session driver for Python: one interpreter, one __main__, many
-# cells. runbox-init writes a JSON line per cell on descriptor 4
-# ({"path", "stdin", "marker"}) and then the cell's stdin, "stdin" bytes of
-# it; the cell ends with the marker on stdout, and on stderr the marker,
-# the status and "\x1e".
+# cells. runbox-init writes a line per cell on descriptor 4 ("length marker
+# path") and then the cell's stdin, length bytes of it; the cell ends with
+# the marker on stdout, and on stderr the marker, the status and "\x1e".
 # The runner of a file as __main__ (internal/pymain) comes before this text.
+# json is imported ahead for the cells: their first import of it costs
+# nothing.
 import json, signal, threading
 _rbx_in_cell = False
 
@@ -18,11 +19,13 @@ def _rbx_sigint(signum, frame):
 signal.signal(signal.SIGINT, _rbx_sigint)
 
 # The driver's own references, beside the runner's: a cell may replace what
-# it can reach (os.write = None, json.loads = None), and the session must
+# it can reach (os.write = None, int = None), and the session must
 # still take the next cell.
 _rbx.write, _rbx.read, _rbx.dup, _rbx.dup2, _rbx.pipe, _rbx.close = os.write, os.read, os.dup, os.dup2, os.pipe, os.close
 _rbx.set_blocking, _rbx.osopen, _rbx.devnull, _rbx.rdonly = os.set_blocking, os.open, os.devnull, os.O_RDONLY
-_rbx.loads, _rbx.thread, _rbx.memoryview = json.loads, threading.Thread, memoryview
+_rbx.int, _rbx.thread, _rbx.memoryview, _rbx.vars = int, threading.Thread, memoryview, vars
+# The last empty stdin's file, its encoding and errors (_rbx_stdin).
+_rbx.null_stdin = None
 
 # The cells' children never read the requests; the markers go on copies of
 # stdout and stderr, so that a cell that closed them still ends.
@@ -61,14 +64,30 @@ def _rbx_stdin(data):
         r = _rbx.osopen(_rbx.devnull, _rbx.rdonly)
     _rbx.dup2(r, 0)
     _rbx.close(r)
+    if not data and _rbx_null_stdin_kept():
+        return
     _rbx.sys.stdin = _rbx.open(0, "r", closefd=False)
+    _rbx.null_stdin = None if data else (_rbx.sys.stdin, _rbx.sys.stdin.encoding, _rbx.sys.stdin.errors)
+
+
+def _rbx_null_stdin_kept():
+    # The last cell's stdin was empty too, and that file is still the
+    # cell's, open, as it was made: it reads /dev/null again as a new one
+    # would, without the three system calls of making one.
+    try:
+        f, encoding, errors = _rbx.null_stdin
+        return (_rbx.sys.stdin is f and not f.closed and f.encoding == encoding and f.errors == errors
+                and not f.line_buffering and _rbx.vars(f) == {"mode": "r"})
+    except BaseException:
+        return False
 
 
 _rbx_g = _rbx_main.__dict__
 for _rbx_line in _rbx_ctl:
-    _rbx_req = _rbx.loads(_rbx_line)
-    _rbx_data = _rbx_ctl.read(_rbx_req["stdin"]) if _rbx_req["stdin"] else b""
-    _rbx_path = _rbx_req["path"]
+    _rbx_n, _rbx_m, _rbx_path = _rbx_line[:-1].split(b" ", 2)
+    _rbx_n = _rbx.int(_rbx_n)
+    _rbx_data = _rbx_ctl.read(_rbx_n) if _rbx_n else b""
+    _rbx_path = _rbx_path.decode()
     _rbx_enter(_rbx_main, _rbx_path)
     # Each cell starts with the session's stdout and stderr, whatever an
     # earlier one closed.
@@ -100,7 +119,6 @@ for _rbx_line in _rbx_ctl:
             _rbx_s.flush()
         except BaseException:
             pass
-    _rbx_m = _rbx_req["marker"].encode()
     for _rbx_fd, _rbx_b in ((_rbx_out, _rbx_m), (_rbx_err, _rbx_m + b"%d\x1e" % _rbx_exit)):
         try:
             _rbx.write(_rbx_fd, _rbx_b)
