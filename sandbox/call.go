@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"log/slog"
 	"path"
 	"strings"
 	"time"
@@ -140,8 +141,12 @@ wait:
 	switch {
 	case o.report != nil:
 		o.session = sessionState(session, o.report)
-		if d := ch.conn.Diag(); d != "" {
-			r.log.Debug("runbox-init stderr", "run_id", job.RunID, "stderr", d)
+		// Asked only for the debug log: a platform may wait a moment for
+		// the stderr of a box that lives on (oci: 100 ms a cell).
+		if r.log.Enabled(ctx, slog.LevelDebug) {
+			if d := ch.conn.Diag(); d != "" {
+				r.log.Debug("runbox-init stderr", "run_id", job.RunID, "stderr", d)
+			}
 		}
 	case c.unsent != nil:
 		// The report came, its artifacts did not: not the call's answer,
