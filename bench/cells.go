@@ -19,9 +19,11 @@ import (
 	"github.com/runbox-mcp/runbox/internal/stagetrace"
 )
 
-// cellsManifest is the manifest of the cell rows' servers: room for the
-// sessions the throughput rows hold open.
-const cellsManifest = "sessions:\n  max_per_client: 64\n  max_open: 64\n"
+// cellsManifest is the manifest of the cell rows' servers on backend:
+// room for the sessions the throughput rows hold open.
+func cellsManifest(backend string) string {
+	return "backend: " + backend + "\nsessions:\n  max_per_client: 64\n  max_open: 64\n"
+}
 
 // cellSessions is how many sessions the concurrent throughput rows use.
 const cellSessions = 8
@@ -32,17 +34,19 @@ const cellSessions = 8
 // session cell print(1), interleaved call by call; then cells per second
 // back to back in one session and in 8 sessions at once, against no-op
 // calls the same way, in turns. Then the breakdown of one cell, stage by
-// stage, from a server that traces its calls (RUNBOX_TRACE_STAGES).
-func cellsBench(bin string, n int, secs float64) ([]row, []target, error) {
+// stage, from a server that traces its calls (RUNBOX_TRACE_STAGES). Every
+// server runs on backend (docker or oci).
+func cellsBench(bin, backend string, n int, secs float64) ([]row, []target, error) {
 	dir, err := os.MkdirTemp("", "runbox-bench-")
 	if err != nil {
 		return nil, nil, err
 	}
 	defer os.RemoveAll(dir)
 	mpath := dir + "/cells.yaml"
-	if err := os.WriteFile(mpath, []byte(cellsManifest), 0o644); err != nil {
+	if err := os.WriteFile(mpath, []byte(cellsManifest(backend)), 0o644); err != nil {
 		return nil, nil, err
 	}
+	fmt.Printf("backend: %s\n\n", backend)
 	var rows []row
 	var targets []target
 	goRows, err := cellsGo(bin, mpath, n, secs)

@@ -92,8 +92,13 @@ func main() {
 	only := flag.String("only", "", "run only this part: speed (calibration, paces, concurrency 8, gVisor, 1 MiB of output), one of speed's own (with the calibration: throughput, gvisor, output, tasks: a short run as an MCP task beside a plain call), toolcalls, network or sessions (with the pooled run they compare with), cells (a session cell against ping and a no-op tool call, cells/s, and where a cell's time goes), typescript (console.log(1) in TypeScript against JavaScript: a pooled one-off and a session cell), view (tools/call to the MCP Apps view painted in headless Chromium, against the call alone), or preview (a 10 MiB download through session_expose's URL against docker exec of curl in the box, on runc and gVisor)")
 	viewHost := flag.String("view-host", "e2e/view", "the view's test host (npm ci there; Debian's chromium), for --only view")
 	seconds := flag.Float64("seconds", 10, "how long each --only cells throughput row runs")
+	cellsBackend := flag.String("backend", "docker", "the backend of the --only cells servers: docker or oci")
 	busy := flag.Int("busy", 0, "run this many CPU-bound loops beside the bench (stopped by the bench)")
 	flag.Parse()
+	if *cellsBackend != "docker" && *cellsBackend != "oci" {
+		fmt.Fprintln(os.Stderr, "bench: --backend takes docker or oci")
+		os.Exit(2)
+	}
 	if *busy < 0 || *busy > 64 {
 		fmt.Fprintln(os.Stderr, "bench: --busy takes 0 to 64")
 		os.Exit(2)
@@ -146,7 +151,7 @@ func main() {
 		printRows(networkRows(*server, dir, max(*n, 30)))
 		return
 	case "cells":
-		_, targets, err := cellsBench(*server, max(*n, 60), *seconds)
+		_, targets, err := cellsBench(*server, *cellsBackend, max(*n, 60), *seconds)
 		printTargets(targets)
 		if err != nil {
 			loops.stop()
