@@ -73,7 +73,8 @@ func sessionArgs(m *manifest.Manifest, lang manifest.Language, isolation string,
 		job.Env = workspaceEnv(job.Env)
 	}
 	spec := initproto.Session{Driver: lang.ErrorFormat, Interpreter: job.Argv[0], Env: job.Env, Dir: job.Dir,
-		CodePath: job.CodePath, CPUSeconds: job.CPUSeconds, NProc: job.NProc, CA: ca}
+		CodePath: job.CodePath, CPUSeconds: job.CPUSeconds, NProc: job.NProc, CA: ca,
+		Restorable: isolation == manifest.IsolationGVisor}
 	return []string{initproto.SessionFlag, initproto.EncodeSession(spec)}
 }
 

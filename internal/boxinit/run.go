@@ -82,8 +82,10 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 		fmt.Fprintln(os.Stderr, "runbox-init: ignoring signals:", err)
 	}
 
-	oneProcIn(cgroupFiles("/sys/fs/cgroup"))
-	stdin = pollable(stdin)
+	if !restorable(args) {
+		oneProcIn(cgroupFiles("/sys/fs/cgroup"))
+		stdin = pollable(stdin)
+	}
 	prewarmThreads(spareThreads)
 
 	// Bound before the program starts: nothing in the box can take the
@@ -123,6 +125,21 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	}
 
 	return serve(stdin, stdout, opts)
+}
+
+// restorable says whether this is a session box that may be checkpointed
+// and restored with its memory (gVisor), whose stdin must stay as the
+// runtime gave it (initproto.Session.Restorable): no poller, and so not one
+// P either, since a read blocked in the kernel would hold the only one.
+func restorable(args []string) bool {
+	if len(args) > 1 && args[1] == initproto.RelayFlag {
+		args = append([]string{args[0]}, args[2:]...)
+	}
+	if len(args) < 3 || args[1] != initproto.SessionFlag {
+		return false
+	}
+	spec, err := initproto.DecodeSession(args[2])
+	return err == nil && spec.Restorable
 }
 
 // oneProcIn runs Go code on one thread at a time in a box of one CPU or

@@ -543,3 +543,24 @@ func TestPollable(t *testing.T) {
 		t.Error("a reader that is no file was changed")
 	}
 }
+
+// A gVisor session box (Restorable) keeps its stdin blocking; any other
+// box, session or not, reads it through the poller.
+func TestRestorable(t *testing.T) {
+	spec := initproto.Session{Driver: "python", Interpreter: "python3"}
+	if restorable([]string{"runbox-init", initproto.SessionFlag, initproto.EncodeSession(spec)}) {
+		t.Error("a session box that is not restorable")
+	}
+	spec.Restorable = true
+	if !restorable([]string{"runbox-init", initproto.SessionFlag, initproto.EncodeSession(spec)}) {
+		t.Error("a restorable session box")
+	}
+	if !restorable([]string{"runbox-init", initproto.RelayFlag, initproto.SessionFlag, initproto.EncodeSession(spec)}) {
+		t.Error("a restorable session box with a relay")
+	}
+	for _, args := range [][]string{{"runbox-init"}, {"runbox-init", initproto.PrestartFlag, "x"}, {"runbox-init", initproto.SessionFlag, "not base64!"}} {
+		if restorable(args) {
+			t.Errorf("%q is restorable", args)
+		}
+	}
+}

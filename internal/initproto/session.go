@@ -56,6 +56,11 @@ type Session struct {
 	NProc       int64    `json:"nproc,omitempty"`
 	// CA is Job.CA, for the interpreter that starts with the box.
 	CA []byte `json:"ca,omitempty"`
+	// Restorable: the box may be checkpointed and restored with its
+	// memory (gVisor). Its stdin stays as the runtime gave it: runsc
+	// plumbs a restored box's stdin anew, and a descriptor read through
+	// Go's poller before the checkpoint is not heard after the restore.
+	Restorable bool `json:"restorable,omitempty"`
 }
 
 // SessionState rides on every report of a session box.
