@@ -490,8 +490,25 @@ func TestKubeDeployRBAC(t *testing.T) {
 	if err != nil || len(leases.Items) != 0 {
 		t.Errorf("leases left after close: %v %v", leases, err)
 	}
-	if claims, err := kubeCS.CoreV1().PersistentVolumeClaims("runbox-sandbox").List(ctx, metav1.ListOptions{LabelSelector: "io.runbox.workspace.claim"}); err != nil || len(claims.Items) != 0 {
-		t.Errorf("claims left after workspace_delete: %v %v", claims, err)
+	// A deleted claim goes once no pod uses it (its pvc-protection
+	// finalizer): the session's pod has just gone.
+	for {
+		claims, err := kubeCS.CoreV1().PersistentVolumeClaims("runbox-sandbox").List(ctx, metav1.ListOptions{LabelSelector: "io.runbox.workspace.claim"})
+		if err == nil && len(claims.Items) == 0 {
+			break
+		}
+		if err == nil && ctx.Err() == nil {
+			deleting := true
+			for _, c := range claims.Items {
+				deleting = deleting && c.DeletionTimestamp != nil
+			}
+			if !deleting {
+				t.Fatalf("a claim left after workspace_delete, not being deleted: %v", claims)
+			}
+			time.Sleep(300 * time.Millisecond)
+			continue
+		}
+		t.Fatalf("claims left after workspace_delete: %v %v", claims, err)
 	}
 }
 
