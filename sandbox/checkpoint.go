@@ -105,7 +105,7 @@ func (r *BoxRunner) startSession(ctx context.Context, image string, spec BoxSpec
 func (r *BoxRunner) sessionSpec(ls *liveSession) BoxSpec {
 	lim := ls.limits
 	return BoxSpec{Language: ls.lang, Lifetime: time.Until(ls.ends) + backstopGrace, Session: true, Limits: &lim, Mounts: ls.mounts,
-		InitArgs: sessionArgs(r.m, ls.lang, r.d.Isolation(), r.caPEM(), false),
+		InitArgs: sessionArgs(r.m, ls.lang, r.d.Isolation(), r.caPEM(), false, directChannels(r.d)),
 		Labels: r.owner.Labels(map[string]string{LabelLanguage: ls.lang.Name, LabelSession: ls.key,
 			LabelSessionClient: clientKey(ls.client), LabelSessionExpires: strconv.FormatInt(ls.ends.Unix(), 10)})}
 }

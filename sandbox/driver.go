@@ -96,6 +96,21 @@ type Claimer interface {
 	Claim(ctx context.Context) error
 }
 
+// DirectChanneler is a Driver that may reach a session box's runbox-init
+// without its engine in between (sandbox/docker direct_linux.go): such a
+// box is started listening on its direct socket (initproto
+// DirectSocket), and the driver's Exchange dials it when it can.
+type DirectChanneler interface {
+	DirectChannels() bool
+}
+
+// directChannels says whether d's session boxes listen for direct
+// channels.
+func directChannels(d Driver) bool {
+	dc, ok := d.(DirectChanneler)
+	return ok && dc.DirectChannels()
+}
+
 // Box is one started box.
 type Box interface {
 	// ID names the box on its platform.

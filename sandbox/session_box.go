@@ -66,15 +66,16 @@ func newSessionID() string {
 }
 
 // sessionArgs are runbox-init's arguments for a session box of lang (with
-// a named workspace at /workspace, whose user installs land there).
-func sessionArgs(m *manifest.Manifest, lang manifest.Language, isolation string, ca []byte, workspace bool) []string {
+// a named workspace at /workspace, whose user installs land there; direct:
+// listening for direct channels).
+func sessionArgs(m *manifest.Manifest, lang manifest.Language, isolation string, ca []byte, workspace, direct bool) []string {
 	job := initJob(m, contract.Job{Language: lang}, isolation)
 	if workspace {
 		job.Env = workspaceEnv(job.Env)
 	}
 	spec := initproto.Session{Driver: lang.ErrorFormat, Interpreter: job.Argv[0], Env: job.Env, Dir: job.Dir,
 		CodePath: job.CodePath, CPUSeconds: job.CPUSeconds, NProc: job.NProc, CA: ca,
-		Restorable: isolation == manifest.IsolationGVisor}
+		Restorable: isolation == manifest.IsolationGVisor, Direct: direct}
 	return []string{initproto.SessionFlag, initproto.EncodeSession(spec)}
 }
 

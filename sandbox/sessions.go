@@ -184,7 +184,7 @@ func (r *BoxRunner) OpenSession(ctx context.Context, req SessionRequest) (contra
 		return contract.SessionInfo{}, fail
 	}
 	b, err := r.startSession(ctx, req.image, BoxSpec{Language: req.Language, Lifetime: life + backstopGrace, Session: true, Limits: &lim, Mounts: req.Mounts,
-		InitArgs:  sessionArgs(r.m, req.Language, r.d.Isolation(), r.caPEM(), ws != nil),
+		InitArgs:  sessionArgs(r.m, req.Language, r.d.Isolation(), r.caPEM(), ws != nil, directChannels(r.d)),
 		Labels:    r.owner.Labels(labels),
 		Workspace: ws.mountPointOrNone(), WorkspaceVolume: ws.volumeOrNone()})
 	ws.startedOrReleased(b)

@@ -136,7 +136,7 @@ func TestSessionRelayAfterStdinEnds(t *testing.T) {
 	rl, name, _ := testRelay(t)
 	inR, inW := io.Pipe()
 	att := &attachments{}
-	go serveSession(inR, att, s, rl)
+	go serveSession(inR, att, s, rl, nil)
 	b := &oneOffBox{t: t, inW: inW, w: initproto.NewResetWriter(inW), att: att}
 	job := func(code, id string) *initproto.Job {
 		return &initproto.Job{Dir: s.spec.Dir, CodePath: s.spec.CodePath, Code: []byte(code), TimeoutMs: 60000,

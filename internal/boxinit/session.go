@@ -385,8 +385,9 @@ func printfEscape(data []byte) string {
 // serveSession is a session box's side of the channel: it waits for a
 // reset, answers it, and serves that channel's jobs one at a time until
 // the next reset (a restarted server) or the end of stdin; then, with a
-// relay, the relay's channels.
-func serveSession(in io.Reader, out io.Writer, s *session, rl *relay) int {
+// relay, the relay's channels. With a direct socket (dl), its connections'
+// channels are served beside stdin's.
+func serveSession(in io.Reader, out io.Writer, s *session, rl *relay, dl *direct) int {
 	serve := func(sess *yamux.Session) {
 		host := NewHost(sess)
 		for {
@@ -396,6 +397,9 @@ func serveSession(in io.Reader, out io.Writer, s *session, rl *relay) int {
 			}
 			go serveSessionStream(sess, host, st, s)
 		}
+	}
+	if dl != nil {
+		go dl.channels(serve)
 	}
 	_ = channelsOn(in, out, false, serve)
 	// stdin ended: without a relay nobody can reach this box again.
@@ -533,6 +537,14 @@ func mainSession(arg string, stdin io.Reader, stdout io.Writer, rl *relay) int {
 		fmt.Fprintln(os.Stderr, "runbox-init: finding own binary:", err)
 		return 70
 	}
+	// Bound before the interpreter starts: nothing in the box can take
+	// the name first. Without it, stdin is the way in.
+	var dl *direct
+	if spec.Direct {
+		if dl, err = listenDirect(initproto.DirectSocket); err != nil {
+			fmt.Fprintln(os.Stderr, "runbox-init: no direct socket:", err)
+		}
+	}
 	// The interpreter's import path must see the tool-call libraries
 	// when it starts, as a pooled box's does (Main).
 	if len(spec.CA) > 0 {
@@ -541,5 +553,5 @@ func mainSession(arg string, stdin io.Reader, stdout io.Writer, rl *relay) int {
 	if onPythonPath(spec.Env, initproto.ToolsLib) {
 		_ = writeLibraries(initproto.ToolsLib)
 	}
-	return serveSession(stdin, stdout, newSession(spec, Options{Self: self, Services: services()}), rl)
+	return serveSession(stdin, stdout, newSession(spec, Options{Self: self, Services: services()}), rl, dl)
 }

@@ -264,7 +264,7 @@ func TestSessionServesANewChannelAfterAReset(t *testing.T) {
 	// Like an engine's attach: a new attach sees the box's output from
 	// then on, the old one ends.
 	att := &attachments{}
-	go serveSession(inR, att, s, nil)
+	go serveSession(inR, att, s, nil, nil)
 
 	connect := func(nonce byte) *yamux.Session {
 		t.Helper()
@@ -471,7 +471,7 @@ func TestSessionCellOutlivesItsChannel(t *testing.T) {
 	s, _ := newTestSession(t, "bash", "bash")
 	inR, inW := io.Pipe()
 	att := &attachments{}
-	go serveSession(inR, att, s, nil)
+	go serveSession(inR, att, s, nil, nil)
 	t.Cleanup(func() { _ = inW.Close() })
 	b := &oneOffBox{t: t, inW: inW, w: initproto.NewResetWriter(inW), att: att}
 	job := func(code, id string) *initproto.Job {
@@ -523,7 +523,7 @@ func TestSessionCellsStream(t *testing.T) {
 	s, _ := newTestSession(t, "bash", "bash")
 	inR, inW := io.Pipe()
 	att := &attachments{}
-	go serveSession(inR, att, s, nil)
+	go serveSession(inR, att, s, nil, nil)
 	t.Cleanup(func() { _ = inW.Close() })
 	b := &oneOffBox{t: t, inW: inW, w: initproto.NewResetWriter(inW), att: att}
 	job := func(code, id string) *initproto.Job {

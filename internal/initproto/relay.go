@@ -22,3 +22,16 @@ const (
 	RelayReady byte = 'R'
 	RelayBusy  byte = 'B'
 )
+
+// DirectSocket is where a session box started with [Session.Direct]
+// listens, from its start, for its channels from the server on its own
+// host: an abstract unix socket of the box's network namespace (a box has
+// one, with no interface), which the server, root on that host, dials
+// from inside that namespace. The engine's attach carries a channel
+// through two more processes each way (the engine and its shim, copying
+// between pipes); this socket joins the server and runbox-init alone.
+// runbox-init accepts a connection only from uid 0 (the program runs under
+// the manifest's non-root uid) and serves each as it serves stdin: a reset
+// opens each channel on it. Stdin's channels are served beside it, and a
+// newer connection replaces the one before.
+const DirectSocket = "@runbox-init/direct"

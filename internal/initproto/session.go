@@ -61,6 +61,10 @@ type Session struct {
 	// plumbs a restored box's stdin anew, and a descriptor read through
 	// Go's poller before the checkpoint is not heard after the restore.
 	Restorable bool `json:"restorable,omitempty"`
+	// Direct: runbox-init listens on [DirectSocket] from before the
+	// interpreter starts, for channels from a server on the box's own
+	// host (the Docker driver's direct channel).
+	Direct bool `json:"direct,omitempty"`
 }
 
 // SessionState rides on every report of a session box.

@@ -41,7 +41,17 @@ type box struct {
 	// exchanged: the box was given its channel, whose end lets
 	// runbox-init exit of itself.
 	exchanged atomic.Bool
+	// direct: a session box whose channel is dialed on its direct socket
+	// (direct_linux.go), awaited at most directWait for its runbox-init
+	// to listen.
+	direct     bool
+	directWait time.Duration
 }
+
+// directWait bounds how long a session box this server just started is
+// dialed before its runbox-init listens; a box found again listens
+// already.
+const directWait = 3 * time.Second
 
 // Start creates, attaches and starts a box. Attaching before the start
 // means no output is ever missed; the wait is registered before the start
@@ -116,7 +126,7 @@ func (d *Docker) start(ctx context.Context, spec sandbox.BoxSpec) (*box, error) 
 		_ = d.removeContainer(name)
 		return nil, err
 	}
-	b := &box{d: d, id: created.ID, lowWeight: lowWeight}
+	b := &box{d: d, id: created.ID, lowWeight: lowWeight, direct: spec.Session && d.DirectChannels(), directWait: directWait}
 	fail := func(err error) (*box, error) {
 		b.Remove()
 		return nil, err
@@ -153,11 +163,21 @@ func (b *box) Started() time.Time { return b.started }
 
 // Exchange returns the attach stream as the box's channel: the box's
 // stdout demultiplexed from its stderr (runbox-init's diagnostics), and
-// its stdin.
-func (b *box) Exchange(context.Context) (sandbox.Conn, error) {
+// its stdin. A session box that can be dialed directly gets its direct
+// socket instead, the attach drained beside it for the diagnostics.
+func (b *box) Exchange(ctx context.Context) (sandbox.Conn, error) {
 	b.exchanged.Store(true)
+	diag := &sandbox.Capped{Max: 16 << 10}
+	if b.direct {
+		nc, err := b.d.dialDirect(ctx, b.id, b.directWait, b.exited)
+		if err == nil {
+			go func() { _, _ = stdcopy.StdCopy(io.Discard, diag, b.att.Reader) }()
+			return &directConn{Conn: nc, att: b.att, diag: diag}, nil
+		}
+		b.d.log.Debug("docker: no direct channel, the attach carries it", "box", b.id, "err", err)
+	}
 	pr, pw := io.Pipe()
-	c := &conn{att: b.att, r: pr, diag: &sandbox.Capped{Max: 16 << 10}}
+	c := &conn{att: b.att, r: pr, diag: diag}
 	go func() {
 		// Draining until the stream ends matters: a reader that stops
 		// makes the engine's kill and inspect of the box hang.
@@ -186,6 +206,20 @@ func (c *conn) Diag() string                { return c.diag.String() }
 func (c *conn) Close() error {
 	c.att.Close()
 	return c.r.Close()
+}
+
+// directConn is a session box's direct socket as its channel; the
+// attach, drained, ends with it.
+type directConn struct {
+	net.Conn
+	att  client.ContainerAttachResult
+	diag *sandbox.Capped
+}
+
+func (c *directConn) Diag() string { return c.diag.String() }
+func (c *directConn) Close() error {
+	c.att.Close()
+	return c.Conn.Close()
 }
 
 // Kill stops the box at once.

@@ -46,7 +46,7 @@ func (d *Docker) Attach(ctx context.Context, id string) (sandbox.Box, error) {
 	}
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	b := &box{d: d, id: id, started: time.Now()}
+	b := &box{d: d, id: id, started: time.Now(), direct: d.DirectChannels()}
 	var err error
 	relayed := false
 	if d.podman.Load() {

@@ -1,0 +1,72 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/runbox-mcp/runbox/sandbox"
+)
+
+// TestDirectChannel: on Docker under runc, a session box's channel is its
+// direct socket (internal/initproto DirectSocket), not the engine's
+// attach: the box's own network namespace holds runbox-init's listener
+// and the server's connection to it. The program can neither take the
+// name nor be answered there, and the session keeps its state.
+func TestDirectChannel(t *testing.T) {
+	s := dockerServer(t, "")
+	id := s.open(t, "python")
+	mustOK(t, s.in(t, id, "python", "x = 41"))
+	boxes := engineBoxes(t, "", strconv.Itoa(s.cmd.Process.Pid), "label="+sandbox.LabelSession)
+	if len(boxes) != 1 {
+		t.Fatalf("session boxes: %v", boxes)
+	}
+	out, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", boxes[0]).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// /proc/net/unix of the box's namespace: the listener and the
+	// connection it accepted carry the name, the latter connected (03).
+	unixes, err := os.ReadFile("/proc/" + strings.TrimSpace(string(out)) + "/net/unix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	connected := false
+	for _, line := range strings.Split(string(unixes), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 8 && f[7] == "@runbox-init/direct" && f[5] == "03" {
+			connected = true
+		}
+	}
+	if !connected {
+		t.Fatalf("no connection on the box's direct socket:\n%s", unixes)
+	}
+
+	r := s.in(t, id, "python", `
+import socket, errno
+name = "\0runbox-init/direct"
+b = socket.socket(socket.AF_UNIX)
+try:
+    b.bind(name)
+    print("bound")
+except OSError as e:
+    print("bind", errno.errorcode[e.errno])
+c = socket.socket(socket.AF_UNIX)
+c.settimeout(20)
+c.connect(name)
+try:
+    print("answered", c.recv(16))
+except ConnectionResetError:
+    print("answered", b"")
+x += 1
+print(x)
+`)
+	mustOK(t, r)
+	if r.Stdout != "bind EADDRINUSE\nanswered b''\n42\n" {
+		t.Errorf("the program reached the direct socket, or the session lost its state:\n%s", r.Stdout)
+	}
+}
