@@ -82,6 +82,7 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 		fmt.Fprintln(os.Stderr, "runbox-init: ignoring signals:", err)
 	}
 
+	args, relayed := withoutRelayFlag(args)
 	if !restorable(args) {
 		oneProcIn(cgroupFiles("/sys/fs/cgroup"))
 		stdin = pollable(stdin)
@@ -91,8 +92,7 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	// Bound before the program starts: nothing in the box can take the
 	// name first.
 	var rl *relay
-	if len(args) > 1 && args[1] == initproto.RelayFlag {
-		args = append([]string{args[0]}, args[2:]...)
+	if relayed {
 		var err error
 		if rl, err = listenRelay(initproto.RelaySocket); err != nil {
 			fmt.Fprintln(os.Stderr, "runbox-init: no relay:", err)
@@ -127,14 +127,20 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	return serve(stdin, stdout, opts)
 }
 
+// withoutRelayFlag is args without a leading RelayFlag, and whether
+// there was one (a box that listens on its relay).
+func withoutRelayFlag(args []string) ([]string, bool) {
+	if len(args) > 1 && args[1] == initproto.RelayFlag {
+		return append([]string{args[0]}, args[2:]...), true
+	}
+	return args, false
+}
+
 // restorable says whether this is a session box that may be checkpointed
 // and restored with its memory (gVisor), whose stdin must stay as the
 // runtime gave it (initproto.Session.Restorable): no poller, and so not one
 // P either, since a read blocked in the kernel would hold the only one.
 func restorable(args []string) bool {
-	if len(args) > 1 && args[1] == initproto.RelayFlag {
-		args = append([]string{args[0]}, args[2:]...)
-	}
 	if len(args) < 3 || args[1] != initproto.SessionFlag {
 		return false
 	}

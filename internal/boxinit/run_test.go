@@ -555,8 +555,12 @@ func TestRestorable(t *testing.T) {
 	if !restorable([]string{"runbox-init", initproto.SessionFlag, initproto.EncodeSession(spec)}) {
 		t.Error("a restorable session box")
 	}
-	if !restorable([]string{"runbox-init", initproto.RelayFlag, initproto.SessionFlag, initproto.EncodeSession(spec)}) {
+	args, relayed := withoutRelayFlag([]string{"runbox-init", initproto.RelayFlag, initproto.SessionFlag, initproto.EncodeSession(spec)})
+	if !relayed || !restorable(args) {
 		t.Error("a restorable session box with a relay")
+	}
+	if args, relayed := withoutRelayFlag([]string{"runbox-init", initproto.SessionFlag, "x"}); relayed || len(args) != 3 {
+		t.Errorf("no relay flag: %q %v", args, relayed)
 	}
 	for _, args := range [][]string{{"runbox-init"}, {"runbox-init", initproto.PrestartFlag, "x"}, {"runbox-init", initproto.SessionFlag, "not base64!"}} {
 		if restorable(args) {
