@@ -46,25 +46,7 @@ func TestDirectChannel(t *testing.T) {
 		t.Fatalf("no connection on the box's direct socket:\n%s", unixes)
 	}
 
-	r := s.in(t, id, "python", `
-import socket, errno
-name = "\0runbox-init/direct"
-b = socket.socket(socket.AF_UNIX)
-try:
-    b.bind(name)
-    print("bound")
-except OSError as e:
-    print("bind", errno.errorcode[e.errno])
-c = socket.socket(socket.AF_UNIX)
-c.settimeout(20)
-c.connect(name)
-try:
-    print("answered", c.recv(16))
-except ConnectionResetError:
-    print("answered", b"")
-x += 1
-print(x)
-`)
+	r := s.in(t, id, "python", takeSocket("runbox-init/direct")+"x += 1\nprint(x)\n")
 	mustOK(t, r)
 	if r.Stdout != "bind EADDRINUSE\nanswered b''\n42\n" {
 		t.Errorf("the program reached the direct socket, or the session lost its state:\n%s", r.Stdout)

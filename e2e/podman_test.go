@@ -82,9 +82,21 @@ func TestPodmanSessions(t *testing.T) {
 // while stdin is open and after.
 func TestPodmanRelayRefusesTheProgram(t *testing.T) {
 	s := podmanServer(t, "")
-	r, _ := s.call(t, map[string]any{"language": "python", "code": `
+	r, _ := s.call(t, map[string]any{"language": "python", "code": takeSocket("runbox-init/channel")})
+	mustOK(t, r)
+	if r.Stdout != "bind EADDRINUSE\nanswered b''\n" {
+		t.Errorf("the program reached the relay:\n%s", r.Stdout)
+	}
+}
+
+// takeSocket is a Python program that tries to bind runbox-init's abstract
+// socket name, then connects to it and prints what it is answered: a box
+// whose runbox-init holds the name prints "bind EADDRINUSE" and, when the
+// connection is refused unanswered, "answered b''".
+func takeSocket(name string) string {
+	return `
 import socket, errno
-name = "\0runbox-init/channel"
+name = "\0` + name + `"
 b = socket.socket(socket.AF_UNIX)
 try:
     b.bind(name)
@@ -98,9 +110,5 @@ try:
     print("answered", c.recv(16))
 except ConnectionResetError:
     print("answered", b"")
-`})
-	mustOK(t, r)
-	if r.Stdout != "bind EADDRINUSE\nanswered b''\n" {
-		t.Errorf("the program reached the relay:\n%s", r.Stdout)
-	}
+`
 }

@@ -27,15 +27,7 @@ func TestSessionDirectBesideStdin(t *testing.T) {
 	t.Cleanup(func() { _ = dl.l.Close() })
 	var notRoot atomic.Bool
 	dl.root = func(c net.Conn) bool { return fromRoot(c) && !notRoot.Load() }
-	inR, inW := io.Pipe()
-	t.Cleanup(func() { _ = inW.Close() })
-	att := &attachments{}
-	go serveSession(inR, att, s, nil, dl)
-	b := &oneOffBox{t: t, inW: inW, w: initproto.NewResetWriter(inW), att: att}
-	job := func(code, id string) *initproto.Job {
-		return &initproto.Job{Dir: s.spec.Dir, CodePath: s.spec.CodePath, Code: []byte(code), TimeoutMs: 60000,
-			MaxOutputBytes: 1 << 16, MaxArtifacts: 10, MaxArtifactBytes: 1 << 20, RunID: id}
-	}
+	b, job := serveTestSession(t, s, nil, dl)
 	first := b.connect(1, false)
 	if rep, _, err := collectRun(t, first, initproto.Header{}, job("X=kept", "r_1")); err != nil || rep.ExitCode != 0 {
 		t.Fatalf("the cell over stdin: %+v %v", rep, err)

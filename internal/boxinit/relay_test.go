@@ -134,24 +134,32 @@ func TestOneOffWithoutJobExitsAtStdinEnd(t *testing.T) {
 func TestSessionRelayAfterStdinEnds(t *testing.T) {
 	s, _ := newTestSession(t, "bash", "bash")
 	rl, name, _ := testRelay(t)
-	inR, inW := io.Pipe()
-	att := &attachments{}
-	go serveSession(inR, att, s, rl, nil)
-	b := &oneOffBox{t: t, inW: inW, w: initproto.NewResetWriter(inW), att: att}
-	job := func(code, id string) *initproto.Job {
-		return &initproto.Job{Dir: s.spec.Dir, CodePath: s.spec.CodePath, Code: []byte(code), TimeoutMs: 60000,
-			MaxOutputBytes: 1 << 16, MaxArtifacts: 10, MaxArtifactBytes: 1 << 20, RunID: id}
-	}
+	b, job := serveTestSession(t, s, rl, nil)
 	first := b.connect(1, false)
 	if rep, _, err := collectRun(t, first, initproto.Header{}, job("X=kept", "r_1")); err != nil || rep.ExitCode != 0 {
 		t.Fatalf("the first cell: %+v %v", rep, err)
 	}
-	_ = inW.Close()
-	go func() { _, _ = io.Copy(io.Discard, att.attach()) }()
+	_ = b.inW.Close()
+	go func() { _, _ = io.Copy(io.Discard, b.att.attach()) }()
 	sess, _ := relayChannel(t, dialReady(t, name), 2)
 	if rep, _, err := collectRun(t, sess, initproto.Header{}, job("echo $X", "r_2")); err != nil || string(rep.Stdout) != "kept\n" || rep.Session.Calls != 2 {
 		t.Fatalf("the cell over the relay: %+v %v", rep, err)
 	}
+}
+
+// serveTestSession serves s as a session box does, stdin a pipe, with
+// relay rl and direct socket dl (either nil); job is a cell's job.
+func serveTestSession(t *testing.T, s *session, rl *relay, dl *direct) (*oneOffBox, func(code, id string) *initproto.Job) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	t.Cleanup(func() { _ = inW.Close() })
+	att := &attachments{}
+	go serveSession(inR, att, s, rl, dl)
+	job := func(code, id string) *initproto.Job {
+		return &initproto.Job{Dir: s.spec.Dir, CodePath: s.spec.CodePath, Code: []byte(code), TimeoutMs: 60000,
+			MaxOutputBytes: 1 << 16, MaxArtifacts: 10, MaxArtifactBytes: 1 << 20, RunID: id}
+	}
+	return &oneOffBox{t: t, inW: inW, w: initproto.NewResetWriter(inW), att: att}, job
 }
 
 // TestRelayMainJoinsStdioToTheSocket: `runbox-init relay` copies both
