@@ -110,23 +110,47 @@ func (k *Kube) withWorkspaceClaim(pod *corev1.Pod, ref sandbox.WorkspaceRef) {
 }
 
 // HasVolume says whether ref's claim exists. A claim of that name whose
-// labels name another caller or workspace is refused, never used.
+// labels name another caller or workspace is refused, never used. A claim
+// being deleted (another server's workspace_delete, its last pod still
+// going) is awaited, for at most claimGoneWait: taken as it is, a new
+// session's pod would wait on it until its start timed out.
 func (k *Kube) HasVolume(ctx context.Context, ref sandbox.WorkspaceRef) (bool, error) {
-	actx, cancel := context.WithTimeout(ctx, apiTimeout)
-	defer cancel()
-	c, err := k.cs.CoreV1().PersistentVolumeClaims(k.ns).Get(actx, claimName(ref), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
+	end := time.Now().Add(claimGoneWait)
+	for {
+		actx, cancel := context.WithTimeout(ctx, apiTimeout)
+		c, err := k.cs.CoreV1().PersistentVolumeClaims(k.ns).Get(actx, claimName(ref), metav1.GetOptions{})
+		cancel()
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, kubeError(err)
+		}
+		if l := podOwnerLabels(&c.ObjectMeta); l[sandbox.LabelSessionClient] != ref.Client || l[sandbox.LabelWorkspace] != ref.Name {
+			return false, &sandbox.EngineError{Msg: fmt.Sprintf("the claim %s belongs to another workspace", c.Name),
+				Hint: "Use another workspace name; the operator should look at that claim's labels."}
+		}
+		if c.DeletionTimestamp == nil {
+			return true, nil
+		}
+		if time.Now().After(end) {
+			return false, &sandbox.EngineError{Msg: fmt.Sprintf("the workspace %q is still being deleted", ref.Name),
+				Hint: "Try again in a moment, or use another workspace name."}
+		}
+		select {
+		case <-time.After(claimGonePoll):
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
 	}
-	if err != nil {
-		return false, kubeError(err)
-	}
-	if l := podOwnerLabels(&c.ObjectMeta); l[sandbox.LabelSessionClient] != ref.Client || l[sandbox.LabelWorkspace] != ref.Name {
-		return false, &sandbox.EngineError{Msg: fmt.Sprintf("the claim %s belongs to another workspace", c.Name),
-			Hint: "Use another workspace name; the operator should look at that claim's labels."}
-	}
-	return c.DeletionTimestamp == nil, nil
 }
+
+// claimGoneWait bounds the wait for a claim being deleted to go, polled
+// every claimGonePoll.
+var (
+	claimGoneWait = 30 * time.Second
+	claimGonePoll = 250 * time.Millisecond
+)
 
 // CreateVolume creates ref's claim; one that appeared meanwhile is taken.
 func (k *Kube) CreateVolume(ctx context.Context, ref sandbox.WorkspaceRef, quota int64) error {

@@ -284,3 +284,39 @@ func TestKubeClaimPodDeletedGracefully(t *testing.T) {
 		t.Fatalf("grace periods: %v", graces)
 	}
 }
+
+// A claim being deleted (another server's workspace_delete) is awaited:
+// gone, it is no workspace, and a new one is made; still there past the
+// wait, the open fails saying so, never waits on it in a pod.
+func TestKubeClaimBeingDeleted(t *testing.T) {
+	k, fc := newFakeCluster(t)
+	ctx := context.Background()
+	wait, poll := claimGoneWait, claimGonePoll
+	claimGoneWait, claimGonePoll = time.Second, 10*time.Millisecond
+	t.Cleanup(func() { claimGoneWait, claimGonePoll = wait, poll })
+	ref := sandbox.WorkspaceRef{Client: testClientKey, Name: "proj"}
+	claims := fc.cs.CoreV1().PersistentVolumeClaims(k.ns)
+	leaving := func() {
+		t.Helper()
+		c := k.claimSpec(ref, 1<<20)
+		now := metav1.Now()
+		c.DeletionTimestamp = &now
+		if _, err := claims.Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leaving()
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_ = claims.Delete(ctx, claimName(ref), metav1.DeleteOptions{})
+	}()
+	if has, err := k.HasVolume(ctx, ref); has || err != nil {
+		t.Fatalf("a claim that went: %v %v", has, err)
+	}
+	leaving()
+	began := time.Now()
+	has, err := k.HasVolume(ctx, ref)
+	if has || err == nil || !strings.Contains(err.Error(), "still being deleted") || time.Since(began) < claimGoneWait {
+		t.Fatalf("a claim that stays: %v %v after %v", has, err, time.Since(began))
+	}
+}
