@@ -57,6 +57,11 @@ func (d *Docker) dialDirect(ctx context.Context, id string, wait time.Duration, 
 	case c.HostConfig != nil && c.HostConfig.Runtime == RuntimeFor(manifest.IsolationGVisor):
 		return nil, errors.New("a gVisor box")
 	}
+	if !inContainer(c.State.Pid, c.ID) {
+		// Another pid namespace than the engine's (a server in a
+		// container of its own): the pid is not the box's here.
+		return nil, errors.New("the box's pid is not in this server's view")
+	}
 	end := time.Now().Add(wait)
 	for pause := 2 * time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
 		conn, err := dialIn(c.State.Pid, initproto.DirectSocket)
@@ -71,6 +76,13 @@ func (d *Docker) dialDirect(ctx context.Context, id string, wait time.Duration, 
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// inContainer says whether process pid, as this server sees it, runs in
+// the cgroup of container id: the engine's pids are its own namespace's.
+func inContainer(pid int, id string) bool {
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	return err == nil && id != "" && strings.Contains(string(cg), id)
 }
 
 // dialIn connects to the abstract unix socket name in process pid's
