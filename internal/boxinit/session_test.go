@@ -60,7 +60,7 @@ func TestCellOutSplitsAtTheMarker(t *testing.T) {
 // Python cell takes seconds on a loaded machine.
 const cellTimeout = 60 * time.Second
 
-func newTestSession(t *testing.T, driver, interpreter string) (*session, func(code string, timeout time.Duration) *initproto.Report) {
+func newTestSession(t testing.TB, driver, interpreter string) (*session, func(code string, timeout time.Duration) *initproto.Report) {
 	t.Helper()
 	path, err := exec.LookPath(interpreter)
 	if err != nil {
