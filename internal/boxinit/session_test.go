@@ -252,6 +252,43 @@ func TestBashSessionKeepsVariablesFunctionsAndDir(t *testing.T) {
 	}
 }
 
+// A bash cell's syntax check answers as `bash -n` of the cell's file: a
+// cell that does not parse runs not a line and gets bash's own message and
+// status, one with a NUL byte too, and one that parses runs with no word
+// of the check's (a here-document's warning is the cell's, once); a parser
+// option an earlier cell set counts no more than it does for `bash -n`.
+func TestBashSessionSyntaxCheckAsBashN(t *testing.T) {
+	s, run := newTestSession(t, "bash", "bash")
+	bashN := func(code string) (string, int) {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "main.sh")
+		if err := os.WriteFile(path, []byte(code), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(s.spec.Interpreter, "-n", path).CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			t.Fatalf("bash -n of %q: %v", code, err)
+		}
+		return strings.ReplaceAll(string(out), path, s.spec.CodePath), exit.ExitCode()
+	}
+	for _, code := range []string{"echo ran\nif true; then\n", "echo ran\nfi\n", "echo ran; x=$(\n", "echo ran\x00", "shopt -s extglob", "echo ran @(a|b)\n"} {
+		rep := run(code, cellTimeout)
+		if code == "shopt -s extglob" {
+			continue
+		}
+		msg, status := bashN(code)
+		if !rep.CheckFailed || rep.ExitCode != status || len(rep.Stdout) != 0 || string(rep.Stderr) != msg {
+			t.Errorf("%q: check failed %v, exit %d, stdout %q, stderr %q; bash -n: %d %q", code, rep.CheckFailed, rep.ExitCode, rep.Stdout, rep.Stderr, status, msg)
+		}
+	}
+	rep := run("cat <<EOF\nabc", cellTimeout)
+	want := s.spec.CodePath + ": line 2: warning: here-document at line 1 delimited by end-of-file (wanted `EOF')\n"
+	if rep.CheckFailed || rep.ExitCode != 0 || string(rep.Stdout) != "abc\n" || string(rep.Stderr) != want {
+		t.Fatalf("a cell that parses: %+v %q %q", rep, rep.Stdout, rep.Stderr)
+	}
+}
+
 // A restarted server opens the channel again over the same stdin and
 // stdout, after the old one broke mid-frame: the box answers the reset
 // and serves the new channel with its state intact, and each cell's box
