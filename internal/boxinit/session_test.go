@@ -282,6 +282,16 @@ func TestBashSessionSyntaxCheckAsBashN(t *testing.T) {
 			t.Errorf("%q: check failed %v, exit %d, stdout %q, stderr %q; bash -n: %d %q", code, rep.CheckFailed, rep.ExitCode, rep.Stdout, rep.Stderr, status, msg)
 		}
 	}
+	// An IFS of the session's is not the check's.
+	if rep := run("IFS=')'", cellTimeout); rep.ExitCode != 0 {
+		t.Fatalf("IFS=')': %+v %q", rep, rep.Stderr)
+	}
+	if rep := run("echo ran )", cellTimeout); !rep.CheckFailed || len(rep.Stdout) != 0 {
+		t.Fatalf("a syntax error under IFS=')': %+v %q %q", rep, rep.Stdout, rep.Stderr)
+	}
+	if rep := run("", cellTimeout); rep.CheckFailed || rep.ExitCode != 0 {
+		t.Fatalf("an empty cell: %+v %q", rep, rep.Stderr)
+	}
 	rep := run("cat <<EOF\nabc", cellTimeout)
 	want := s.spec.CodePath + ": line 2: warning: here-document at line 1 delimited by end-of-file (wanted `EOF')\n"
 	if rep.CheckFailed || rep.ExitCode != 0 || string(rep.Stdout) != "abc\n" || string(rep.Stderr) != want {
