@@ -80,7 +80,7 @@ def _rbx_source(path):
     try:
         chunks = []
         while True:
-            b = _rbx.fread(fd, 1 << 20)
+            b = _rbx.fread(fd, 1 << 16)
             if not b:
                 return b"".join(chunks)
             chunks.append(b)
