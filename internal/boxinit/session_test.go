@@ -60,7 +60,7 @@ func TestCellOutSplitsAtTheMarker(t *testing.T) {
 // Python cell takes seconds on a loaded machine.
 const cellTimeout = 60 * time.Second
 
-func newTestSession(t *testing.T, driver, interpreter string) (*session, func(code string, timeout time.Duration) *initproto.Report) {
+func newTestSession(t testing.TB, driver, interpreter string) (*session, func(code string, timeout time.Duration) *initproto.Report) {
 	t.Helper()
 	path, err := exec.LookPath(interpreter)
 	if err != nil {
@@ -249,6 +249,61 @@ func TestBashSessionKeepsVariablesFunctionsAndDir(t *testing.T) {
 	}
 	if rep := run("false\n", cellTimeout); rep.ExitCode != 1 {
 		t.Fatalf("status: %d", rep.ExitCode)
+	}
+}
+
+// A bash cell's syntax check answers as `bash -n` of the cell's file: a
+// cell that does not parse runs not a line and gets bash's own message and
+// status, one with a NUL byte too, and one that parses runs with no word
+// of the check's (a here-document's warning is the cell's, once); a parser
+// option an earlier cell set counts no more than it does for `bash -n`.
+func TestBashSessionSyntaxCheckAsBashN(t *testing.T) {
+	codes := []string{"echo ran\nif true; then\n", "echo ran\nfi\n", "echo ran; x=$(\n", "echo ran\x00", "shopt -s extglob", "echo ran @(a|b)\n"}
+	// bash -n's answers, before the session's reaper takes every child.
+	type answer struct {
+		msg    string
+		status int
+	}
+	bashN := map[string]answer{}
+	path := filepath.Join(t.TempDir(), "main.sh")
+	for _, code := range codes {
+		if err := os.WriteFile(path, []byte(code), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("bash", "-n", path).CombinedOutput()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			bashN[code] = answer{string(out), exit.ExitCode()}
+		} else if err != nil {
+			t.Skipf("bash -n: %v", err)
+		}
+	}
+	s, run := newTestSession(t, "bash", "bash")
+	for _, code := range codes {
+		rep := run(code, cellTimeout)
+		want, fails := bashN[code]
+		if !fails {
+			continue
+		}
+		want.msg = strings.ReplaceAll(want.msg, path, s.spec.CodePath)
+		if !rep.CheckFailed || rep.ExitCode != want.status || len(rep.Stdout) != 0 || string(rep.Stderr) != want.msg {
+			t.Errorf("%q: check failed %v, exit %d, stdout %q, stderr %q; bash -n: %d %q", code, rep.CheckFailed, rep.ExitCode, rep.Stdout, rep.Stderr, want.status, want.msg)
+		}
+	}
+	// An IFS of the session's is not the check's.
+	if rep := run("IFS=')'", cellTimeout); rep.ExitCode != 0 {
+		t.Fatalf("IFS=')': %+v %q", rep, rep.Stderr)
+	}
+	if rep := run("echo ran )", cellTimeout); !rep.CheckFailed || len(rep.Stdout) != 0 {
+		t.Fatalf("a syntax error under IFS=')': %+v %q %q", rep, rep.Stdout, rep.Stderr)
+	}
+	if rep := run("", cellTimeout); rep.CheckFailed || rep.ExitCode != 0 {
+		t.Fatalf("an empty cell: %+v %q", rep, rep.Stderr)
+	}
+	rep := run("cat <<EOF\nabc", cellTimeout)
+	want := s.spec.CodePath + ": line 2: warning: here-document at line 1 delimited by end-of-file (wanted `EOF')\n"
+	if rep.CheckFailed || rep.ExitCode != 0 || string(rep.Stdout) != "abc\n" || string(rep.Stderr) != want {
+		t.Fatalf("a cell that parses: %+v %q %q", rep, rep.Stdout, rep.Stderr)
 	}
 }
 

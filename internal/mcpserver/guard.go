@@ -51,15 +51,6 @@ func (g paramsGuard) refusal(ctx context.Context, msg []byte) []byte {
 	return resp
 }
 
-// stdio puts the guard between the client and mcp-go on the stdio
-// transport: refused requests are answered on out, the rest go on to the
-// returned reader. Writes to out are whole lines, one at a time, so the
-// guard's answers never interleave with mcp-go's.
-func (g paramsGuard) stdio(ctx context.Context, in io.Reader, out io.Writer) (io.Reader, io.Writer) {
-	lw := &lineWriter{w: out}
-	return filterLines(in, lw, func(line []byte, _ io.Writer) []byte { return g.refusal(ctx, line) }), lw
-}
-
 // filterLines reads in line by line: a line answer answers is answered
 // on lw, whole; any other goes on to the returned reader, which ends as
 // in does. answer may write lines of its own to that reader (pw).

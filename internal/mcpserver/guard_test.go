@@ -127,7 +127,9 @@ func bare(s *server.MCPServer) *Server {
 // passThrough is a tasksLayer that serves no tasks: every message passes.
 type passThrough struct{}
 
-func (passThrough) stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer)    { return in, out }
+func (passThrough) stdio(w io.Writer) (func([]byte, io.Writer) []byte, io.Writer) {
+	return func([]byte, io.Writer) []byte { return nil }, w
+}
 func (passThrough) http(next http.Handler) http.Handler                         { return next }
 func (passThrough) sse(_ *server.SSEServer, messages http.Handler) http.Handler { return messages }
 func (passThrough) sseEvents(events http.Handler) http.Handler                  { return events }

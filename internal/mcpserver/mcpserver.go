@@ -70,7 +70,11 @@ type Server struct {
 // release serves SEP-2663 itself, an implementation that passes every
 // message through takes its place, and nothing else changes.
 type tasksLayer interface {
-	stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer)
+	// stdio serves one stdio connection, whose answers go to w, each a
+	// whole line: line answers a line of the client's that the layer
+	// serves (nil: mcp-go's, to which the layer may hand lines of its
+	// own, toMCP), and out is what mcp-go writes to in place of w.
+	stdio(w io.Writer) (line func(line []byte, toMCP io.Writer) []byte, out io.Writer)
 	http(next http.Handler) http.Handler
 	sse(srv *server.SSEServer, messages http.Handler) http.Handler
 	sseEvents(events http.Handler) http.Handler
@@ -235,14 +239,32 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	server.WithWorkerPoolSize(workers)(stdio)
 	server.WithQueueSize(workers * 2)(stdio)
 	stdio.SetErrorLogger(log.New(slogWriter{s.logger}, "", 0))
-	in, out = paramsGuard{s.mcp}.stdio(ctx, in, out)
+	in, out = s.stdioLayers(ctx, in, out)
 	defer s.Close()
-	in, out = s.tasks.stdio(in, out)
 	err := stdio.Listen(ctx, in, out)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
+}
+
+// stdioLayers puts runbox's layers between the client and mcp-go on the
+// stdio transport, in one pass over each line (one goroutine between the
+// client and mcp-go, not one a layer): the params guard answers the
+// prompts/get requests it refuses, then the task layer those it serves;
+// every other line goes on to the returned reader. Their answers go to
+// out whole, one line at a time, so they never interleave with mcp-go's,
+// which writes to the returned writer.
+func (s *Server) stdioLayers(ctx context.Context, in io.Reader, out io.Writer) (io.Reader, io.Writer) {
+	lw := &lineWriter{w: out}
+	tasksLine, toClient := s.tasks.stdio(lw)
+	guard := paramsGuard{s.mcp}
+	return filterLines(in, lw, func(line []byte, toMCP io.Writer) []byte {
+		if resp := guard.refusal(ctx, line); resp != nil {
+			return resp
+		}
+		return tasksLine(line, toMCP)
+	}), toClient
 }
 
 // slogWriter sends mcp-go's log.Logger lines to slog.

@@ -16,12 +16,10 @@ import (
 	"github.com/runbox-mcp/runbox/tools"
 )
 
-// stdio puts the layer between the client and mcp-go on the stdio
-// transport: the connection is the owner of its tasks. Answers of the
-// layer go to out whole, one line at a time; the returned writer is the
-// one mcp-go writes to (each Write a whole line, as mcp-go and the
-// params guard write), minus the messages about tasks' calls.
-func (l *taskLayer) stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
+// stdio serves the layer on a stdio connection, which owns its tasks:
+// line answers a client's line the layer serves, and out is w less the
+// messages about tasks' calls.
+func (l *taskLayer) stdio(w io.Writer) (line func(line []byte, toMCP io.Writer) []byte, out io.Writer) {
 	owner := "stdio/" + tasks.NewID()
 	if l.disk != nil {
 		// Tasks that outlive the process belong to the local user of
@@ -29,9 +27,7 @@ func (l *taskLayer) stdio(in io.Reader, out io.Writer) (io.Reader, io.Writer) {
 		// (130 random bits) is the capability.
 		owner = tools.LocalPrincipal
 	}
-	lw := &lineWriter{w: out}
-	return filterLines(in, lw, func(line []byte, pw io.Writer) []byte { return l.stdioLine(owner, line, pw) }),
-		taskFilter{l: l, w: lw}
+	return func(line []byte, toMCP io.Writer) []byte { return l.stdioLine(owner, line, toMCP) }, taskFilter{l: l, w: w}
 }
 
 // stdioLine answers a line that the layer serves, and hands a task's call

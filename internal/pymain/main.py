@@ -9,6 +9,7 @@ class _rbx:
     sys, open, compile, exec, eval, print, repr, isinstance = sys, open, compile, exec, eval, print, repr, isinstance
     module, loader, dirname = types.ModuleType, importlib.machinery.SourceFileLoader, os.path.dirname
     parse_only, Expr, Expression = ast.PyCF_ONLY_AST, ast.Expr, ast.Expression
+    fopen, fread, fclose, source_flags = os.open, os.read, os.close, os.O_RDONLY | os.O_CLOEXEC
 
 
 def _rbx_new_main():
@@ -71,13 +72,28 @@ def _rbx_display_result(value):
         return False
 
 
+def _rbx_source(path):
+    # The file's bytes, as open(path, "rb").read() gives them, in four
+    # system calls where a buffered file makes nine (its fstat, isatty
+    # and tell calls): a session's cell reads its file every time.
+    fd = _rbx.fopen(path, _rbx.source_flags)
+    try:
+        chunks = []
+        while True:
+            b = _rbx.fread(fd, 1 << 16)
+            if not b:
+                return b"".join(chunks)
+            chunks.append(b)
+    finally:
+        _rbx.fclose(fd)
+
+
 def _rbx_run(path, g, show_last):
     # Runs the file at path in the namespace g and returns the exit status
     # `python3 path` would have; show_last (a session's cell) shows the
     # value of a last expression as a notebook does: displayed, or by its
     # repr.
-    with _rbx.open(path, "rb") as f:
-        source = f.read()
+    source = _rbx_source(path)
     try:
         tree = _rbx.compile(source, path, "exec", _rbx.parse_only)
     except (SyntaxError, ValueError) as e:

@@ -18,7 +18,17 @@ while IFS=' ' builtin read -r __rbx_n __rbx_marker __rbx_path <&4; do
 	if builtin [ "$__rbx_n" != 0 ]; then
 		builtin read -r -N "$__rbx_n" __rbx_in <&4
 	fi
-	if "$__rbx_bash" -n "$__rbx_path"; then
+	# The syntax check reads the cell as `bash -n` does (set -n: read,
+	# not run), with the parser's options of a new bash (an earlier cell
+	# may have set them), in a subshell of this shell: a fork, where a new
+	# bash is a fork and an exec, and most of a cell's time. A cell that
+	# does not parse there, holds a NUL byte (no variable can) or was read
+	# as nothing is checked by `bash -n` itself, whose message and status
+	# the cell gets.
+	if ( builtin shopt -u extglob expand_aliases
+		__rbx_src= && { IFS= builtin read -r -d '' __rbx_src; builtin [ "$?" = 1 ]; } &&
+			builtin [ -n "$__rbx_src" ] && builtin eval "builtin set -n
+$__rbx_src" ) <"$__rbx_path" 2>/dev/null || "$__rbx_bash" -n "$__rbx_path"; then
 		if builtin [ -n "$__rbx_in" ]; then
 			builtin source "$__rbx_path" < <(builtin printf '%b' "$__rbx_in")
 		else
