@@ -92,7 +92,7 @@ func TestPodmanRelayRefusesTheProgram(t *testing.T) {
 // takeSocket is a Python program that tries to bind runbox-init's abstract
 // socket name, then connects to it and prints what it is answered: a box
 // whose runbox-init holds the name prints "bind EADDRINUSE" and, when the
-// connection is refused unanswered, "answered b”".
+// connection is closed unanswered, an empty answer.
 func takeSocket(name string) string {
 	return `
 import socket, errno
