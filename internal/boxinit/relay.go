@@ -88,21 +88,8 @@ func (r *relay) channels(final bool, serve func(*yamux.Session)) error {
 }
 
 func fromRoot(c net.Conn) bool {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return false
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	var cred *unix.Ucred
-	if err := raw.Control(func(fd uintptr) {
-		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil || cred == nil {
-		return false
-	}
-	return cred.Uid == 0
+	cred, err := initproto.PeerCred(c)
+	return err == nil && cred.Uid == 0
 }
 
 // relayMain is `runbox-init relay`: it joins stdin and stdout to the box's

@@ -126,23 +126,9 @@ func dialInLocked(pid int, name string) (net.Conn, error) {
 
 // listenedBy checks that c's peer, the socket's listener, is pid.
 func listenedBy(c net.Conn, pid int) error {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return errors.New("not a unix socket")
-	}
-	raw, err := uc.SyscallConn()
+	cred, err := initproto.PeerCred(c)
 	if err != nil {
 		return err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return err
-	}
-	if cerr != nil {
-		return cerr
 	}
 	if int(cred.Pid) != pid {
 		return fmt.Errorf("the socket is pid %d's, not the box's runbox-init (%d)", cred.Pid, pid)
