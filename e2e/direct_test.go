@@ -15,7 +15,8 @@ import (
 // TestDirectChannel: on Docker under runc, a session box's channel is its
 // direct socket (internal/initproto DirectSocket), not the engine's
 // attach: the box's own network namespace holds runbox-init's listener
-// and the server's connection to it. The program can neither take the
+// and the server's connections to it: the channel and the lane its
+// cells take. The program can neither take the
 // name nor be answered there, and the session keeps its state.
 func TestDirectChannel(t *testing.T) {
 	s := dockerServer(t, "")
@@ -30,20 +31,21 @@ func TestDirectChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	// /proc/net/unix of the box's namespace: the listener and the
-	// connection it accepted carry the name, the latter connected (03).
+	// connections it accepted carry the name, the latter connected (03):
+	// the channel's and its cell lane's.
 	unixes, err := os.ReadFile("/proc/" + strings.TrimSpace(string(out)) + "/net/unix")
 	if err != nil {
 		t.Fatal(err)
 	}
-	connected := false
+	connected := 0
 	for _, line := range strings.Split(string(unixes), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 8 && f[7] == "@runbox-init/direct" && f[5] == "03" {
-			connected = true
+			connected++
 		}
 	}
-	if !connected {
-		t.Fatalf("no connection on the box's direct socket:\n%s", unixes)
+	if connected != 2 {
+		t.Fatalf("%d connections on the box's direct socket, want the channel's and its lane's:\n%s", connected, unixes)
 	}
 
 	r := s.in(t, id, "python", takeSocket("runbox-init/direct")+"x += 1\nprint(x)\n")

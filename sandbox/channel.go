@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -55,6 +56,11 @@ type channel struct {
 	cells   *yamux.Stream
 	cellsR  *bufio.Reader
 	noCells bool
+	// lane carries a session's cells when its box is reached on its
+	// direct socket (channel_lane.go); noLane says it has none.
+	// close may come from another goroutine than the call's.
+	lane   atomic.Pointer[lane]
+	noLane bool
 }
 
 // collected is what came over the channel for one call.
@@ -173,6 +179,14 @@ func (c *channel) run(b *boxStreams, job *initproto.Job, wait time.Duration, col
 		}
 	}()
 	b.trace.Mark("host: call's streams set up")
+	if b.call != 0 && !collect && !c.noLane && c.lane.Load() == nil {
+		l := c.openLane()
+		c.lane.Store(l)
+		c.noLane = l == nil
+	}
+	if l := c.lane.Load(); b.call != 0 && !collect && l != nil {
+		return c.runLane(l, b, job, wait)
+	}
 	if b.call != 0 && !collect && !c.noCells {
 		if got, ok := c.runCell(b, job, wait); ok {
 			return got
@@ -334,10 +348,13 @@ func (c *channel) finished() {
 	c.close()
 }
 
-// close ends the channel's multiplexer and its connection.
+// close ends the channel's multiplexer, its connection and its lane.
 func (c *channel) close() {
 	_ = c.mux.Close()
 	_ = c.conn.Close()
+	if l := c.lane.Load(); l != nil {
+		_ = l.c.Close()
+	}
 }
 
 // closed says whether the channel ended (the box, a flood between calls,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -136,6 +137,12 @@ type Conn interface {
 	io.ReadWriteCloser
 	// Diag is what runbox-init wrote to its stderr, capped.
 	Diag() string
+}
+
+// LaneDialer is a Conn to a session box's direct socket, which can dial
+// it again for a channel's cell lane (internal/initproto lane.go).
+type LaneDialer interface {
+	DialLane(ctx context.Context) (net.Conn, error)
 }
 
 // VerdictQuery says what the runner needs to know.

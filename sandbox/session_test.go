@@ -3,8 +3,10 @@ package sandbox
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +31,10 @@ type fakeSessionDriver struct {
 	// runbox-init does; otherwise they close it unread, as an older
 	// runbox-init does, and get each cell on a job stream.
 	cells bool
+	// lanes: the boxes also offer cell lanes (initproto.StreamLane) and
+	// their attaches dial them, as runbox-init's direct socket and the
+	// Docker driver do; laneDialFails: the dial fails.
+	lanes, laneDialFails bool
 	// hung is how many of the next attaches hang: what is written to
 	// them never reaches the box, and they read nothing until closed.
 	hung atomic.Int32
@@ -61,6 +67,10 @@ type fakeSessionBox struct {
 	// cellsStreams counts the cells streams opened to it, cellsJobs the
 	// jobs they carried.
 	cellsStreams, cellsJobs int
+	// tokens are the lanes offered, by token; lanes counts those taken,
+	// laneJobs the jobs they carried.
+	tokens          map[string]*yamux.Session
+	lanes, laneJobs int
 }
 
 func (d *fakeSessionDriver) Start(ctx context.Context, spec BoxSpec) (Box, error) {
@@ -215,6 +225,20 @@ func (b *fakeSessionBox) stream(sess *yamux.Session, st *yamux.Stream) {
 		b.interrup <- struct{}{}
 		return
 	}
+	if h.Kind == initproto.StreamLane {
+		if !b.d.lanes {
+			return
+		}
+		token := fmt.Sprintf("%016d", time.Now().UnixNano()%1e16)
+		b.mu.Lock()
+		if b.tokens == nil {
+			b.tokens = map[string]*yamux.Session{}
+		}
+		b.tokens[token] = sess
+		b.mu.Unlock()
+		_ = initproto.Send(st, initproto.Header{Kind: initproto.StreamLane}, []byte(token))
+		return
+	}
 	if h.Kind == initproto.StreamPeek {
 		b.mu.Lock()
 		so := strings.Join(b.state, ";")
@@ -252,9 +276,48 @@ func (b *fakeSessionBox) stream(sess *yamux.Session, st *yamux.Stream) {
 	b.cell(sess, st, h.Job)
 }
 
+// serveLane is a lane's box end: its hello, then cell after cell, until
+// it or the channel that offered it ends.
+func (b *fakeSessionBox) serveLane(c net.Conn) {
+	defer c.Close()
+	token, _, err := initproto.ReadLaneHello(c)
+	if err != nil {
+		return
+	}
+	b.mu.Lock()
+	sess := b.tokens[string(token)]
+	delete(b.tokens, string(token))
+	b.mu.Unlock()
+	if sess == nil {
+		return
+	}
+	go func() {
+		<-sess.CloseChan()
+		_ = c.Close()
+	}()
+	if _, err := c.Write(initproto.Ack(token)); err != nil {
+		return
+	}
+	b.mu.Lock()
+	b.lanes++
+	b.mu.Unlock()
+	br := bufio.NewReaderSize(c, 64<<10)
+	for {
+		var h initproto.Header
+		blobs, err := initproto.Receive(br, &h, 1<<20)
+		if err != nil || h.Kind != initproto.StreamCells || initproto.JobBlobs(h.Job, blobs) != nil {
+			return
+		}
+		b.mu.Lock()
+		b.laneJobs++
+		b.mu.Unlock()
+		b.cell(sess, c, h.Job)
+	}
+}
+
 // cell runs a job of the plain kinds (its code kept as state, "lose",
 // "hang", "slow") and answers its report on st.
-func (b *fakeSessionBox) cell(sess *yamux.Session, st *yamux.Stream, job *initproto.Job) {
+func (b *fakeSessionBox) cell(sess *yamux.Session, st io.Writer, job *initproto.Job) {
 	code := string(job.Code)
 	j := &durableJob{id: job.RunID, done: make(chan struct{})}
 	if code == "slow" {
@@ -365,6 +428,17 @@ func (c fakeSessionConn) Write(p []byte) (int, error) {
 }
 func (c fakeSessionConn) Close() error { return c.a.r.Close() }
 func (c fakeSessionConn) Diag() string { return "" }
+
+// DialLane is a new connection to the box, as the Docker driver's direct
+// channel dials one.
+func (c fakeSessionConn) DialLane(context.Context) (net.Conn, error) {
+	if c.a.b.d.laneDialFails {
+		return nil, errors.New("no lane today")
+	}
+	server, box := net.Pipe()
+	go c.a.b.serveLane(box)
+	return server, nil
+}
 
 func sessionRunner(t *testing.T, edit func(*manifest.Manifest)) (*fakeSessionDriver, *BoxRunner, *manifest.Manifest) {
 	t.Helper()
@@ -599,6 +673,87 @@ func TestSessionCellsStream(t *testing.T) {
 	}
 	if streams, jobs := counts(); streams != 1 || jobs != 52 {
 		t.Fatalf("52 cells came on %d cells streams as %d jobs", streams, jobs)
+	}
+}
+
+// A box whose channel can dial a lane gets its cells on it, the channel's
+// one lane; an interrupt reaches a cell the lane waits on, and the next
+// cell follows on the lane; a channel opened again (its box reset by
+// another server) opens a lane of its own. A box that offers no lane, or
+// whose lane cannot be dialed, gets its cells on a cells stream.
+func TestSessionLane(t *testing.T) {
+	ctx := context.Background()
+	open := func(r *BoxRunner, m *manifest.Manifest) (contract.SessionInfo, func(context.Context, string) contract.Result) {
+		lang, _ := m.Language("python")
+		info, fail := r.OpenSession(ctx, SessionRequest{Language: lang, Client: "c", Limits: m.SessionLimits()})
+		if fail != nil {
+			t.Fatal(fail)
+		}
+		return info, func(ctx context.Context, code string) contract.Result {
+			job := testJob(t, m, 5*time.Second)
+			job.Code = code
+			return r.RunInSession(ctx, info.ID, "c", RunRequest{Job: job})
+		}
+	}
+	counts := func(b *fakeSessionBox) [3]int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return [3]int{b.lanes, b.laneJobs, b.cellsJobs}
+	}
+
+	d, r, m := sessionRunner(t, nil)
+	d.cells, d.lanes = true, true
+	info, call := open(r, m)
+	for i := range 20 {
+		if res := call(ctx, fmt.Sprint("x", i)); res.Status != contract.StatusOK || res.Session.Call != i+1 || !strings.HasSuffix(res.Stdout, fmt.Sprint("x", i)) {
+			t.Fatalf("cell %d: %+v %q %+v", i, res.Error, res.Stdout, res.Session)
+		}
+	}
+	box := d.sboxs[0]
+	if got := counts(box); got != [3]int{1, 20, 0} {
+		t.Fatalf("20 cells: %d lanes carried %d jobs, cells streams %d", got[0], got[1], got[2])
+	}
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if res := call(cctx, "hang"); res.Error == nil || !strings.Contains(res.Error.Message, "interrupted") || res.Session.State != contract.SessionAlive {
+		t.Fatalf("cancelled: %+v %+v", res.Error, res.Session)
+	}
+	if res := call(ctx, "after"); res.Status != contract.StatusOK || !strings.HasSuffix(res.Stdout, ";x19;after") {
+		t.Fatalf("after the interrupt: %+v %q", res.Error, res.Stdout)
+	}
+	if got := counts(box); got != [3]int{1, 22, 0} {
+		t.Fatalf("22 cells: %d lanes carried %d jobs, cells streams %d", got[0], got[1], got[2])
+	}
+	// Another server's reset ends this channel while idle: the next call
+	// opens a channel, and a lane, again.
+	ls, _ := r.sessionsOf().find(ctx, info.ID, "c")
+	if _, err := d.Attach(ctx, box.id); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(10 * time.Second); !ls.ch.closed(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the channel did not end with its attach")
+		}
+	}
+	if res := call(ctx, "again"); res.Status != contract.StatusOK || !strings.HasSuffix(res.Stdout, ";after;again") {
+		t.Fatalf("on a new channel: %+v %q", res.Error, res.Stdout)
+	}
+	if got := counts(box); got[0] != 2 || got[1] != 23 {
+		t.Fatalf("after the reset: %d lanes carried %d jobs", got[0], got[1])
+	}
+
+	for _, dialFails := range []bool{false, true} {
+		d, r, m := sessionRunner(t, nil)
+		d.cells, d.lanes, d.laneDialFails = true, dialFails, dialFails
+		_, call := open(r, m)
+		for i := range 3 {
+			if res := call(ctx, fmt.Sprint("y", i)); res.Status != contract.StatusOK || res.Session.Call != i+1 {
+				t.Fatalf("no lane (offered %v), cell %d: %+v %+v", dialFails, i, res.Error, res.Session)
+			}
+		}
+		if got := counts(d.sboxs[0]); got != [3]int{0, 0, 3} {
+			t.Fatalf("no lane (offered %v): %d lanes carried %d jobs, cells streams %d", dialFails, got[0], got[1], got[2])
+		}
 	}
 }
 

@@ -209,13 +209,13 @@ func (k *kept) finish(rep *initproto.Report, contents [][]byte) {
 // deliver answers the run's report on st once the run has ended, then
 // sends its artifacts; it gives up when the channel ends first (the
 // outcome stays kept for the next one).
-func (k *kept) deliver(sess *yamux.Session, st *yamux.Stream) error {
+func (k *kept) deliver(sess *yamux.Session, st io.WriteCloser) error {
 	return k.send(sess, st, true)
 }
 
 // send is deliver, leaving st open when closeAfter is false (a cells
-// stream carries the next cell).
-func (k *kept) send(sess *yamux.Session, st *yamux.Stream, closeAfter bool) error {
+// stream, or a lane, carries the next cell).
+func (k *kept) send(sess *yamux.Session, st io.WriteCloser, closeAfter bool) error {
 	select {
 	case <-k.done:
 	case <-sess.CloseChan():

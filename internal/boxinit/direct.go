@@ -3,15 +3,22 @@
 package boxinit
 
 import (
+	"bytes"
+	"io"
 	"net"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/yamux"
+
+	"github.com/runbox-mcp/runbox/internal/initproto"
 )
 
 // direct is a session box's way in from its own host (internal/initproto
 // DirectSocket): connections from uid 0 on the box's abstract socket,
 // bound before the interpreter starts so that nothing in the box can take
-// the name, each served as stdin is, beside it.
+// the name, each served as stdin is, beside it, or as a channel's cell
+// lane (internal/initproto lane.go).
 type direct struct {
 	l    net.Listener
 	root func(net.Conn) bool
@@ -25,10 +32,15 @@ func listenDirect(name string) (*direct, error) {
 	return &direct{l: l, root: fromRoot}, nil
 }
 
-// channels serves each connection's channels until the listener fails. A
-// new connection ends the one before: its server is gone (restarted), or
-// is this one again, after the channel broke.
-func (d *direct) channels(serve func(*yamux.Session)) {
+// helloWait bounds the wait for a connection's first bytes.
+const helloWait = 10 * time.Second
+
+// channels serves each connection until the listener fails: a lane's
+// (its hello) by lane, any other's channels by serve. A new channel's
+// connection ends the one before: its server is gone (restarted), or is
+// this one again, after the channel broke.
+func (d *direct) channels(serve func(*yamux.Session), lane func(net.Conn, []byte)) {
+	var mu sync.Mutex
 	var last net.Conn
 	for {
 		c, err := d.l.Accept()
@@ -39,13 +51,25 @@ func (d *direct) channels(serve func(*yamux.Session)) {
 			_ = c.Close()
 			continue
 		}
-		if last != nil {
-			_ = last.Close()
-		}
-		last = c
 		go func() {
-			_ = channelsOn(c, c, false, serve)
-			_ = c.Close()
+			defer c.Close()
+			_ = c.SetReadDeadline(time.Now().Add(helloWait))
+			token, read, err := initproto.ReadLaneHello(c)
+			if err != nil {
+				return
+			}
+			_ = c.SetReadDeadline(time.Time{})
+			if token != nil {
+				lane(c, token)
+				return
+			}
+			mu.Lock()
+			if last != nil {
+				_ = last.Close()
+			}
+			last = c
+			mu.Unlock()
+			_ = channelsOn(io.MultiReader(bytes.NewReader(read), c), c, false, serve)
 		}()
 	}
 }

@@ -6,12 +6,14 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -82,6 +84,8 @@ type session struct {
 	lost        string
 	interrupt   chan struct{}
 	interrupted bool // the running cell was interrupted
+	// lanes are the cell lanes its channels offered (serveLane).
+	lanes lanes
 	// stages notes the running cell's stage times (a traced job).
 	stages *stages
 	// live shows the running cell's output to a peek.
@@ -399,7 +403,7 @@ func serveSession(in io.Reader, out io.Writer, s *session, rl *relay, dl *direct
 		}
 	}
 	if dl != nil {
-		go dl.channels(serve)
+		go dl.channels(serve, s.serveLane)
 	}
 	_ = channelsOn(in, out, false, serve)
 	// stdin ended: without a relay nobody can reach this box again.
@@ -439,12 +443,90 @@ func serveSessionStream(sess *yamux.Session, host *Host, st *yamux.Stream, s *se
 		if k := s.kept(h.Run); k != nil {
 			_ = k.deliver(sess, st)
 		}
+	case initproto.StreamLane:
+		_ = initproto.Send(st, initproto.Header{Kind: initproto.StreamLane}, s.lanes.offer(sess, host))
 	}
+}
+
+// serveLane runs the cells a lane's connection c carries (internal/initproto
+// lane.go) for the channel its token names, one after the other, each
+// answered on c, until c or that channel ends. A token no channel of this
+// box offered, or one already taken, gets no answer.
+func (s *session) serveLane(c net.Conn, token []byte) {
+	to, ok := s.lanes.take(token)
+	if !ok {
+		return
+	}
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
+		select {
+		case <-to.sess.CloseChan():
+			_ = c.Close()
+		case <-ended:
+		}
+	}()
+	if _, err := c.Write(initproto.Ack(token)); err != nil {
+		return
+	}
+	br := bufio.NewReaderSize(c, 64<<10)
+	for {
+		var h initproto.Header
+		blobs, err := initproto.Receive(br, &h, maxJobBytes)
+		if err != nil || h.Kind != initproto.StreamCells {
+			return
+		}
+		if s.serveCell(to.sess, to.host, c, h, blobs, false) != nil {
+			return
+		}
+	}
+}
+
+// lanes are the lanes a session's channels offered and no connection took
+// yet, by token.
+type lanes struct {
+	mu      sync.Mutex
+	offered []laneOffer
+}
+
+type laneOffer struct {
+	token string
+	sess  *yamux.Session
+	host  *Host
+}
+
+// maxLaneOffers bounds the offers kept: a server takes its lane at once.
+const maxLaneOffers = 4
+
+// offer names a lane for the channel of sess with a new token.
+func (l *lanes) offer(sess *yamux.Session, host *Host) []byte {
+	token := make([]byte, initproto.LaneTokenSize)
+	_, _ = rand.Read(token)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.offered = append(l.offered, laneOffer{token: string(token), sess: sess, host: host})
+	if len(l.offered) > maxLaneOffers {
+		l.offered = l.offered[1:]
+	}
+	return token
+}
+
+// take is the offer of token, once.
+func (l *lanes) take(token []byte) (laneOffer, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, o := range l.offered {
+		if subtle.ConstantTimeCompare([]byte(o.token), token) == 1 {
+			l.offered = append(l.offered[:i:i], l.offered[i+1:]...)
+			return o, !o.sess.IsClosed()
+		}
+	}
+	return laneOffer{}, false
 }
 
 // serveCell runs the job a message of st carries as a cell and answers its
 // report on st (closing st after it when last), then sends its artifacts.
-func (s *session) serveCell(sess *yamux.Session, host *Host, st *yamux.Stream, h initproto.Header, blobs [][]byte, last bool) error {
+func (s *session) serveCell(sess *yamux.Session, host *Host, st io.WriteCloser, h initproto.Header, blobs [][]byte, last bool) error {
 	if h.Job == nil || initproto.JobBlobs(h.Job, blobs) != nil {
 		k := newKept("")
 		k.finish(&initproto.Report{InitError: "a malformed job"}, nil)

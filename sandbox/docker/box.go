@@ -169,10 +169,10 @@ func (b *box) Exchange(ctx context.Context) (sandbox.Conn, error) {
 	b.exchanged.Store(true)
 	diag := &sandbox.Capped{Max: 16 << 10}
 	if b.direct {
-		nc, err := b.d.dialDirect(ctx, b.id, b.directWait, b.exited)
+		nc, lane, err := b.d.dialDirect(ctx, b.id, b.directWait, b.exited)
 		if err == nil {
 			go func() { _, _ = stdcopy.StdCopy(io.Discard, diag, b.att.Reader) }()
-			return &directConn{Conn: nc, att: b.att, diag: diag}, nil
+			return &directConn{Conn: nc, att: b.att, diag: diag, lane: lane}, nil
 		}
 		b.d.log.Debug("docker: no direct channel, the attach carries it", "box", b.id, "err", err)
 	}
@@ -214,9 +214,13 @@ type directConn struct {
 	net.Conn
 	att  client.ContainerAttachResult
 	diag *sandbox.Capped
+	lane func() (net.Conn, error)
 }
 
 func (c *directConn) Diag() string { return c.diag.String() }
+
+// DialLane dials the box's direct socket again, for a cell lane.
+func (c *directConn) DialLane(context.Context) (net.Conn, error) { return c.lane() }
 func (c *directConn) Close() error {
 	c.att.Close()
 	return c.Conn.Close()

@@ -40,40 +40,47 @@ func (d *Docker) DirectChannels() bool {
 
 // dialDirect connects to session box id's direct socket, dialing again
 // while its runbox-init does not listen yet, for at most wait, unless the
-// box ended (exited).
-func (d *Docker) dialDirect(ctx context.Context, id string, wait time.Duration, exited <-chan struct{}) (net.Conn, error) {
+// box ended (exited); lane dials the socket again, for a cell lane.
+func (d *Docker) dialDirect(ctx context.Context, id string, wait time.Duration, exited <-chan struct{}) (conn net.Conn, lane func() (net.Conn, error), err error) {
 	ictx, cancel := context.WithTimeout(ctx, apiTimeout)
 	ins, err := d.cli.ContainerInspect(ictx, id, client.ContainerInspectOptions{})
 	cancel()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := ins.Container
 	switch {
 	case c.State == nil || !c.State.Running || c.State.Pid <= 0:
-		return nil, errors.New("the box is not running")
+		return nil, nil, errors.New("the box is not running")
 	case c.Config == nil || c.Config.Labels[sandbox.LabelSession] == "":
-		return nil, errors.New("not a session box")
+		return nil, nil, errors.New("not a session box")
 	case c.HostConfig != nil && c.HostConfig.Runtime == RuntimeFor(manifest.IsolationGVisor):
-		return nil, errors.New("a gVisor box")
+		return nil, nil, errors.New("a gVisor box")
 	}
-	if !inContainer(c.State.Pid, c.ID) {
+	pid, cid := c.State.Pid, c.ID
+	if !inContainer(pid, cid) {
 		// Another pid namespace than the engine's (a server in a
 		// container of its own): the pid is not the box's here.
-		return nil, errors.New("the box's pid is not in this server's view")
+		return nil, nil, errors.New("the box's pid is not in this server's view")
+	}
+	lane = func() (net.Conn, error) {
+		if !inContainer(pid, cid) {
+			return nil, errors.New("the box's runbox-init is gone")
+		}
+		return dialIn(pid, initproto.DirectSocket)
 	}
 	end := time.Now().Add(wait)
 	for pause := 2 * time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
-		conn, err := dialIn(c.State.Pid, initproto.DirectSocket)
+		conn, err := dialIn(pid, initproto.DirectSocket)
 		if err == nil || !errors.Is(err, unix.ECONNREFUSED) || time.Now().After(end) {
-			return conn, err
+			return conn, lane, err
 		}
 		select {
 		case <-time.After(pause):
 		case <-exited:
-			return nil, errors.New("the box ended")
+			return nil, nil, errors.New("the box ended")
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 	}
 }

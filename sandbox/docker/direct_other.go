@@ -13,6 +13,6 @@ import (
 // (direct_linux.go).
 func (d *Docker) DirectChannels() bool { return false }
 
-func (d *Docker) dialDirect(context.Context, string, time.Duration, <-chan struct{}) (net.Conn, error) {
-	return nil, errors.New("no direct channel on this platform")
+func (d *Docker) dialDirect(context.Context, string, time.Duration, <-chan struct{}) (net.Conn, func() (net.Conn, error), error) {
+	return nil, nil, errors.New("no direct channel on this platform")
 }
