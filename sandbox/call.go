@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
@@ -87,30 +88,16 @@ func (r *BoxRunner) call(ctx context.Context, b Box, ch *channel, job contract.J
 	} else if mode.onSent != nil {
 		mode.onSent(sent)
 	}
-	got := make(chan collected, 1)
-	go func() { got <- ch.run(bs, ij, r.grace, mode.adopt) }()
-
-	backstop := time.NewTimer(bound)
-	defer backstop.Stop()
-	var c collected
-wait:
-	for {
-		select {
-		case c = <-got:
-			break wait
-		case <-backstop.C:
-			o.endTo(backstopped)
-			c = r.killAndCollect(b, ch, got)
-			break wait
-		case <-ctx.Done():
-			if !session {
-				o.endTo(cancelled)
-				c = r.killAndCollect(b, ch, got)
-				break wait
-			}
-			o.endTo(interrupted)
-			ch.interrupt()
-			backstop.Reset(sessionInterruptWait + r.grace)
+	// The box's answer is awaited here, on the handler's own goroutine:
+	// the deadline and a cancellation act from timers (watch), with no
+	// goroutine to start and wake for every call.
+	w := r.watch(ctx, b, ch, bound, session)
+	c := ch.run(bs, ij, r.grace, mode.adopt)
+	if end := w.stop(); end != answered {
+		o.endTo(end)
+		if session {
+			// A session's interrupted call goes on past its
+			// cancellation.
 			ctx = context.WithoutCancel(ctx)
 		}
 	}
@@ -228,17 +215,68 @@ func (r *BoxRunner) judge(ctx context.Context, b Box, o outcome, sent time.Time)
 	return o
 }
 
-// killAndCollect kills the box and waits for its channel to end; a
-// platform that does not end it in time has the channel cut under it.
-func (r *BoxRunner) killAndCollect(b Box, ch *channel, got <-chan collected) collected {
-	b.Kill()
-	select {
-	case c := <-got:
-		return c
-	case <-time.After(KillTimeout):
-		ch.close()
-		return <-got
+// watcher ends a call whose box does not answer in time, from timers,
+// while the call's goroutine waits for the answer: past its bound, or
+// cancelled, the box is killed and, if its channel does not end within
+// KillTimeout, the channel is cut; a session's cancelled call has its cell
+// interrupted instead, and the bound starts again from then
+// (sessionInterruptWait).
+type watcher struct {
+	mu   sync.Mutex
+	over bool
+	end  ending
+	// backstop is the bound; cut, the channel's end after a kill.
+	backstop, cut *time.Timer
+	stopCtx       func() bool
+}
+
+// watch starts the watcher of a call over ch to box b, bounded by bound.
+func (r *BoxRunner) watch(ctx context.Context, b Box, ch *channel, bound time.Duration, session bool) *watcher {
+	w := &watcher{}
+	kill := func(e ending) {
+		w.end = max(w.end, e)
+		if w.cut == nil {
+			b.Kill()
+			w.cut = time.AfterFunc(KillTimeout, ch.close)
+		}
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.backstop = time.AfterFunc(bound, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !w.over {
+			kill(backstopped)
+		}
+	})
+	w.stopCtx = context.AfterFunc(ctx, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		switch {
+		case w.over || w.cut != nil:
+		case !session:
+			kill(cancelled)
+		default:
+			w.end = max(w.end, interrupted)
+			ch.interrupt()
+			w.backstop.Reset(sessionInterruptWait + r.grace)
+		}
+	})
+	return w
+}
+
+// stop ends the watch once the call has its answer, and says how the
+// host ended the call: answered when it did not.
+func (w *watcher) stop() ending {
+	w.stopCtx()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.over = true
+	w.backstop.Stop()
+	if w.cut != nil {
+		w.cut.Stop()
+	}
+	return w.end
 }
 
 // needsVerdict says whether the platform must be asked about the box's
