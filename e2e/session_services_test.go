@@ -98,7 +98,7 @@ time.sleep(1)
 	})
 	// Each subtest closes its session in a defer, a failed one too: what
 	// is left here is a closed session's box.
-	if left := s.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
+	if left := s.waitNoSessionBoxes(t); len(left) > 0 {
 		t.Fatalf("closed sessions left boxes: %v", left)
 	}
 }
@@ -196,7 +196,7 @@ print(get("/one"))
 	})
 	// Each subtest closes its session in a defer, a failed one too: what
 	// is left here is a closed session's box.
-	if left := s.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
+	if left := s.waitNoSessionBoxes(t); len(left) > 0 {
 		t.Fatalf("closed sessions left boxes: %v", left)
 	}
 }
@@ -263,7 +263,7 @@ print(both())
 	if a := b.tool(t, "session_close", map[string]any{"session_id": id}); !a.Closed {
 		t.Fatalf("close: %+v", a.Error)
 	}
-	if left := a.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
+	if left := a.waitNoSessionBoxes(t); len(left) > 0 {
 		t.Fatalf("boxes left: %v", left)
 	}
 }
