@@ -735,6 +735,13 @@ func dockerServer(t *testing.T, manifest string) *server {
 	return engineServer(t, "", manifest)
 }
 
+// boxRemoval bounds the wait for a box's removal, which runs after the
+// answer (a session's after session_close's): its kill and its removal
+// have a deadline each (sandbox.KillTimeout, sandbox.APITimeout), more
+// than 10 s together, and with two busy loops beside the suite a gVisor
+// box's removal once took past 10 s. A box never removed still fails.
+const boxRemoval = 60 * time.Second
+
 // engineServer starts a server on the engine at host ("" for the
 // default) and, at the end of the test, closes it and checks that it left
 // no box there.
@@ -749,9 +756,7 @@ func engineServer(t *testing.T, host, manifest string) *server {
 	t.Cleanup(func() {
 		s.close()
 		pid := strconv.Itoa(s.cmd.Process.Pid)
-		// Generous: with two busy loops beside the suite, a gVisor box's
-		// removal once took past 10 s; a box never removed still fails.
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(boxRemoval)
 		for left := engineBoxes(t, host, pid); len(left) > 0; left = engineBoxes(t, host, pid) {
 			if time.Now().After(deadline) {
 				t.Errorf("boxes left behind: %v", left)

@@ -220,7 +220,7 @@ func TestExposeBrowser(t *testing.T) {
 		}
 		return err != nil
 	})
-	if left := s.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
+	if left := s.waitNoSessionBoxes(t); len(left) > 0 {
 		t.Fatalf("the closed session left boxes: %v", left)
 	}
 }

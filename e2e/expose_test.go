@@ -391,7 +391,7 @@ func exposeSession(t *testing.T, s *server) {
 			t.Fatalf("exposures after the session closed: %+v", a.Exposures)
 		}
 	})
-	if left := s.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
+	if left := s.waitNoSessionBoxes(t); len(left) > 0 {
 		t.Fatalf("closed sessions left boxes: %v", left)
 	}
 }

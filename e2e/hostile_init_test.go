@@ -363,7 +363,7 @@ func TestHostileSessions(t *testing.T) {
 				s.tool(t, "session_close", map[string]any{"session_id": id})
 				nextAnswers(t, s)
 			})
-			if left := s.waitNoSessionBoxes(t, 30*time.Second); len(left) > 0 {
+			if left := s.waitNoSessionBoxes(t); len(left) > 0 {
 				t.Fatalf("sessions left boxes: %v", left)
 			}
 		})

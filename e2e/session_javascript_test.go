@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/runbox-mcp/runbox/contract"
 )
@@ -60,7 +59,7 @@ func TestSessionJavaScriptAnswersAsOneOff(t *testing.T) {
 			s.tool(t, "session_close", map[string]any{"session_id": id})
 		})
 	}
-	if left := s.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
+	if left := s.waitNoSessionBoxes(t); len(left) > 0 {
 		t.Fatalf("sessions left boxes: %v", left)
 	}
 }

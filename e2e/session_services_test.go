@@ -34,6 +34,7 @@ func TestSessionToolCalls(t *testing.T) {
 func sessionToolCalls(t *testing.T, s *server, dir string) {
 	t.Run("python", func(t *testing.T) {
 		id := s.open(t, "python")
+		defer s.tool(t, "session_close", map[string]any{"session_id": id})
 		r := s.in(t, id, "python", `import runbox_tools as tools
 first = tools.everything.get_sum(a=20, b=22)
 tools.memory.create_entities(entities=[{"name": "sess", "entityType": "x", "observations": [str(first)]}])
@@ -50,11 +51,11 @@ print("42" in str(first), "2" in str(second), "sess" in str(graph))
 		if b, err := os.ReadFile(filepath.Join(dir, "session.txt")); err != nil || !strings.Contains(string(b), "42") {
 			t.Fatalf("the file on the host: %q %v", b, err)
 		}
-		s.tool(t, "session_close", map[string]any{"session_id": id})
 	})
 
 	t.Run("javascript", func(t *testing.T) {
 		id := s.open(t, "javascript")
+		defer s.tool(t, "session_close", map[string]any{"session_id": id})
 		mustOK(t, s.in(t, id, "javascript", "const tools = require('runbox_tools')\nglobalThis.first = await tools.everything.get_sum({a: 1, b: 2})\n", "timeout_seconds", 60))
 		r := s.in(t, id, "javascript", `const echoed = await tools.everything.echo({message: 'again'})
 let denied = ''
@@ -64,7 +65,6 @@ console.log(JSON.stringify(first).includes('3'), String(echoed).includes('again'
 		if mustOK(t, r); r.Stdout != "true true ToolError:unknown_tool\n" {
 			t.Fatalf("second call: %q %q", r.Stdout, r.Stderr)
 		}
-		s.tool(t, "session_close", map[string]any{"session_id": id})
 	})
 
 	// A thread the first cell leaves running calls a tool over and over:
@@ -96,7 +96,9 @@ time.sleep(1)
 			t.Fatalf("the thread saw %q %q", r.Stdout, r.Stderr)
 		}
 	})
-	if left := s.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
+	// Each subtest closes its session in a defer, a failed one too: what
+	// is left here is a closed session's box.
+	if left := s.waitNoSessionBoxes(t); len(left) > 0 {
 		t.Fatalf("closed sessions left boxes: %v", left)
 	}
 }
@@ -146,6 +148,7 @@ func TestSessionNetwork(t *testing.T) {
 func sessionNetwork(t *testing.T, s *server, ns *netServers) {
 	t.Run("python", func(t *testing.T) {
 		id := s.open(t, "python")
+		defer s.tool(t, "session_close", map[string]any{"session_id": id})
 		r := s.in(t, id, "python", fmt.Sprintf(`import os, urllib.request
 os.environ["SSL_CERT_FILE"] = os.path.abspath("ca.pem")
 def get(path):
@@ -175,11 +178,11 @@ print(get("/one"))
 		if r := s.in(t, id, "python", "print(1)"); len(r.Network) != 0 {
 			t.Fatalf("a call without connections: %+v", r.Network)
 		}
-		s.tool(t, "session_close", map[string]any{"session_id": id})
 	})
 
 	t.Run("javascript", func(t *testing.T) {
 		id := s.open(t, "javascript")
+		defer s.tool(t, "session_close", map[string]any{"session_id": id})
 		r := s.in(t, id, "javascript", fmt.Sprintf("const base = 'http://127.0.0.1:%d'\nconsole.log(await (await fetch(base + '/get')).text())\n", ns.pport), "timeout_seconds", 30)
 		if mustOK(t, r); r.Stdout != "GET /get \n" {
 			t.Fatalf("first call: %q %q", r.Stdout, r.Stderr)
@@ -190,9 +193,10 @@ print(get("/one"))
 		if !strings.HasPrefix(r.Stdout, "POST /post again\nrunbox proxy refused undeclared.example:443") || len(r.Network) != 2 || !r.Network[0].Allowed || r.Network[1].Allowed {
 			t.Fatalf("second call: %q %q %+v", r.Stdout, r.Stderr, r.Network)
 		}
-		s.tool(t, "session_close", map[string]any{"session_id": id})
 	})
-	if left := s.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
+	// Each subtest closes its session in a defer, a failed one too: what
+	// is left here is a closed session's box.
+	if left := s.waitNoSessionBoxes(t); len(left) > 0 {
 		t.Fatalf("closed sessions left boxes: %v", left)
 	}
 }
@@ -259,7 +263,7 @@ print(both())
 	if a := b.tool(t, "session_close", map[string]any{"session_id": id}); !a.Closed {
 		t.Fatalf("close: %+v", a.Error)
 	}
-	if left := a.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
+	if left := a.waitNoSessionBoxes(t); len(left) > 0 {
 		t.Fatalf("boxes left: %v", left)
 	}
 }

@@ -146,15 +146,17 @@ func sessionStatePersists(t *testing.T, s *server) {
 		}
 		s.tool(t, "session_close", map[string]any{"session_id": id})
 	})
-	if left := s.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
+	if left := s.waitNoSessionBoxes(t); len(left) > 0 {
 		t.Fatalf("closed sessions left boxes: %v", left)
 	}
 }
 
-// waitNoSessionBoxes waits for s's session boxes on its engine to be
-// gone, and returns those that are not (other servers' are none of its).
-func (s *server) waitNoSessionBoxes(t *testing.T, d time.Duration) []string {
-	deadline := time.Now().Add(d)
+// waitNoSessionBoxes waits, up to boxRemoval, for s's session boxes on
+// its engine to be gone (a closed session's box is removed after
+// session_close answered), and returns those that are not (other
+// servers' are none of its).
+func (s *server) waitNoSessionBoxes(t *testing.T) []string {
+	deadline := time.Now().Add(boxRemoval)
 	for {
 		left := engineBoxes(t, s.host, strconv.Itoa(s.cmd.Process.Pid), "label="+sandbox.LabelSession)
 		if len(left) == 0 || time.Now().After(deadline) {
@@ -236,7 +238,7 @@ func sessionErrors(t *testing.T, s *server) {
 			t.Fatalf("still listed: %+v", a.Sessions)
 		}
 	})
-	if left := s.waitNoSessionBoxes(t, 10*time.Second); len(left) > 0 {
+	if left := s.waitNoSessionBoxes(t); len(left) > 0 {
 		t.Fatalf("sessions left boxes: %v", left)
 	}
 }

@@ -60,7 +60,7 @@ func TestCellOutSplitsAtTheMarker(t *testing.T) {
 // Python cell takes seconds on a loaded machine.
 const cellTimeout = 60 * time.Second
 
-func newTestSession(t testing.TB, driver, interpreter string) (*session, func(code string, timeout time.Duration) *initproto.Report) {
+func newTestSession(t testing.TB, driver, interpreter string, env ...string) (*session, func(code string, timeout time.Duration) *initproto.Report) {
 	t.Helper()
 	path, err := exec.LookPath(interpreter)
 	if err != nil {
@@ -69,7 +69,7 @@ func newTestSession(t testing.TB, driver, interpreter string) (*session, func(co
 	dir := t.TempDir()
 	file := map[string]string{"python": "main.py", "node": "main.js", "bash": "main.sh"}[driver]
 	spec := initproto.Session{Driver: driver, Interpreter: path, Dir: dir, CodePath: filepath.Join(dir, file),
-		Env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1"}}
+		Env: append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1"}, env...)}
 	s := newSession(spec, Options{Self: os.Args[0], CgroupRoot: t.TempDir(), Scratch: []string{}})
 	t.Cleanup(func() {
 		if s.lost == "" {

@@ -156,14 +156,26 @@
 
   const ctl = new net.Socket({ fd: 4, readable: true, writable: false });
 
+  // endTunnels ends fetch's tunnels through runbox's proxy (the proxy
+  // module's, in NODE_OPTIONS when the network is on): runbox-init's proxy
+  // closes them once the call is over, and the next cell must not take up
+  // one whose close this loop has not seen yet.
+  function endTunnels() {
+    const f = globalThis[Symbol.for('runbox.proxy.endTunnels')];
+    if (typeof f !== 'function') return;
+    try { f(); } catch (e) { /* a cell replaced it */ }
+  }
+
   // end ends the running cell with status; early, what it left running is
-  // stopped.
+  // stopped. Either way its tunnels through the proxy end, as the
+  // process's exit would end them.
   function end(status, early) {
     const cell = current;
     if (!cell) return;
     current = null;
     process.exitCode = undefined;
     for (const [t, clear] of cell.timers) clear(t);
+    endTunnels();
     if (early) {
       for (const h of activeHandles()) {
         if (h === ctl || stdio.includes(h)) continue;
