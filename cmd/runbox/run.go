@@ -26,6 +26,7 @@ import (
 	"github.com/runbox-mcp/runbox/images/derived"
 	"github.com/runbox-mcp/runbox/internal/doctor"
 	"github.com/runbox-mcp/runbox/internal/mcpserver"
+	"github.com/runbox-mcp/runbox/internal/pollfd"
 	"github.com/runbox-mcp/runbox/internal/runstore"
 	"github.com/runbox-mcp/runbox/manifest"
 	"github.com/runbox-mcp/runbox/metrics"
@@ -115,7 +116,8 @@ func run(ctx context.Context, cfg config) (int, error) {
 		}
 		defer stop()
 		if cfg.transport == mcpserver.TransportStdio {
-			return 0, s.ServeStdio(ctx, os.Stdin, os.Stdout)
+			// Read parked (pollfd): fewer threads woken on every request.
+			return 0, s.ServeStdio(ctx, pollfd.Pollable(os.Stdin), os.Stdout)
 		}
 		hc := mcpserver.HTTPConfig{Transport: cfg.transport, Addr: cfg.listen, Token: cfg.authToken, Tokens: tokens,
 			AllowedOrigins: m.HTTP.AllowedOrigins, Logger: logger, MetricsAddr: m.Metrics.Listen, Refused: mx.HTTPRefused,

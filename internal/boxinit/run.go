@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/runbox-mcp/runbox/internal/initproto"
+	"github.com/runbox-mcp/runbox/internal/pollfd"
 )
 
 // checkTimeout bounds a syntax check (bash -n is instant on sane input).
@@ -85,7 +86,12 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	args, relayed := withoutRelayFlag(args)
 	if !restorable(args) {
 		oneProcIn(cgroupFiles("/sys/fs/cgroup"))
-		stdin = pollable(stdin)
+		// The channel's way in, read parked: with one P (oneProcIn), a
+		// read blocked in the kernel holds the P until the runtime's
+		// monitor takes it back, tens of microseconds on, and the
+		// goroutine each message readies (the cell that reads the job)
+		// waits that long.
+		stdin = pollfd.Pollable(stdin)
 	}
 	prewarmThreads(spareThreads)
 
@@ -158,47 +164,6 @@ func oneProcIn(cg cgroupFiles) {
 		runtime.GOMAXPROCS(1)
 	}
 }
-
-// pollable is the box's stdin, the channel's way in, read through Go's
-// poller: a read waits parked, not in the kernel. With one P (oneProcIn),
-// a read blocked in the kernel holds the P until the runtime's monitor
-// takes it back, tens of microseconds on, and the goroutine each message
-// readies (the cell that reads the job) waits that long; parked, the
-// reader leaves the P to it at once. A stdin that is not a blocking pipe
-// or socket is left as it is.
-func pollable(r io.Reader) io.Reader {
-	f, ok := r.(*os.File)
-	if !ok {
-		return r
-	}
-	c, err := f.SyscallConn()
-	if err != nil {
-		return r
-	}
-	fd := -1
-	_ = c.Control(func(u uintptr) { fd = int(u) })
-	var st unix.Stat_t
-	if fd < 0 || unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO && st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return r
-	}
-	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK != 0 || unix.SetNonblock(fd, true) != nil {
-		return r
-	}
-	// Kept reachable for good: a File that is collected closes its
-	// descriptor, which f holds too.
-	nf := os.NewFile(uintptr(fd), f.Name())
-	polled = append(polled, nf)
-	if nf.SetReadDeadline(time.Time{}) != nil {
-		// The poller did not take it (a kernel whose pipes it cannot
-		// wait on): reads stay blocking, through f.
-		_ = unix.SetNonblock(fd, false)
-		return r
-	}
-	return nf
-}
-
-// polled are the Files pollable made.
-var polled []*os.File
 
 // spareThreads is how many OS threads runbox-init makes before the program
 // runs. The program shares the box's pids limit with us: once it has used
