@@ -38,6 +38,13 @@ func (r *BoxRunner) callJob(job contract.Job) *initproto.Job {
 	return ij
 }
 
+// sessionCallJob is callJob for a session's cell (cellJob).
+func (r *BoxRunner) sessionCallJob(job contract.Job) *initproto.Job {
+	ij := cellJob(r.m, job, r.d.Isolation())
+	ij.CA = r.caPEM()
+	return ij
+}
+
 // callMode says how call exchanges a job with its box.
 type callMode struct {
 	// session: the box is a session's (call's doc).

@@ -26,35 +26,37 @@ var baseEnv = map[string]string{
 // initJob is what runbox-init receives for a job, in a box of the given
 // isolation level.
 func initJob(m *manifest.Manifest, job contract.Job, isolation string) *initproto.Job {
+	ij := cellJob(m, job, isolation)
+	ij.Env = esmHook(m, job.Language, job.Code, programEnv(m, job.Language))
+	if len(job.Language.Check) > 0 {
+		ij.Check = expandFile(job.Language.Check, ij.CodePath)
+	}
+	return ij
+}
+
+// cellJob is initJob for a session's cell, which its session's
+// interpreter runs: no program starts, so it carries neither the
+// program's environment nor its syntax check (the interpreter was
+// started with the environment, and its driver checks the cell).
+func cellJob(m *manifest.Manifest, job contract.Job, isolation string) *initproto.Job {
 	lang := job.Language
 	codePath := manifest.Workspace + "/" + lang.File
-	expand := func(argv []string) []string {
-		out := make([]string, len(argv))
-		for i, a := range argv {
-			out[i] = strings.ReplaceAll(a, "{file}", codePath)
-		}
-		return out
-	}
 	files := make([]initproto.File, len(job.Files))
 	for i, f := range job.Files {
 		files[i] = initproto.File{Path: f.Path, Data: f.Data}
 	}
 	ij := &initproto.Job{
-		Argv:             expand(lang.Command),
+		Argv:             expandFile(lang.Command, codePath),
 		Dir:              manifest.Workspace,
 		CodePath:         codePath,
 		Code:             []byte(job.Code),
 		Stdin:            []byte(job.Stdin),
 		Files:            files,
-		Env:              esmHook(m, lang, job.Code, programEnv(m, lang)),
 		TimeoutMs:        job.Timeout.Milliseconds(),
 		CPUSeconds:       m.Limits.CPUSeconds,
 		MaxOutputBytes:   int(m.Limits.OutputBytes),
 		MaxArtifacts:     m.Limits.Artifacts,
 		MaxArtifactBytes: int64(m.Limits.ArtifactBytes),
-	}
-	if len(lang.Check) > 0 {
-		ij.Check = expand(lang.Check)
 	}
 	if m.Network.Enabled() {
 		ij.Proxy = initproto.ProxyAddr
@@ -65,6 +67,15 @@ func initJob(m *manifest.Manifest, job contract.Job, isolation string) *initprot
 		ij.NProc = m.Limits.Pids
 	}
 	return ij
+}
+
+// expandFile is argv with {file} replaced by codePath.
+func expandFile(argv []string, codePath string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = strings.ReplaceAll(a, "{file}", codePath)
+	}
+	return out
 }
 
 // programEnv is the program's whole environment, sorted.

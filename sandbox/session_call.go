@@ -138,7 +138,7 @@ func (r *BoxRunner) callSession(ctx context.Context, ls *liveSession, job contra
 		}
 		ls.ch = ch
 	}
-	ij := r.callJob(job)
+	ij := r.sessionCallJob(job)
 	ij.Dir, ij.CodePath = manifest.Workspace, manifest.Workspace+"/"+job.Language.File
 	tr := stagetrace.From(ctx)
 	ij.Trace = tr != nil
