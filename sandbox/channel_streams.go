@@ -53,6 +53,8 @@ type boxStreams struct {
 	mu      sync.Mutex
 	streams map[*yamux.Stream]struct{}
 	ended   bool
+	// running counts the handlers running now (handlers' count).
+	running int
 }
 
 // artifactStream is one artifact stream's message.
@@ -199,8 +201,14 @@ func (b *boxStreams) serve(st *yamux.Stream) {
 			break
 		}
 		b.handlers.Add(1)
+		b.running++
 		b.mu.Unlock()
-		defer b.handlers.Done()
+		defer func() {
+			b.mu.Lock()
+			b.running--
+			b.mu.Unlock()
+			b.handlers.Done()
+		}()
 		s := initproto.NewBoxStream(h, blobs, br, st, func() { b.open.Add(-1) })
 		if tooLarge {
 			// One request too large is that request's failure, not
@@ -229,7 +237,13 @@ func (b *boxStreams) end() {
 	for st := range b.streams {
 		_ = st.SetReadDeadline(time.Now())
 	}
+	// Once ended, no handler starts: with none running, there is
+	// nothing to wait for (most calls, and every plain cell).
+	idle := b.running == 0
 	b.mu.Unlock()
+	if idle {
+		return
+	}
 	done := make(chan struct{})
 	go func() {
 		b.handlers.Wait()
