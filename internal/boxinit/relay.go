@@ -30,12 +30,14 @@ type relay struct {
 	root func(net.Conn) bool
 }
 
-func listenRelay(name string) (*relay, error) {
+// listenRelay listens on name, taking the connections root says come
+// from uid 0 (fromRoot).
+func listenRelay(name string, root func(net.Conn) bool) (*relay, error) {
 	l, err := net.Listen("unix", name)
 	if err != nil {
 		return nil, err
 	}
-	r := &relay{l: l, open: make(chan struct{}), conns: make(chan net.Conn), root: fromRoot}
+	r := &relay{l: l, open: make(chan struct{}), conns: make(chan net.Conn), root: root}
 	go r.accept()
 	return r, nil
 }

@@ -23,13 +23,12 @@ import (
 func testRelay(t *testing.T) (*relay, string, *atomic.Bool) {
 	t.Helper()
 	name := fmt.Sprintf("@runbox-test-relay-%d-%s", os.Getpid(), t.Name())
-	rl, err := listenRelay(name)
+	var notRoot atomic.Bool
+	rl, err := listenRelay(name, func(c net.Conn) bool { return fromRoot(c) && !notRoot.Load() })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rl.l.Close() })
-	var notRoot atomic.Bool
-	rl.root = func(c net.Conn) bool { return fromRoot(c) && !notRoot.Load() }
 	return rl, name, &notRoot
 }
 

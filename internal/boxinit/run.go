@@ -100,7 +100,7 @@ func Main(args []string, stdin io.Reader, stdout io.Writer) int {
 	var rl *relay
 	if relayed {
 		var err error
-		if rl, err = listenRelay(initproto.RelaySocket); err != nil {
+		if rl, err = listenRelay(initproto.RelaySocket, fromRoot); err != nil {
 			fmt.Fprintln(os.Stderr, "runbox-init: no relay:", err)
 		}
 	}
