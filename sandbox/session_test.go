@@ -663,16 +663,24 @@ func TestSessionCellsStream(t *testing.T) {
 	if streams, jobs := counts(); streams != 1 || jobs != 50 {
 		t.Fatalf("50 cells came on %d cells streams as %d jobs", streams, jobs)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	if res := call(cctx, "hang"); res.Error == nil || !strings.Contains(res.Error.Message, "interrupted") || res.Session.State != contract.SessionAlive {
-		t.Fatalf("cancelled: %+v %+v", res.Error, res.Session)
-	}
-	if res := call(ctx, "after"); res.Status != contract.StatusOK || !strings.HasSuffix(res.Stdout, ";x49;after") {
-		t.Fatalf("after the interrupt: %+v %q", res.Error, res.Stdout)
-	}
+	interruptThenNext(t, call, ";x49;after")
 	if streams, jobs := counts(); streams != 1 || jobs != 52 {
 		t.Fatalf("52 cells came on %d cells streams as %d jobs", streams, jobs)
+	}
+}
+
+// interruptThenNext cancels a cell that hangs, which is interrupted with
+// its session alive, then runs the cell "after", whose state must end
+// with want.
+func interruptThenNext(t *testing.T, call func(context.Context, string) contract.Result, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if res := call(ctx, "hang"); res.Error == nil || !strings.Contains(res.Error.Message, "interrupted") || res.Session.State != contract.SessionAlive {
+		t.Fatalf("cancelled: %+v %+v", res.Error, res.Session)
+	}
+	if res := call(context.Background(), "after"); res.Status != contract.StatusOK || !strings.HasSuffix(res.Stdout, want) {
+		t.Fatalf("after the interrupt: %+v %q", res.Error, res.Stdout)
 	}
 }
 
@@ -713,14 +721,7 @@ func TestSessionLane(t *testing.T) {
 	if got := counts(box); got != [3]int{1, 20, 0} {
 		t.Fatalf("20 cells: %d lanes carried %d jobs, cells streams %d", got[0], got[1], got[2])
 	}
-	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	if res := call(cctx, "hang"); res.Error == nil || !strings.Contains(res.Error.Message, "interrupted") || res.Session.State != contract.SessionAlive {
-		t.Fatalf("cancelled: %+v %+v", res.Error, res.Session)
-	}
-	if res := call(ctx, "after"); res.Status != contract.StatusOK || !strings.HasSuffix(res.Stdout, ";x19;after") {
-		t.Fatalf("after the interrupt: %+v %q", res.Error, res.Stdout)
-	}
+	interruptThenNext(t, call, ";x19;after")
 	if got := counts(box); got != [3]int{1, 22, 0} {
 		t.Fatalf("22 cells: %d lanes carried %d jobs, cells streams %d", got[0], got[1], got[2])
 	}
