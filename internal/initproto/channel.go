@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -73,27 +74,36 @@ const MaxHeader = 1 << 20
 var ErrTooLarge = errors.New("initproto: message exceeds its bound")
 
 // envelope is a message's JSON line: the body and the sizes of the raw
-// blobs that follow it.
+// blobs that follow it. Body is the receiver's value, decoded in the
+// same pass as the line (a missing body leaves it as it was).
 type envelope struct {
-	Blobs []int64         `json:"blobs,omitempty"`
-	Body  json.RawMessage `json:"body"`
+	Blobs []int64 `json:"blobs,omitempty"`
+	Body  any     `json:"body"`
 }
 
 // Send writes one message: a JSON line with body and the blobs' sizes, then
-// the blobs as raw bytes (never base64 inside JSON).
+// the blobs as raw bytes (never base64 inside JSON). The line is what
+// json.Marshal makes of an envelope, the body encoded once.
 func Send(w io.Writer, body any, blobs ...[]byte) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	env := envelope{Body: b}
-	for _, blob := range blobs {
-		env.Blobs = append(env.Blobs, int64(len(blob)))
+	line := make([]byte, 0, len(b)+32+8*len(blobs))
+	line = append(line, '{')
+	if len(blobs) > 0 {
+		line = append(line, `"blobs":[`...)
+		for i, blob := range blobs {
+			if i > 0 {
+				line = append(line, ',')
+			}
+			line = strconv.AppendInt(line, int64(len(blob)), 10)
+		}
+		line = append(line, "],"...)
 	}
-	line, err := json.Marshal(env)
-	if err != nil {
-		return err
-	}
+	line = append(line, `"body":`...)
+	line = append(line, b...)
+	line = append(line, '}')
 	size := len(line) + 1
 	for _, blob := range blobs {
 		size += len(blob)
@@ -152,12 +162,9 @@ func ReceiveWith(r io.Reader, body any, limit func() int64) ([][]byte, error) {
 			return nil, err
 		}
 	}
-	var env envelope
+	env := envelope{Body: body}
 	if err := json.Unmarshal(line, &env); err != nil {
 		return nil, fmt.Errorf("initproto: bad header: %w", err)
-	}
-	if err := json.Unmarshal(env.Body, body); err != nil {
-		return nil, fmt.Errorf("initproto: bad body: %w", err)
 	}
 	var total int64
 	max := limit()
