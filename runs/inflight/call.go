@@ -150,8 +150,8 @@ func (r hook) Keep(e *audit.Entry) bool { return r.h.hold(r.hd, e) }
 // growStack grows the calling goroutine's stack to what a run's pipeline
 // reaches, in one copy while it is shallow: a new goroutine starts small
 // and grew several times down a call's path, each time copying every
-// frame above it (a tenth of the server's time in a session cell, by
-// perf).
+// frame above it (by perf over session cells, stack copies were 8% of
+// the server's time, a third of them this goroutine's).
 //
 //go:noinline
 func growStack() {
