@@ -268,7 +268,7 @@ func (c *channel) answer(b *boxStreams, rep *initproto.Report, err error, wait t
 	if len(want) == 0 {
 		return got
 	}
-	got.contents, got.violation, got.err = collectArtifacts(b.arts, c.done, want, wait)
+	got.contents, got.violation, got.err = collectArtifacts(b.artsOf(), c.done, want, wait)
 	if got.err != nil {
 		// A report whose artifacts did not all come is not the run's.
 		got.report, got.contents, got.unsent = nil, nil, rep

@@ -25,8 +25,11 @@ type boxStreams struct {
 	limits manifest.Limits
 	ctx    context.Context
 	cancel context.CancelFunc
-	// arts carries the artifact streams read so far.
-	arts chan artifactStream
+	// arts carries the artifact streams read so far; made by the first
+	// that needs it (artsOf), as most calls send none and it holds a
+	// run's whole cap.
+	arts     chan artifactStream
+	artsOnce sync.Once
 	// jobOpen is closed once the call's job stream is open: a peek
 	// (peek.go) may follow it, never precede it.
 	jobOpen chan struct{}
@@ -64,13 +67,19 @@ type artifactStream struct {
 	err   error
 }
 
+// artsOf is the call's channel of artifact streams, with room for all a
+// run may send: no stream's goroutine waits for the collector.
+func (b *boxStreams) artsOf() chan artifactStream {
+	b.artsOnce.Do(func() { b.arts = make(chan artifactStream, b.limits.Artifacts+1) })
+	return b.arts
+}
+
 // openJob says the call's job stream is open (once).
 func (b *boxStreams) openJob() { b.jobOnce.Do(func() { close(b.jobOpen) }) }
 
 func newBoxStreams(ctx context.Context, l manifest.Limits, s *initproto.Streams) *boxStreams {
 	ctx, cancel := context.WithCancel(ctx)
 	return &boxStreams{bounds: s.Bounded(), limits: l, ctx: ctx, cancel: cancel,
-		arts:    make(chan artifactStream, l.Artifacts+1),
 		jobOpen: make(chan struct{}),
 		streams: map[*yamux.Stream]struct{}{}}
 }
@@ -162,7 +171,7 @@ func (b *boxStreams) serve(st *yamux.Stream) {
 			b.broke("it sent more than the %d artifacts a run may", b.limits.Artifacts)
 			return
 		}
-		b.arts <- artifactStream{h: h, blobs: blobs, err: err}
+		b.artsOf() <- artifactStream{h: h, blobs: blobs, err: err}
 		return
 	}
 	handler := b.bounds.Handlers[h.Kind]
