@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"path"
 	"reflect"
@@ -205,13 +206,30 @@ func checkPath(p string) (string, error) {
 
 // unmarshalStrict is json.Unmarshal refusing unknown fields, as a Decoder
 // with DisallowUnknownFields does, without the copy of raw a Decoder reads
-// it into: a call's arguments may be most of a large request.
+// it into: a call's arguments may be most of a large request. Small
+// arguments go through such a Decoder first, one pass where the check
+// below is a second; whatever it refuses is decoded again the long way,
+// which names the first unknown field by name and errs as Unmarshal does.
 func unmarshalStrict(raw []byte, v any) error {
+	if len(raw) <= strictOnePass {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if dec.Decode(v) == nil {
+			if _, err := dec.Token(); err == io.EOF {
+				return nil
+			}
+		}
+		reflect.ValueOf(v).Elem().SetZero()
+	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		return err
 	}
 	return unknownFields(raw, reflect.TypeOf(v))
 }
+
+// strictOnePass is the largest arguments unmarshalStrict decodes through
+// a Decoder, whose copy of them costs little.
+const strictOnePass = 64 << 10
 
 // span is a JSON value as a slice of the input, not a copy.
 type span []byte

@@ -1,6 +1,9 @@
 package runs
 
 import (
+	"encoding/json"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +121,40 @@ func TestRunIDs(t *testing.T) {
 		}
 		prev = id[2:12]
 		seen[id] = true
+	}
+}
+
+// TestUnmarshalStrictOnePassAgrees: small arguments decoded in one pass
+// end exactly as the long way (Unmarshal, then the unknown-field check)
+// leaves them, errors included, whatever the input.
+func TestUnmarshalStrictOnePassAgrees(t *testing.T) {
+	long := func(raw []byte) (RunCodeArgs, error) {
+		var a RunCodeArgs
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return a, err
+		}
+		return a, unknownFields(raw, reflect.TypeOf(&a))
+	}
+	for _, raw := range []string{
+		`{"language":"python","code":"print(1)","session_id":"s_1"}`,
+		` {"language":"python","code":"x"} `,
+		`{"Language":"python","CODE":"x"}`,
+		`{"language":"python","code":"x","extra":1}`,
+		`{"language":"python","code":"x","files":[{"path":"a","content":"b","mode":"x"}]}`,
+		`{"language":"python","code":"x","files":[{"path":"a"},{"path":"b","zz":1,"aa":2}]}`,
+		`{"language":"python","code":"x"} {}`,
+		`{"language":"python","code":"x"}]`,
+		`{"language":1,"code":"x"}`,
+		`{"language":"python","code":"x","timeout_seconds":"1"}`,
+		`{"language":"python","code":"x","timeout_seconds":2.5,"save_artifacts":true}`,
+		`{"language":"python","code":"x","language":"javascript"}`,
+		`[1,2]`, `"x"`, `null`, `{`, `{"code":"\ud800"}`,
+	} {
+		var got RunCodeArgs
+		gotErr := unmarshalStrict([]byte(raw), &got)
+		want, wantErr := long([]byte(raw))
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n one pass %+v, %v\n long way %+v, %v", raw, got, gotErr, want, wantErr)
+		}
 	}
 }
