@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -137,6 +138,29 @@ func TestStreamURI(t *testing.T) {
 	for _, bad := range []string{"runbox://runs/r_1/files/stdout", "runbox://runs/r_1/other", "runbox://runs//stdout", "file:///stdout"} {
 		if _, _, ok := ParseStreamURI(bad); ok {
 			t.Errorf("%s parsed", bad)
+		}
+	}
+}
+
+// TestSummaryOfACell is the whole text of a session cell's answer and of a
+// one-off run's, as clients have read it.
+func TestSummaryOfACell(t *testing.T) {
+	zero, two := 0, 2
+	at := time.Date(2026, 11, 29, 12, 28, 28, 76247258, time.FixedZone("x", 3600))
+	for _, tc := range []struct {
+		res  Result
+		want string
+	}{
+		{Result{RunID: "r_01", Language: "python", Status: StatusOK, ExitCode: &zero, Metrics: Metrics{WallMs: 19},
+			Session: &SessionRef{ID: "s_6v", Call: 1, State: SessionAlive, ExpiresAt: at}, Stdout: "1\n"},
+			"ok · python · exit 0 · 19 ms · run r_01\nsession s_6v · call 1 · alive · expires 2026-11-29T11:28:28Z\n--- stdout ---\n1"},
+		{Result{RunID: "r_02", Language: "bash", Status: StatusError, ExitCode: &two, Metrics: Metrics{WallMs: -3},
+			Session: &SessionRef{ID: "s_7", Call: 12, State: SessionLost, LostReason: "its box is gone"}, Stdout: "a", Stderr: "b\n"},
+			"error · bash · exit 2 · -3 ms · run r_02\nsession s_7 · call 12 · lost (its box is gone)\n--- stdout ---\na\n--- stderr ---\nb"},
+		{Result{RunID: "r_03", Status: StatusOK}, "ok · 0 ms · run r_03"},
+	} {
+		if got := Summary(tc.res); got != tc.want {
+			t.Errorf("got\n%q\nwant\n%q", got, tc.want)
 		}
 	}
 }

@@ -2,12 +2,16 @@ package contract
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
 // maxSummaryConnections bounds the network lines of a summary; the
 // structured result has them all.
 const maxSummaryConnections = 10
+
+// expiresLayout is how the text names when a session expires.
+const expiresLayout = "2006-01-02T15:04:05Z"
 
 // Summary renders a result as the text a client hands its model when it
 // reads content rather than structured content: every fact the agent acts
@@ -16,19 +20,27 @@ const maxSummaryConnections = 10
 // streams, so a client that cuts a long text keeps them. Render the result
 // ForModel first: Summary cuts nothing itself.
 func Summary(res Result) string {
+	// Every call's answer has this text: its common lines are written
+	// without fmt, which was most of its cost.
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s", res.Status)
+	b.WriteString(string(res.Status))
 	if res.Language != "" {
-		fmt.Fprintf(&b, " · %s", res.Language)
+		b.WriteString(" · ")
+		b.WriteString(res.Language)
 	}
 	if res.ExitCode != nil {
-		fmt.Fprintf(&b, " · exit %d", *res.ExitCode)
+		b.WriteString(" · exit ")
+		b.WriteString(strconv.Itoa(*res.ExitCode))
 	}
 	running := res.Running != nil
 	if r := res.Running; running {
 		fmt.Fprintf(&b, " · %d ms so far · run %s\noutput: %s\nnext: %s\n", r.ElapsedMs, res.RunID, r.Output, r.Next)
 	} else {
-		fmt.Fprintf(&b, " · %d ms · run %s\n", res.Metrics.WallMs, res.RunID)
+		b.WriteString(" · ")
+		b.WriteString(strconv.FormatInt(res.Metrics.WallMs, 10))
+		b.WriteString(" ms · run ")
+		b.WriteString(res.RunID)
+		b.WriteString("\n")
 	}
 	if e := res.Error; e != nil {
 		fmt.Fprintf(&b, "error: %s", e.Kind)
@@ -45,12 +57,19 @@ func Summary(res Result) string {
 		fmt.Fprintf(&b, "hint: %s\n", e.Hint)
 	}
 	if s := res.Session; s != nil {
-		fmt.Fprintf(&b, "session %s · call %d · %s", s.ID, s.Call, s.State)
+		b.WriteString("session ")
+		b.WriteString(s.ID)
+		b.WriteString(" · call ")
+		b.WriteString(strconv.Itoa(s.Call))
+		b.WriteString(" · ")
+		b.WriteString(s.State)
 		if s.LostReason != "" {
 			fmt.Fprintf(&b, " (%s)", s.LostReason)
 		}
 		if !s.ExpiresAt.IsZero() {
-			fmt.Fprintf(&b, " · expires %s", s.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+			var at [len(expiresLayout)]byte
+			b.WriteString(" · expires ")
+			b.Write(s.ExpiresAt.UTC().AppendFormat(at[:0], expiresLayout))
 		}
 		b.WriteString("\n")
 	}
@@ -92,7 +111,8 @@ func Summary(res Result) string {
 		if s == "" {
 			return
 		}
-		fmt.Fprintf(&b, "--- %s", name)
+		b.WriteString("--- ")
+		b.WriteString(name)
 		if running {
 			b.WriteString(" so far")
 		}
