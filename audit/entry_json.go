@@ -245,6 +245,7 @@ var htmlSafe = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
+// hexDigits are the lower-case digits encoding/json writes in \u escapes.
 const hexDigits = "0123456789abcdef"
 
 // appendString appends s quoted as encoding/json quotes a string with
