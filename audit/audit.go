@@ -211,7 +211,7 @@ func (l *Log) Record(e Entry) error {
 	if l == nil {
 		return nil
 	}
-	line, err := json.Marshal(e)
+	line, err := marshalEntry(&e)
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,16 @@ var urlCredentials = regexp.MustCompile(`(://[^/\s:@]+:)([^/\s@]+)(@)`)
 
 // Redact replaces secret-looking values in s and says how many.
 func Redact(s string) (string, int) {
+	if !mayHoldSecret(s) {
+		// Most output holds none, and the patterns cost microseconds
+		// even on an empty string (milliseconds on a head of text).
+		return s, 0
+	}
+	return redactAll(s)
+}
+
+// redactAll is Redact without the check that s may hold a secret.
+func redactAll(s string) (string, int) {
 	n := 0
 	for _, re := range secretPatterns {
 		s = re.ReplaceAllStringFunc(s, func(string) string { n++; return Redacted })
@@ -66,4 +76,78 @@ func Redact(s string) (string, int) {
 // bearer has already redacted.
 func isScheme(v string) bool {
 	return strings.EqualFold(v, "bearer") || strings.EqualFold(v, "basic") || strings.EqualFold(v, "token")
+}
+
+// needle is a literal every match of some pattern above contains.
+type needle struct {
+	lit string
+	// fold: lit is lower case and matches in any ASCII case, for the
+	// (?i) patterns.
+	fold bool
+}
+
+// needles are, for each pattern, a literal all its matches contain (the
+// names of keyValue and bearer in any case); a string holding none of them
+// matches no pattern. Under (?i), Go's regexp folds k with the Kelvin sign
+// (U+212A) and s with the long s (U+017F), the only non-ASCII runes that
+// fold to ASCII: a string holding either takes the patterns.
+// TestNeedles fails when a pattern changes, to have this list checked.
+var needles = []needle{
+	{lit: "-----BEGIN "}, {lit: "sk-"},
+	{lit: "ghp_"}, {lit: "gho_"}, {lit: "ghu_"}, {lit: "ghs_"}, {lit: "ghr_"},
+	{lit: "github_pat_"}, {lit: "glpat-"}, {lit: "xox"}, {lit: "AKIA"}, {lit: "ASIA"},
+	{lit: "AIza"}, {lit: "eyJ"}, {lit: "npm_"},
+	// keyValue: password and passwd, api, access and private key,
+	// credential(s).
+	{lit: "pass", fold: true}, {lit: "pwd", fold: true}, {lit: "secret", fold: true},
+	{lit: "token", fold: true}, {lit: "key", fold: true}, {lit: "credential", fold: true},
+	{lit: "auth", fold: true},
+	// bearer (token is above).
+	{lit: "bearer", fold: true}, {lit: "basic", fold: true},
+	// urlCredentials.
+	{lit: "://"},
+	{lit: "\u212a"}, {lit: "\u017f"},
+}
+
+// needlesAt lists the needles by the byte they start with, in either case
+// for those that fold.
+var needlesAt = func() (t [256][]needle) {
+	for _, n := range needles {
+		c := n.lit[0]
+		t[c] = append(t[c], n)
+		if n.fold && 'a' <= c && c <= 'z' {
+			t[c-'a'+'A'] = append(t[c-'a'+'A'], n)
+		}
+	}
+	return t
+}()
+
+// mayHoldSecret says whether s holds a needle: when it does not, no
+// pattern of Redact can match it.
+func mayHoldSecret(s string) bool {
+	for i := 0; i < len(s); i++ {
+		for _, n := range needlesAt[s[i]] {
+			if n.fold && hasFoldPrefix(s[i:], n.lit) || !n.fold && strings.HasPrefix(s[i:], n.lit) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasFoldPrefix says whether s starts with lower, in any ASCII case.
+func hasFoldPrefix(s, lower string) bool {
+	if len(s) < len(lower) {
+		return false
+	}
+	for i := 0; i < len(lower); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
