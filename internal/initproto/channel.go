@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 
@@ -83,13 +84,10 @@ type envelope struct {
 
 // Send writes one message: a JSON line with body and the blobs' sizes, then
 // the blobs as raw bytes (never base64 inside JSON). The line is what
-// json.Marshal makes of an envelope, the body encoded once.
+// json.Marshal makes of an envelope, the body encoded once: by
+// appendBody for a cell's job and report, by encoding/json otherwise.
 func Send(w io.Writer, body any, blobs ...[]byte) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	line := make([]byte, 0, len(b)+32+8*len(blobs))
+	line := make([]byte, 0, 512+8*len(blobs))
 	line = append(line, '{')
 	if len(blobs) > 0 {
 		line = append(line, `"blobs":[`...)
@@ -102,7 +100,14 @@ func Send(w io.Writer, body any, blobs ...[]byte) error {
 		line = append(line, "],"...)
 	}
 	line = append(line, `"body":`...)
-	line = append(line, b...)
+	var ok bool
+	if line, ok = appendBody(line, body); !ok {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		line = append(line, b...)
+	}
 	line = append(line, '}')
 	size := len(line) + 1
 	for _, blob := range blobs {
@@ -111,7 +116,7 @@ func Send(w io.Writer, body any, blobs ...[]byte) error {
 	if size <= 64<<10 {
 		// One write, as the buffered writer below would make, without
 		// its 64 KiB buffer: a session cell's job and report are small.
-		msg := append(make([]byte, 0, size), line...)
+		msg := slices.Grow(line, size-len(line))
 		msg = append(msg, '\n')
 		for _, blob := range blobs {
 			msg = append(msg, blob...)
