@@ -145,7 +145,9 @@ func Receive(r io.Reader, body any, limit int64) ([][]byte, error) {
 
 // ReceiveWith is Receive with the blobs' bound chosen once the body is
 // decoded: a receiver that serves several kinds of stream bounds each
-// kind's first message by what that kind may carry. A reader that is a
+// kind's first message by what that kind may carry. A cell's job and
+// report are decoded by decodeFast, anything else by encoding/json, with
+// the same outcome either way. A reader that is a
 // *bufio.Reader of at least 64 KiB is read through directly, so what
 // follows the message stays in it for the next read.
 func ReceiveWith(r io.Reader, body any, limit func() int64) ([][]byte, error) {
@@ -168,8 +170,11 @@ func ReceiveWith(r io.Reader, body any, limit func() int64) ([][]byte, error) {
 		}
 	}
 	env := envelope{Body: body}
-	if err := json.Unmarshal(line, &env); err != nil {
-		return nil, fmt.Errorf("initproto: bad header: %w", err)
+	var ok bool
+	if env.Blobs, ok = decodeFast(line, body); !ok {
+		if err := json.Unmarshal(line, &env); err != nil {
+			return nil, fmt.Errorf("initproto: bad header: %w", err)
+		}
 	}
 	var total int64
 	max := limit()
