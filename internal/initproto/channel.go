@@ -155,6 +155,12 @@ func ReceiveWith(r io.Reader, body any, limit func() int64) ([][]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
+		if line == nil && err == nil {
+			// The whole line is in br's buffer: decode it there, before
+			// the blobs are read from br (neither decoder keeps it).
+			line = chunk
+			break
+		}
 		line = append(line, chunk...)
 		if len(line) > MaxHeader {
 			return nil, fmt.Errorf("%w: a header of more than %d bytes", ErrTooLarge, MaxHeader)
@@ -188,17 +194,41 @@ func ReceiveWith(r io.Reader, body any, limit func() int64) ([][]byte, error) {
 	}
 	blobs := make([][]byte, len(env.Blobs))
 	for i, n := range env.Blobs {
-		// Grow with what arrives rather than trusting the size up front.
-		b, err := io.ReadAll(io.LimitReader(br, n))
+		b, err := readBlob(br, n)
 		if err != nil {
 			return nil, err
-		}
-		if int64(len(b)) != n {
-			return nil, io.ErrUnexpectedEOF
 		}
 		blobs[i] = b
 	}
 	return blobs, nil
+}
+
+// smallBlob is the size up to which readBlob trusts a blob's size.
+const smallBlob = 64 << 10
+
+// readBlob reads a blob of n bytes, never nil. A small one is read into a
+// buffer of its size: a cell's code and output are mostly a few bytes,
+// which io.ReadAll would read into 512. A larger one grows with what
+// arrives rather than trusting the size up front.
+func readBlob(r io.Reader, n int64) ([]byte, error) {
+	if n <= smallBlob {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		return b, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r, n))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) != n {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return b, nil
 }
 
 // SendJob opens a job stream's message: the header, then the code, stdin
