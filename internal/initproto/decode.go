@@ -77,9 +77,9 @@ func (p *decoder) envelope(readBody func() bool) (blobs []int64, ok bool) {
 }
 
 // object reads an object whose keys are among keys, each after the one
-// before in keys' order (so none twice), calling member with each key's
-// index to read its value.
-func (p *decoder) object(keys []string, member func(k int) bool) bool {
+// before in keys' order (so none twice), calling member with each key to
+// read its value.
+func (p *decoder) object(keys []string, member func(key string) bool) bool {
 	if !p.lit(`{`) {
 		return false
 	}
@@ -89,7 +89,7 @@ func (p *decoder) object(keys []string, member func(k int) bool) bool {
 	next := 0
 	for {
 		k := p.key(keys[next:])
-		if k < 0 || !member(next+k) {
+		if k < 0 || !member(keys[next+k]) {
 			return false
 		}
 		next += k + 1
@@ -97,6 +97,27 @@ func (p *decoder) object(keys []string, member func(k int) bool) bool {
 			return true
 		}
 		if !p.lit(`,`) || next == len(keys) {
+			return false
+		}
+	}
+}
+
+// array reads an array, calling elem to read each element.
+func (p *decoder) array(elem func() bool) bool {
+	if !p.lit(`[`) {
+		return false
+	}
+	if p.lit(`]`) {
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		if p.lit(`]`) {
+			return true
+		}
+		if !p.lit(`,`) {
 			return false
 		}
 	}
@@ -129,136 +150,230 @@ var headerKeys = []string{"kind", "job", "index", "call", "run"}
 
 // header reads a Header.
 func (p *decoder) header(h *Header) bool {
-	return p.object(headerKeys, func(k int) bool {
-		ok := true
-		switch k {
-		case 0:
+	return p.object(headerKeys, func(key string) bool {
+		ok := false
+		switch key {
+		case "kind":
 			h.Kind, ok = p.string()
-		case 1:
+		case "job":
 			if p.lit(`null`) {
 				return true
 			}
 			h.Job = new(Job)
-			return p.job(h.Job)
-		case 2:
+			ok = p.job(h.Job)
+		case "index":
 			h.Index, ok = p.intN()
-		case 3:
+		case "call":
 			h.Call, ok = p.uint()
-		case 4:
+		case "run":
 			h.Run, ok = p.string()
 		}
 		return ok
 	})
 }
 
-// jobKeys are Job's keys that the fast path reads (no files or budgets).
-var jobKeys = []string{"argv", "check", "dir", "code_path", "env", "timeout_ms", "cpu_seconds", "nproc", "streams",
-	"proxy", "ca", "call", "run_id", "keep_ms", "max_output_bytes", "max_artifacts", "max_artifact_bytes", "trace"}
+// jobKeys are Job's keys.
+var jobKeys = []string{"argv", "check", "dir", "code_path", "files", "env", "timeout_ms", "cpu_seconds", "nproc",
+	"streams", "stream_budgets", "proxy", "ca", "call", "run_id", "keep_ms", "max_output_bytes", "max_artifacts",
+	"max_artifact_bytes", "trace"}
 
 // job reads a Job.
 func (p *decoder) job(j *Job) bool {
-	return p.object(jobKeys, func(k int) bool {
-		ok := true
-		switch k {
-		case 0:
+	return p.object(jobKeys, func(key string) bool {
+		ok := false
+		switch key {
+		case "argv":
 			j.Argv, ok = p.strings()
-		case 1:
+		case "check":
 			j.Check, ok = p.strings()
-		case 2:
+		case "dir":
 			j.Dir, ok = p.string()
-		case 3:
+		case "code_path":
 			j.CodePath, ok = p.string()
-		case 4:
+		case "files":
+			j.Files, ok = p.files()
+		case "env":
 			j.Env, ok = p.strings()
-		case 5:
+		case "timeout_ms":
 			j.TimeoutMs, ok = p.int(64)
-		case 6:
+		case "cpu_seconds":
 			j.CPUSeconds, ok = p.int(64)
-		case 7:
+		case "nproc":
 			j.NProc, ok = p.int(64)
-		case 8:
+		case "streams":
 			j.Streams, ok = p.strings()
-		case 9:
+		case "stream_budgets":
+			j.StreamBudgets, ok = p.budgets()
+		case "proxy":
 			j.Proxy, ok = p.string()
-		case 10:
+		case "ca":
 			j.CA, ok = p.base64()
-		case 11:
+		case "call":
 			j.Call, ok = p.uint()
-		case 12:
+		case "run_id":
 			j.RunID, ok = p.string()
-		case 13:
+		case "keep_ms":
 			j.KeepMs, ok = p.int(64)
-		case 14:
+		case "max_output_bytes":
 			j.MaxOutputBytes, ok = p.intN()
-		case 15:
+		case "max_artifacts":
 			j.MaxArtifacts, ok = p.intN()
-		case 16:
+		case "max_artifact_bytes":
 			j.MaxArtifactBytes, ok = p.int(64)
-		case 17:
+		case "trace":
 			j.Trace, ok = p.bool()
 		}
 		return ok
 	})
 }
 
-// reportKeys are Report's keys that the fast path reads (no artifacts,
-// displays or trace).
+// files reads a job's files: null, or an array of objects with a path.
+func (p *decoder) files() ([]File, bool) {
+	if p.lit(`null`) {
+		return nil, true
+	}
+	fs := []File{}
+	ok := p.array(func() bool {
+		var f File
+		ok := p.object(fileKeys, func(string) bool {
+			var ok bool
+			f.Path, ok = p.string()
+			return ok
+		})
+		fs = append(fs, f)
+		return ok
+	})
+	return fs, ok
+}
+
+// fileKeys are File's keys.
+var fileKeys = []string{"path"}
+
+// budgets reads a job's stream budgets: null, or an object of integers
+// with its keys in order, as json.Marshal writes them (so none twice).
+func (p *decoder) budgets() (map[string]int64, bool) {
+	if p.lit(`null`) {
+		return nil, true
+	}
+	if !p.lit(`{`) {
+		return nil, false
+	}
+	m := map[string]int64{}
+	if p.lit(`}`) {
+		return m, true
+	}
+	for first, prev := true, ""; ; first = false {
+		k, ok := p.string()
+		if !ok || !first && k <= prev || !p.lit(`:`) {
+			return nil, false
+		}
+		prev = k
+		if m[k], ok = p.int(64); !ok {
+			return nil, false
+		}
+		if p.lit(`}`) {
+			return m, true
+		}
+		if !p.lit(`,`) {
+			return nil, false
+		}
+	}
+}
+
+// reportKeys are Report's keys that the fast path reads (no displays or
+// trace).
 var reportKeys = []string{"init_error", "start_error", "check_failed", "exit_code", "signal", "timed_out",
 	"stdout_bytes", "stderr_bytes", "stdout_truncated", "stderr_truncated", "wall_ms", "ended_unix_ms", "cpu_ms",
-	"peak_memory_bytes", "oom_kills", "pids_limit_hit", "disk_full", "artifacts_omitted", "displays_omitted", "session"}
+	"peak_memory_bytes", "oom_kills", "pids_limit_hit", "disk_full", "artifacts", "artifacts_omitted",
+	"displays_omitted", "session"}
 
 // report reads a Report.
 func (p *decoder) report(r *Report) bool {
-	return p.object(reportKeys, func(k int) bool {
-		ok := true
-		switch k {
-		case 0:
+	return p.object(reportKeys, func(key string) bool {
+		ok := false
+		switch key {
+		case "init_error":
 			r.InitError, ok = p.string()
-		case 1:
+		case "start_error":
 			r.StartError, ok = p.string()
-		case 2:
+		case "check_failed":
 			r.CheckFailed, ok = p.bool()
-		case 3:
+		case "exit_code":
 			r.ExitCode, ok = p.intN()
-		case 4:
+		case "signal":
 			r.Signal, ok = p.intN()
-		case 5:
+		case "timed_out":
 			r.TimedOut, ok = p.bool()
-		case 6:
+		case "stdout_bytes":
 			r.StdoutBytes, ok = p.int(64)
-		case 7:
+		case "stderr_bytes":
 			r.StderrBytes, ok = p.int(64)
-		case 8:
+		case "stdout_truncated":
 			r.StdoutTruncated, ok = p.bool()
-		case 9:
+		case "stderr_truncated":
 			r.StderrTruncated, ok = p.bool()
-		case 10:
+		case "wall_ms":
 			r.WallMs, ok = p.int(64)
-		case 11:
+		case "ended_unix_ms":
 			r.EndedUnixMs, ok = p.int(64)
-		case 12:
+		case "cpu_ms":
 			r.CPUMs, ok = p.int(64)
-		case 13:
+		case "peak_memory_bytes":
 			r.PeakMemoryBytes, ok = p.int(64)
-		case 14:
+		case "oom_kills":
 			r.OOMKills, ok = p.int(64)
-		case 15:
+		case "pids_limit_hit":
 			r.PidsLimitHit, ok = p.bool()
-		case 16:
+		case "disk_full":
 			r.DiskFull, ok = p.string()
-		case 17:
+		case "artifacts":
+			r.Artifacts, ok = p.artifacts()
+		case "artifacts_omitted":
 			r.ArtifactsOmitted, ok = p.intN()
-		case 18:
+		case "displays_omitted":
 			r.DisplaysOmitted, ok = p.intN()
-		case 19:
+		case "session":
 			if p.lit(`null`) {
 				return true
 			}
 			r.Session = new(SessionState)
-			return p.session(r.Session)
+			ok = p.session(r.Session)
 		}
 		return ok
 	})
+}
+
+// artifactKeys are Artifact's keys.
+var artifactKeys = []string{"path", "size", "sha256", "sent", "display"}
+
+// artifacts reads a report's artifacts: null, or an array of objects.
+func (p *decoder) artifacts() ([]Artifact, bool) {
+	if p.lit(`null`) {
+		return nil, true
+	}
+	as := []Artifact{}
+	ok := p.array(func() bool {
+		var a Artifact
+		ok := p.object(artifactKeys, func(key string) bool {
+			ok := false
+			switch key {
+			case "path":
+				a.Path, ok = p.string()
+			case "size":
+				a.Size, ok = p.int(64)
+			case "sha256":
+				a.SHA256, ok = p.string()
+			case "sent":
+				a.Sent, ok = p.bool()
+			case "display":
+				a.Display, ok = p.bool()
+			}
+			return ok
+		})
+		as = append(as, a)
+		return ok
+	})
+	return as, ok
 }
 
 // sessionKeys are SessionState's keys.
@@ -266,14 +381,14 @@ var sessionKeys = []string{"calls", "lost", "interrupted"}
 
 // session reads a SessionState.
 func (p *decoder) session(s *SessionState) bool {
-	return p.object(sessionKeys, func(k int) bool {
-		ok := true
-		switch k {
-		case 0:
+	return p.object(sessionKeys, func(key string) bool {
+		ok := false
+		switch key {
+		case "calls":
 			s.Calls, ok = p.intN()
-		case 1:
+		case "lost":
 			s.Lost, ok = p.string()
-		case 2:
+		case "interrupted":
 			s.Interrupted, ok = p.bool()
 		}
 		return ok

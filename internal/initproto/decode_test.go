@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"unicode/utf8"
 )
 
 // realLines are a session cell's job and report as they crossed a
@@ -16,8 +17,8 @@ var realLines = []string{
 	`{"body":{"kind":"interrupt"}}`,
 	`{"blobs":[3],"body":{"kind":"artifact","index":2}}`,
 	`{"body":{"kind":"collect","call":7,"run":"r_1"}}`,
-	`{"blobs":[0,0],"body":{"init_error":"bad \"job\" \u003c\u2028\ufffd\\ \n\t\u0000","exit_code":-1,"stdout_bytes":0,"stderr_bytes":0,"wall_ms":0,"cpu_ms":0,"peak_memory_bytes":0,"oom_kills":-1,"disk_full":"/tmp","session":{"calls":1,"lost":"é€😀","interrupted":true}}}`,
-	`{"blobs":[0,0],"body":{"kind":"job","job":{"argv":[],"check":["bash","-n"],"dir":"","code_path":"","env":["A=1"],"timeout_ms":1,"cpu_seconds":2,"nproc":-3,"streams":["tool"],"proxy":"127.0.0.1:3128","ca":"LS0tLQo=","call":1,"run_id":"r","keep_ms":9,"max_output_bytes":1,"max_artifacts":2,"max_artifact_bytes":3,"trace":true}}}`,
+	`{"blobs":[0,0],"body":{"init_error":"bad \"job\" \u003c\u2028\ufffd\\ \n\t\u0000","exit_code":-1,"stdout_bytes":0,"stderr_bytes":0,"wall_ms":0,"cpu_ms":0,"peak_memory_bytes":0,"oom_kills":-1,"disk_full":"/tmp","artifacts":[{"path":"out.png","size":9,"sha256":"ab","sent":true},{"path":"0/image/png","size":0,"sha256":"","sent":false,"display":true}],"session":{"calls":1,"lost":"é€😀","interrupted":true}}}`,
+	`{"blobs":[0,0,1],"body":{"kind":"job","job":{"argv":[],"check":["bash","-n"],"dir":"","code_path":"","files":[{"path":"a\u003c"}],"env":["A=1"],"timeout_ms":1,"cpu_seconds":2,"nproc":-3,"streams":["tool"],"stream_budgets":{"proxy":-1,"tool":65536},"proxy":"127.0.0.1:3128","ca":"LS0tLQo=","call":1,"run_id":"r","keep_ms":9,"max_output_bytes":1,"max_artifacts":2,"max_artifact_bytes":3,"trace":true}}}`,
 }
 
 // checkDecodes fails t unless decodeFast, given line, either declines and
@@ -69,11 +70,27 @@ func TestDecodeFastTakesWhatSendWrites(t *testing.T) {
 			}
 			line, _ := buf.ReadBytes('\n')
 			tookReport, tookHeader := checkDecodes(t, line)
+			if !tc.report && h.Job != nil && invalidKeys(h.Job.StreamBudgets) {
+				// Keys that json.Marshal sorts before writing U+FFFD
+				// for their invalid bytes may come out of order or
+				// twice: encoding/json decodes those.
+				continue
+			}
 			if tookReport != tc.report || tookHeader != !tc.report {
 				t.Fatalf("%s: taken as a report %v, as a header %v", line, tookReport, tookHeader)
 			}
 		}
 	}
+}
+
+// invalidKeys reports whether a key of m is not valid UTF-8.
+func invalidKeys(m map[string]int64) bool {
+	for k := range m {
+		if !utf8.ValidString(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // Anything but the form Send writes goes to encoding/json, whose outcome
@@ -95,14 +112,24 @@ func TestDecodeFastDeclines(t *testing.T) {
 		`{"body":{"disk_full":"\x"}}`,
 		"{\"body\":{\"disk_full\":\"\xff\"}}",
 		"{\"body\":{\"disk_full\":\"\t\"}}",
-		`{"body":{"artifacts":[]}}`,
+		`{"body":{"displays":[]}}`,
+		`{"body":{"trace":null}}`,
+		`{"body":{"artifacts":[{"path":"a","path":"b"}]}}`,
+		`{"body":{"artifacts":[{"size":1,"path":"b"}]}}`,
+		`{"body":{"artifacts":[1]}}`,
+		`{"body":{"artifacts":[{}],}}`,
+		`{"body":{"job":{"stream_budgets":{"a":1,}}}}`,
+		`{"body":{"job":{"stream_budgets":{"b":1,"a":2}}}}`,
+		`{"body":{"job":{"stream_budgets":{"a":1,"a":2}}}}`,
+		`{"body":{"job":{"stream_budgets":{"a":"1"}}}}`,
 		`{"body":{"exit_code":null}}`,
 		`{"body":null}`,
 		`{"blobs":[-1],"body":{}}`,
 		`{"blobs":[],"body":{}}`,
 		`{"body":{},"blobs":[1]}`,
 		`{"body":{"kind":"tool","data":{}}}`,
-		`{"body":{"job":{"files":[]}}}`,
+		`{"body":{"job":{"files":[{"path":1}]}}}`,
+		`{"body":{"job":{"files":[{"Path":"a"}]}}}`,
 		`{"body":{"job":{"ca":"!!"}}}`,
 	} {
 		for _, target := range []any{new(Report), new(Header)} {

@@ -2,6 +2,8 @@ package initproto
 
 import (
 	"encoding/base64"
+	"maps"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -10,7 +12,7 @@ import (
 // reflection, when body is a message a cell sends over and over: a
 // *Report or a Header (or *Header) without Data. ok is false, and dst
 // unchanged, for any other body or one with a field the fast path leaves
-// to encoding/json (maps and slices of structs): reflection costs a
+// to encoding/json (a report's displays and trace): reflection costs a
 // session cell tens of microseconds per message on a cold cache.
 func appendBody(dst []byte, body any) (out []byte, ok bool) {
 	switch b := body.(type) {
@@ -33,21 +35,15 @@ func appendBody(dst []byte, body any) (out []byte, ok bool) {
 	return dst, false
 }
 
-// plainHeader reports whether appendHeader can encode h: no Data, and a
-// Job, if any, the fast path knows.
+// plainHeader reports whether appendHeader can encode h: no Data.
 func plainHeader(h *Header) bool {
-	return len(h.Data) == 0 && (h.Job == nil || plainJob(h.Job))
+	return len(h.Data) == 0
 }
 
-// plainJob reports whether appendJob can encode j: no files or budgets.
-func plainJob(j *Job) bool {
-	return len(j.Files) == 0 && len(j.StreamBudgets) == 0
-}
-
-// plainReport reports whether appendReport can encode r: no artifacts,
-// displays or trace.
+// plainReport reports whether appendReport can encode r: no displays or
+// trace.
 func plainReport(r *Report) bool {
-	return len(r.Artifacts) == 0 && len(r.Displays) == 0 && len(r.Trace) == 0
+	return len(r.Displays) == 0 && len(r.Trace) == 0
 }
 
 // appendHeader appends h as json.Marshal would; h must be plainHeader.
@@ -73,7 +69,7 @@ func appendHeader(dst []byte, h *Header) []byte {
 	return append(dst, '}')
 }
 
-// appendJob appends j as json.Marshal would; j must be plainJob.
+// appendJob appends j as json.Marshal would.
 func appendJob(dst []byte, j *Job) []byte {
 	dst = append(dst, `{"argv":`...)
 	dst = appendStrings(dst, j.Argv)
@@ -85,6 +81,18 @@ func appendJob(dst []byte, j *Job) []byte {
 	dst = appendString(dst, j.Dir)
 	dst = append(dst, `,"code_path":`...)
 	dst = appendString(dst, j.CodePath)
+	if len(j.Files) != 0 {
+		dst = append(dst, `,"files":[`...)
+		for i, f := range j.Files {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"path":`...)
+			dst = appendString(dst, f.Path)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
 	dst = append(dst, `,"env":`...)
 	dst = appendStrings(dst, j.Env)
 	dst = appendInt(dst, `,"timeout_ms":`, j.TimeoutMs, false)
@@ -93,6 +101,19 @@ func appendJob(dst []byte, j *Job) []byte {
 	if len(j.Streams) != 0 {
 		dst = append(dst, `,"streams":`...)
 		dst = appendStrings(dst, j.Streams)
+	}
+	if len(j.StreamBudgets) != 0 {
+		// As json.Marshal does, keys in order.
+		dst = append(dst, `,"stream_budgets":{`...)
+		for i, k := range slices.Sorted(maps.Keys(j.StreamBudgets)) {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, k)
+			dst = append(dst, ':')
+			dst = strconv.AppendInt(dst, j.StreamBudgets[k], 10)
+		}
+		dst = append(dst, '}')
 	}
 	if j.Proxy != "" {
 		dst = append(dst, `,"proxy":`...)
@@ -153,6 +174,25 @@ func appendReport(dst []byte, r *Report) []byte {
 	if r.DiskFull != "" {
 		dst = append(dst, `,"disk_full":`...)
 		dst = appendString(dst, r.DiskFull)
+	}
+	if len(r.Artifacts) != 0 {
+		dst = append(dst, `,"artifacts":[`...)
+		for i := range r.Artifacts {
+			a := &r.Artifacts[i]
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"path":`...)
+			dst = appendString(dst, a.Path)
+			dst = appendInt(dst, `,"size":`, a.Size, false)
+			dst = append(dst, `,"sha256":`...)
+			dst = appendString(dst, a.SHA256)
+			dst = append(dst, `,"sent":`...)
+			dst = strconv.AppendBool(dst, a.Sent)
+			dst = appendBool(dst, `,"display":true`, a.Display)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
 	}
 	dst = appendInt(dst, `,"artifacts_omitted":`, int64(r.ArtifactsOmitted), true)
 	dst = appendInt(dst, `,"displays_omitted":`, int64(r.DisplaysOmitted), true)

@@ -74,9 +74,9 @@ func TestAppendBodyEdgeCases(t *testing.T) {
 		{"an empty session", &Report{Session: &SessionState{}}, true},
 		{"empty slices", &Header{Job: &Job{Check: []string{}, Streams: []string{}, CA: []byte{}, Files: []File{}, StreamBudgets: map[string]int64{}}}, true},
 		{"a header's data", Header{Kind: StreamTool, Data: json.RawMessage(`{"a": 1}`)}, false},
-		{"files", Header{Job: &Job{Files: []File{{Path: "a"}}}}, false},
-		{"budgets", Header{Job: &Job{StreamBudgets: map[string]int64{"tool": 1}}}, false},
-		{"artifacts", &Report{Artifacts: []Artifact{{Path: "a"}}}, false},
+		{"files", Header{Job: &Job{Files: []File{{Path: "a"}, {Path: odd, Data: []byte("x")}}}}, true},
+		{"budgets", Header{Job: &Job{StreamBudgets: map[string]int64{"tool": 1, "proxy": -1, odd: 0, "": math.MaxInt64}}}, true},
+		{"artifacts", &Report{Artifacts: []Artifact{{Path: "a"}, {Path: odd, Size: -1, SHA256: "ab", Sent: true, Display: true}}}, true},
 		{"displays", &Report{Displays: []Display{{}}}, false},
 		{"a trace", &Report{Trace: []Mark{{Stage: "s"}}}, false},
 		{"a nil report", (*Report)(nil), false},
@@ -144,6 +144,18 @@ func randJob(r *rand.Rand) *Job {
 	if r.IntN(3) == 0 {
 		j.CA = []byte(randString(r))
 	}
+	if r.IntN(3) == 0 {
+		j.Files = make([]File, r.IntN(3))
+		for i := range j.Files {
+			j.Files[i].Path = randString(r)
+		}
+	}
+	if r.IntN(3) == 0 {
+		j.StreamBudgets = map[string]int64{}
+		for n := r.IntN(4); n > 0; n-- {
+			j.StreamBudgets[randString(r)] = randInt(r)
+		}
+	}
 	if r.IntN(2) == 0 {
 		j.Call = r.Uint64() >> r.IntN(64)
 	}
@@ -158,6 +170,13 @@ func randReport(r *rand.Rand) *Report {
 		EndedUnixMs: randInt(r), CPUMs: randInt(r), PeakMemoryBytes: randInt(r), OOMKills: randInt(r),
 		PidsLimitHit: r.IntN(2) == 0, DiskFull: randString(r), ArtifactsOmitted: int(randInt(r)),
 		DisplaysOmitted: int(randInt(r))}
+	if r.IntN(3) == 0 {
+		rep.Artifacts = make([]Artifact, r.IntN(3))
+		for i := range rep.Artifacts {
+			rep.Artifacts[i] = Artifact{Path: randString(r), Size: randInt(r), SHA256: randString(r),
+				Sent: r.IntN(2) == 0, Display: r.IntN(2) == 0}
+		}
+	}
 	if r.IntN(2) == 0 {
 		rep.Session = &SessionState{Calls: int(randInt(r)), Lost: randString(r), Interrupted: r.IntN(2) == 0}
 	}
