@@ -87,6 +87,21 @@ type envelope struct {
 // json.Marshal makes of an envelope, the body encoded once: by
 // appendBody for a cell's job and report, by encoding/json otherwise.
 func Send(w io.Writer, body any, blobs ...[]byte) error {
+	line := openLine(blobs)
+	var ok bool
+	if line, ok = appendBody(line, body); !ok {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		line = append(line, b...)
+	}
+	return writeMessage(w, line, blobs)
+}
+
+// openLine starts a message's line: the blobs' sizes, then the key of
+// the body, which the caller appends.
+func openLine(blobs [][]byte) []byte {
 	line := make([]byte, 0, 512+8*len(blobs))
 	line = append(line, '{')
 	if len(blobs) > 0 {
@@ -99,15 +114,12 @@ func Send(w io.Writer, body any, blobs ...[]byte) error {
 		}
 		line = append(line, "],"...)
 	}
-	line = append(line, `"body":`...)
-	var ok bool
-	if line, ok = appendBody(line, body); !ok {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		line = append(line, b...)
-	}
+	return append(line, `"body":`...)
+}
+
+// writeMessage closes line, which holds the body, and writes it and the
+// blobs.
+func writeMessage(w io.Writer, line []byte, blobs [][]byte) error {
 	line = append(line, '}')
 	size := len(line) + 1
 	for _, blob := range blobs {
@@ -175,16 +187,18 @@ func ReceiveWith(r io.Reader, body any, limit func() int64) ([][]byte, error) {
 			return nil, err
 		}
 	}
-	env := envelope{Body: body}
-	var ok bool
-	if env.Blobs, ok = decodeFast(line, body); !ok {
+	sizes, ok := decodeFast(line, body)
+	if !ok {
+		// Here only, so that the fast path does not put env on the heap.
+		env := envelope{Body: body}
 		if err := json.Unmarshal(line, &env); err != nil {
 			return nil, fmt.Errorf("initproto: bad header: %w", err)
 		}
+		sizes = env.Blobs
 	}
 	var total int64
 	max := limit()
-	for _, n := range env.Blobs {
+	for _, n := range sizes {
 		if n < 0 {
 			return nil, fmt.Errorf("initproto: a blob of %d bytes", n)
 		}
@@ -192,8 +206,8 @@ func ReceiveWith(r io.Reader, body any, limit func() int64) ([][]byte, error) {
 			return nil, fmt.Errorf("%w: %d bytes of data, at most %d", ErrTooLarge, total, max)
 		}
 	}
-	blobs := make([][]byte, len(env.Blobs))
-	for i, n := range env.Blobs {
+	blobs := make([][]byte, len(sizes))
+	for i, n := range sizes {
 		b, err := readBlob(br, n)
 		if err != nil {
 			return nil, err
@@ -243,7 +257,10 @@ func sendJob(w io.Writer, kind string, job *Job) error {
 	for _, f := range job.Files {
 		blobs = append(blobs, f.Data)
 	}
-	return Send(w, Header{Kind: kind, Job: job}, blobs...)
+	// Encoded here, not by Send: a Header passed as an any would be put
+	// on the heap for json.Marshal's sake.
+	h := Header{Kind: kind, Job: job}
+	return writeMessage(w, appendHeader(openLine(blobs), &h), blobs)
 }
 
 // JobBlobs puts a job message's blobs back into its job.

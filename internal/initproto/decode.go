@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"math"
 	"reflect"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -21,6 +22,7 @@ func decodeFast(line []byte, body any) (blobs []int64, ok bool) {
 		if v == nil || !reflect.ValueOf(v).Elem().IsZero() {
 			return nil, false
 		}
+		// Decoded aside: a line declined halfway leaves body as it was.
 		var rep Report
 		p := decoder{b: line}
 		if blobs, ok = p.envelope(func() bool { return p.report(&rep) }); ok {
@@ -452,12 +454,9 @@ func (p *decoder) int(bits uint) (int64, bool) {
 
 // intN reads an int.
 func (p *decoder) intN() (int, bool) {
-	n, ok := p.int(strconvIntSize)
+	n, ok := p.int(strconv.IntSize)
 	return int(n), ok
 }
-
-// strconvIntSize is the size of an int in bits.
-const strconvIntSize = 32 << (^uint(0) >> 63)
 
 // strings reads null (a nil slice) or an array of strings ([] an empty one,
 // as encoding/json makes it).

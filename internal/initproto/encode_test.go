@@ -204,3 +204,27 @@ func TestAppendBodyMatchesJSONRandomly(t *testing.T) {
 		checkEncodes(t, randReport(r), true)
 	}
 }
+
+// SendCell encodes its header itself: its message must be the one
+// encoding/json makes of the same header.
+func TestSendCellWritesWhatJSONWould(t *testing.T) {
+	withFiles := realJob()
+	withFiles.Files = []File{{Path: "a.csv", Data: []byte("1,2")}, {Path: "<b>", Data: nil}}
+	withFiles.StreamBudgets = map[string]int64{"tool": 1 << 20}
+	for _, job := range []*Job{realJob(), withFiles, {}} {
+		var got, want bytes.Buffer
+		if err := SendCell(&got, job); err != nil {
+			t.Fatal(err)
+		}
+		blobs := [][]byte{job.Code, job.Stdin}
+		for _, f := range job.Files {
+			blobs = append(blobs, f.Data)
+		}
+		if err := Send(&want, headerJSON{Header{Kind: StreamCells, Job: job}}, blobs...); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want.Bytes()) {
+			t.Errorf("SendCell wrote\n%q\nencoding/json\n%q", got.Bytes(), want.Bytes())
+		}
+	}
+}
