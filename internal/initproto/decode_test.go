@@ -171,3 +171,21 @@ func FuzzReceiveMatchesJSON(f *testing.F) {
 		}
 	})
 }
+
+// Every prefix of a real line, and every line with one byte changed to
+// one that matters to JSON, decodes as encoding/json decodes it or is
+// declined, without a panic: what the fuzzer checks at random, here in
+// every plain test run.
+func TestDecodeFastOnDamagedLines(t *testing.T) {
+	for _, l := range realLines {
+		line := []byte(l + "\n")
+		for i := range line {
+			checkDecodes(t, line[:i])
+			for _, c := range []byte("\n\"\\{}[]:,0-9eu \x00\xff") {
+				damaged := bytes.Clone(line)
+				damaged[i] = c
+				checkDecodes(t, damaged)
+			}
+		}
+	}
+}
