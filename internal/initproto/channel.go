@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 
@@ -83,13 +84,25 @@ type envelope struct {
 
 // Send writes one message: a JSON line with body and the blobs' sizes, then
 // the blobs as raw bytes (never base64 inside JSON). The line is what
-// json.Marshal makes of an envelope, the body encoded once.
+// json.Marshal makes of an envelope, the body encoded once: by
+// appendBody for a cell's job and report, by encoding/json otherwise.
 func Send(w io.Writer, body any, blobs ...[]byte) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
+	line := openLine(blobs)
+	var ok bool
+	if line, ok = appendBody(line, body); !ok {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		line = append(line, b...)
 	}
-	line := make([]byte, 0, len(b)+32+8*len(blobs))
+	return writeMessage(w, line, blobs)
+}
+
+// openLine starts a message's line: the blobs' sizes, then the key of
+// the body, which the caller appends.
+func openLine(blobs [][]byte) []byte {
+	line := make([]byte, 0, 512+8*len(blobs))
 	line = append(line, '{')
 	if len(blobs) > 0 {
 		line = append(line, `"blobs":[`...)
@@ -101,8 +114,12 @@ func Send(w io.Writer, body any, blobs ...[]byte) error {
 		}
 		line = append(line, "],"...)
 	}
-	line = append(line, `"body":`...)
-	line = append(line, b...)
+	return append(line, `"body":`...)
+}
+
+// writeMessage closes line, which holds the body, and writes it and the
+// blobs.
+func writeMessage(w io.Writer, line []byte, blobs [][]byte) error {
 	line = append(line, '}')
 	size := len(line) + 1
 	for _, blob := range blobs {
@@ -111,7 +128,7 @@ func Send(w io.Writer, body any, blobs ...[]byte) error {
 	if size <= 64<<10 {
 		// One write, as the buffered writer below would make, without
 		// its 64 KiB buffer: a session cell's job and report are small.
-		msg := append(make([]byte, 0, size), line...)
+		msg := slices.Grow(line, size-len(line))
 		msg = append(msg, '\n')
 		for _, blob := range blobs {
 			msg = append(msg, blob...)
@@ -140,7 +157,9 @@ func Receive(r io.Reader, body any, limit int64) ([][]byte, error) {
 
 // ReceiveWith is Receive with the blobs' bound chosen once the body is
 // decoded: a receiver that serves several kinds of stream bounds each
-// kind's first message by what that kind may carry. A reader that is a
+// kind's first message by what that kind may carry. A cell's job and
+// report are decoded by decodeFast, anything else by encoding/json, with
+// the same outcome either way. A reader that is a
 // *bufio.Reader of at least 64 KiB is read through directly, so what
 // follows the message stays in it for the next read.
 func ReceiveWith(r io.Reader, body any, limit func() int64) ([][]byte, error) {
@@ -148,6 +167,12 @@ func ReceiveWith(r io.Reader, body any, limit func() int64) ([][]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
+		if line == nil && err == nil {
+			// The whole line is in br's buffer: decode it there, before
+			// the blobs are read from br (neither decoder keeps it).
+			line = chunk
+			break
+		}
 		line = append(line, chunk...)
 		if len(line) > MaxHeader {
 			return nil, fmt.Errorf("%w: a header of more than %d bytes", ErrTooLarge, MaxHeader)
@@ -162,13 +187,18 @@ func ReceiveWith(r io.Reader, body any, limit func() int64) ([][]byte, error) {
 			return nil, err
 		}
 	}
-	env := envelope{Body: body}
-	if err := json.Unmarshal(line, &env); err != nil {
-		return nil, fmt.Errorf("initproto: bad header: %w", err)
+	sizes, ok := decodeFast(line, body)
+	if !ok {
+		// Here only, so that the fast path does not put env on the heap.
+		env := envelope{Body: body}
+		if err := json.Unmarshal(line, &env); err != nil {
+			return nil, fmt.Errorf("initproto: bad header: %w", err)
+		}
+		sizes = env.Blobs
 	}
 	var total int64
 	max := limit()
-	for _, n := range env.Blobs {
+	for _, n := range sizes {
 		if n < 0 {
 			return nil, fmt.Errorf("initproto: a blob of %d bytes", n)
 		}
@@ -176,19 +206,43 @@ func ReceiveWith(r io.Reader, body any, limit func() int64) ([][]byte, error) {
 			return nil, fmt.Errorf("%w: %d bytes of data, at most %d", ErrTooLarge, total, max)
 		}
 	}
-	blobs := make([][]byte, len(env.Blobs))
-	for i, n := range env.Blobs {
-		// Grow with what arrives rather than trusting the size up front.
-		b, err := io.ReadAll(io.LimitReader(br, n))
+	blobs := make([][]byte, len(sizes))
+	for i, n := range sizes {
+		b, err := readBlob(br, n)
 		if err != nil {
 			return nil, err
-		}
-		if int64(len(b)) != n {
-			return nil, io.ErrUnexpectedEOF
 		}
 		blobs[i] = b
 	}
 	return blobs, nil
+}
+
+// smallBlob is the size up to which readBlob trusts a blob's size.
+const smallBlob = 64 << 10
+
+// readBlob reads a blob of n bytes, never nil. A small one is read into a
+// buffer of its size: a cell's code and output are mostly a few bytes,
+// which io.ReadAll would read into 512. A larger one grows with what
+// arrives rather than trusting the size up front.
+func readBlob(r io.Reader, n int64) ([]byte, error) {
+	if n <= smallBlob {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		return b, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r, n))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) != n {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return b, nil
 }
 
 // SendJob opens a job stream's message: the header, then the code, stdin
@@ -203,7 +257,10 @@ func sendJob(w io.Writer, kind string, job *Job) error {
 	for _, f := range job.Files {
 		blobs = append(blobs, f.Data)
 	}
-	return Send(w, Header{Kind: kind, Job: job}, blobs...)
+	// Encoded here, not by Send: a Header passed as an any would be put
+	// on the heap for json.Marshal's sake.
+	h := Header{Kind: kind, Job: job}
+	return writeMessage(w, appendHeader(openLine(blobs), &h), blobs)
 }
 
 // JobBlobs puts a job message's blobs back into its job.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,3 +122,34 @@ func TestSendSmallAndLarge(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A line longer than the reader's buffer, a small blob and one past
+// smallBlob read back whole, message after message; a blob cut short is
+// io.ErrUnexpectedEOF whatever its size.
+func TestReceiveLongLinesAndBlobs(t *testing.T) {
+	var buf bytes.Buffer
+	long := &Job{Env: []string{strings.Repeat("A", 100<<10)}, RunID: "long"}
+	big := bytes.Repeat([]byte("y"), smallBlob+1)
+	_ = SendJob(&buf, long)
+	_ = SendJob(&buf, &Job{Code: []byte("small"), Stdin: big, RunID: "next"})
+	br := bufio.NewReaderSize(&buf, 64<<10)
+	for _, want := range []string{"long", "next"} {
+		var h Header
+		blobs, err := Receive(br, &h, 1<<20)
+		if err != nil || h.Job == nil || h.Job.RunID != want || JobBlobs(h.Job, blobs) != nil {
+			t.Fatalf("%s: %+v, %v", want, h, err)
+		}
+		if want == "long" && h.Job.Env[0] != long.Env[0] || want == "next" && !bytes.Equal(h.Job.Stdin, big) {
+			t.Fatalf("%s came back changed", want)
+		}
+	}
+	for _, n := range []int{5, smallBlob + 1} {
+		buf.Reset()
+		_ = Send(&buf, Header{Kind: "cut"}, make([]byte, n))
+		msg := buf.Bytes()[:buf.Len()-1]
+		var h Header
+		if _, err := Receive(bytes.NewReader(msg), &h, 1<<20); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("a blob of %d bytes cut short: %v", n, err)
+		}
+	}
+}
