@@ -5,7 +5,8 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/runbox-mcp/runbox/internal/jsonenc"
 )
 
 // errUnencodable says appendEntry met a value it does not write (a time
@@ -40,7 +41,7 @@ func marshalEntry(e *Entry) ([]byte, error) {
 // struct written here by hand without being taught to it.
 func appendEntry(b []byte, e *Entry) ([]byte, error) {
 	b = append(b, `{"run_id":`...)
-	b = appendString(b, e.RunID)
+	b = jsonenc.AppendString(b, e.RunID)
 	b = append(b, `,"time":"`...)
 	b, err := e.Time.AppendText(b) // what Time.MarshalJSON writes, unquoted
 	if err != nil {
@@ -53,11 +54,11 @@ func appendEntry(b []byte, e *Entry) ([]byte, error) {
 	b = appendOmitString(b, n, `"session":`, e.Client.Session)
 	b = appendOmitString(b, n, `"principal":`, e.Client.Principal)
 	b = append(b, `},"transport":`...)
-	b = appendString(b, e.Transport)
+	b = jsonenc.AppendString(b, e.Transport)
 	b = append(b, `,"language":`...)
-	b = appendString(b, e.Language)
+	b = jsonenc.AppendString(b, e.Language)
 	b = append(b, `,"code_sha256":`...)
-	b = appendString(b, e.CodeSHA256)
+	b = jsonenc.AppendString(b, e.CodeSHA256)
 	if len(e.Args) > 0 {
 		// Args is a json.RawMessage: json.Marshal compacts and
 		// HTML-escapes it, and fails when it is not JSON.
@@ -66,9 +67,9 @@ func appendEntry(b []byte, e *Entry) ([]byte, error) {
 		}
 	}
 	b = append(b, `,"image":`...)
-	b = appendString(b, e.Image)
+	b = jsonenc.AppendString(b, e.Image)
 	b = append(b, `,"isolation":`...)
-	b = appendString(b, e.Isolation)
+	b = jsonenc.AppendString(b, e.Isolation)
 
 	l := &e.Limits
 	b = append(b, `,"limits":{"timeout_seconds":`...)
@@ -103,7 +104,7 @@ func appendEntry(b []byte, e *Entry) ([]byte, error) {
 	b = strconv.AppendBool(b, m.Cached)
 
 	b = append(b, `},"status":`...)
-	b = appendString(b, string(e.Status))
+	b = jsonenc.AppendString(b, string(e.Status))
 	b = append(b, `,"exit_code":`...)
 	if e.ExitCode == nil {
 		b = append(b, "null"...)
@@ -112,17 +113,17 @@ func appendEntry(b []byte, e *Entry) ([]byte, error) {
 	}
 	if x := e.Error; x != nil {
 		b = append(b, `,"error":{"kind":`...)
-		b = appendString(b, string(x.Kind))
+		b = jsonenc.AppendString(b, string(x.Kind))
 		if x.Limit != "" {
 			b = append(b, `,"limit":`...)
-			b = appendString(b, string(x.Limit))
+			b = jsonenc.AppendString(b, string(x.Limit))
 		}
 		if x.Syscall != "" {
 			b = append(b, `,"syscall":`...)
-			b = appendString(b, x.Syscall)
+			b = jsonenc.AppendString(b, x.Syscall)
 		}
 		b = append(b, `,"message":`...)
-		b = appendString(b, x.Message)
+		b = jsonenc.AppendString(b, x.Message)
 		b = append(b, '}')
 	}
 	b = append(b, `,"artifacts":`...)
@@ -136,13 +137,13 @@ func appendEntry(b []byte, e *Entry) ([]byte, error) {
 				b = append(b, ',')
 			}
 			b = append(b, `{"path":`...)
-			b = appendString(b, a.Path)
+			b = jsonenc.AppendString(b, a.Path)
 			b = append(b, `,"size_bytes":`...)
 			b = strconv.AppendInt(b, a.SizeBytes, 10)
 			b = append(b, `,"mime_type":`...)
-			b = appendString(b, a.MimeType)
+			b = jsonenc.AppendString(b, a.MimeType)
 			b = append(b, `,"sha256":`...)
-			b = appendString(b, a.SHA256)
+			b = jsonenc.AppendString(b, a.SHA256)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -153,13 +154,13 @@ func appendEntry(b []byte, e *Entry) ([]byte, error) {
 		}
 	}
 	b = append(b, `,"stdout_head":`...)
-	b = appendString(b, e.StdoutHead)
+	b = jsonenc.AppendString(b, e.StdoutHead)
 	b = append(b, `,"stderr_head":`...)
-	b = appendString(b, e.StderrHead)
+	b = jsonenc.AppendString(b, e.StderrHead)
 	b = append(b, `,"stdout_sha256":`...)
-	b = appendString(b, e.StdoutSHA256)
+	b = jsonenc.AppendString(b, e.StdoutSHA256)
 	b = append(b, `,"stderr_sha256":`...)
-	b = appendString(b, e.StderrSHA256)
+	b = jsonenc.AppendString(b, e.StderrSHA256)
 	if e.Redacted != 0 {
 		b = append(b, `,"redacted":`...)
 		b = strconv.AppendInt(b, int64(e.Redacted), 10)
@@ -171,16 +172,16 @@ func appendEntry(b []byte, e *Entry) ([]byte, error) {
 	}
 	if s := e.Session; s != nil {
 		b = append(b, `,"session":{"key":`...)
-		b = appendString(b, s.Key)
+		b = jsonenc.AppendString(b, s.Key)
 		b = append(b, `,"call":`...)
 		b = strconv.AppendInt(b, int64(s.Call), 10)
 		b = append(b, `,"state":`...)
-		b = appendString(b, s.State)
+		b = jsonenc.AppendString(b, s.State)
 		b = append(b, '}')
 	}
 	if e.Background != "" {
 		b = append(b, `,"background":`...)
-		b = appendString(b, e.Background)
+		b = jsonenc.AppendString(b, e.Background)
 	}
 	if e.Exposure != nil {
 		if b, err = appendMarshal(b, `,"exposure":`, e.Exposure); err != nil {
@@ -200,7 +201,7 @@ func appendOmitString(b []byte, start int, key, s string) []byte {
 		b = append(b, ',')
 	}
 	b = append(b, key...)
-	return appendString(b, s)
+	return jsonenc.AppendString(b, s)
 }
 
 // appendMarshal appends key and json.Marshal's encoding of v, for the
@@ -234,71 +235,4 @@ func appendFloat(b []byte, f float64) ([]byte, error) {
 		}
 	}
 	return b, nil
-}
-
-// htmlSafe says which ASCII bytes encoding/json writes as they are: all but
-// the control characters, `"`, `\` and, since it escapes HTML, <, > and &.
-var htmlSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := ' '; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
-// hexDigits are the lower-case digits encoding/json writes in \u escapes.
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s quoted as encoding/json quotes a string with
-// HTML escaping (json.Marshal's default): short escapes for \b \f \n \r \t,
-// \u00XX for other control characters and <, >, &, \u2028 and \u2029 for
-// the line and paragraph separators, \ufffd for each invalid UTF-8 byte.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if htmlSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

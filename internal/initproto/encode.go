@@ -5,7 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/runbox-mcp/runbox/internal/jsonenc"
 )
 
 // appendBody appends what json.Marshal makes of body, without its
@@ -49,7 +50,7 @@ func plainReport(r *Report) bool {
 // appendHeader appends h as json.Marshal would; h must be plainHeader.
 func appendHeader(dst []byte, h *Header) []byte {
 	dst = append(dst, `{"kind":`...)
-	dst = appendString(dst, h.Kind)
+	dst = jsonenc.AppendString(dst, h.Kind)
 	if h.Job != nil {
 		dst = append(dst, `,"job":`...)
 		dst = appendJob(dst, h.Job)
@@ -64,7 +65,7 @@ func appendHeader(dst []byte, h *Header) []byte {
 	}
 	if h.Run != "" {
 		dst = append(dst, `,"run":`...)
-		dst = appendString(dst, h.Run)
+		dst = jsonenc.AppendString(dst, h.Run)
 	}
 	return append(dst, '}')
 }
@@ -78,9 +79,9 @@ func appendJob(dst []byte, j *Job) []byte {
 		dst = appendStrings(dst, j.Check)
 	}
 	dst = append(dst, `,"dir":`...)
-	dst = appendString(dst, j.Dir)
+	dst = jsonenc.AppendString(dst, j.Dir)
 	dst = append(dst, `,"code_path":`...)
-	dst = appendString(dst, j.CodePath)
+	dst = jsonenc.AppendString(dst, j.CodePath)
 	if len(j.Files) != 0 {
 		dst = append(dst, `,"files":[`...)
 		for i, f := range j.Files {
@@ -88,7 +89,7 @@ func appendJob(dst []byte, j *Job) []byte {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"path":`...)
-			dst = appendString(dst, f.Path)
+			dst = jsonenc.AppendString(dst, f.Path)
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
@@ -109,7 +110,7 @@ func appendJob(dst []byte, j *Job) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(dst, k)
+			dst = jsonenc.AppendString(dst, k)
 			dst = append(dst, ':')
 			dst = strconv.AppendInt(dst, j.StreamBudgets[k], 10)
 		}
@@ -117,7 +118,7 @@ func appendJob(dst []byte, j *Job) []byte {
 	}
 	if j.Proxy != "" {
 		dst = append(dst, `,"proxy":`...)
-		dst = appendString(dst, j.Proxy)
+		dst = jsonenc.AppendString(dst, j.Proxy)
 	}
 	if len(j.CA) != 0 {
 		dst = append(dst, `,"ca":"`...)
@@ -130,7 +131,7 @@ func appendJob(dst []byte, j *Job) []byte {
 	}
 	if j.RunID != "" {
 		dst = append(dst, `,"run_id":`...)
-		dst = appendString(dst, j.RunID)
+		dst = jsonenc.AppendString(dst, j.RunID)
 	}
 	dst = appendInt(dst, `,"keep_ms":`, j.KeepMs, true)
 	dst = appendInt(dst, `,"max_output_bytes":`, int64(j.MaxOutputBytes), false)
@@ -147,12 +148,12 @@ func appendReport(dst []byte, r *Report) []byte {
 	dst = append(dst, '{')
 	if r.InitError != "" {
 		dst = append(dst, `"init_error":`...)
-		dst = appendString(dst, r.InitError)
+		dst = jsonenc.AppendString(dst, r.InitError)
 		dst = append(dst, ',')
 	}
 	if r.StartError != "" {
 		dst = append(dst, `"start_error":`...)
-		dst = appendString(dst, r.StartError)
+		dst = jsonenc.AppendString(dst, r.StartError)
 		dst = append(dst, ',')
 	}
 	if r.CheckFailed {
@@ -173,7 +174,7 @@ func appendReport(dst []byte, r *Report) []byte {
 	dst = appendBool(dst, `,"pids_limit_hit":true`, r.PidsLimitHit)
 	if r.DiskFull != "" {
 		dst = append(dst, `,"disk_full":`...)
-		dst = appendString(dst, r.DiskFull)
+		dst = jsonenc.AppendString(dst, r.DiskFull)
 	}
 	if len(r.Artifacts) != 0 {
 		dst = append(dst, `,"artifacts":[`...)
@@ -183,10 +184,10 @@ func appendReport(dst []byte, r *Report) []byte {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"path":`...)
-			dst = appendString(dst, a.Path)
+			dst = jsonenc.AppendString(dst, a.Path)
 			dst = appendInt(dst, `,"size":`, a.Size, false)
 			dst = append(dst, `,"sha256":`...)
-			dst = appendString(dst, a.SHA256)
+			dst = jsonenc.AppendString(dst, a.SHA256)
 			dst = append(dst, `,"sent":`...)
 			dst = strconv.AppendBool(dst, a.Sent)
 			dst = appendBool(dst, `,"display":true`, a.Display)
@@ -200,7 +201,7 @@ func appendReport(dst []byte, r *Report) []byte {
 		dst = appendInt(dst, `,"session":{"calls":`, int64(s.Calls), false)
 		if s.Lost != "" {
 			dst = append(dst, `,"lost":`...)
-			dst = appendString(dst, s.Lost)
+			dst = jsonenc.AppendString(dst, s.Lost)
 		}
 		dst = appendBool(dst, `,"interrupted":true`, s.Interrupted)
 		dst = append(dst, '}')
@@ -235,61 +236,7 @@ func appendStrings(dst []byte, ss []string) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, s)
+		dst = jsonenc.AppendString(dst, s)
 	}
 	return append(dst, ']')
-}
-
-// hexDigits are the digits of encoding/json's \u escapes.
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s quoted exactly as encoding/json quotes it:
-// control characters, quotes, backslashes and <, >, & escaped, invalid
-// UTF-8 as \ufffd, U+2028 and U+2029 escaped.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		} else if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
-		} else {
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
