@@ -53,7 +53,7 @@ unit:
 ## of executions, not a duration: Go 1.26's fuzzer can fail a duration-bounded run with
 ## "context deadline exceeded" when its time is up (go.dev/issue/75804, fixed in Go 1.27).
 FUZZ_TIME    ?= 50000x
-FUZZ_TARGETS := runs:FuzzRunCodeArgs runs:FuzzInputPath sandbox:FuzzChannel internal/initproto:FuzzReceive internal/langerr:FuzzParse contract:FuzzFirstLine internal/initproto:FuzzPrestart internal/initproto:FuzzResetReader
+FUZZ_TARGETS := runs:FuzzRunCodeArgs runs:FuzzInputPath sandbox:FuzzChannel internal/initproto:FuzzReceive internal/langerr:FuzzParse contract:FuzzFirstLine internal/initproto:FuzzPrestart internal/initproto:FuzzResetReader internal/initproto:FuzzReceiveMatchesJSON
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "fuzz $${t##*:} ($(FUZZ_TIME))"; \
